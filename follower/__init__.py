@@ -1,0 +1,1 @@
+"""The relay client and the fetch → open → hand on → ack loop built on it."""

@@ -1,0 +1,162 @@
+"""A small synchronous relay client over the standard library's http.client.
+
+`talk send` must start fast; httpx alone costs more import time than the whole send budget,
+and one keep-alive connection per command is all the CLI needs.
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import socket
+from typing import Any, Protocol
+from urllib.parse import urlsplit
+
+from keys.encoding import b64d
+from keys.errors import RelayError, UserError
+from keys.identity import KeyBundle
+from keys.wire import API, auth_headers
+
+
+class Signer(Protocol):
+    @property
+    def fingerprint(self) -> str: ...
+
+    def sign(self, message: bytes) -> bytes: ...
+
+
+def check_relay_url(url: str) -> str:
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise UserError(f"relay URL {url!r} must look like http://HOST:PORT or https://HOST")
+    return url.rstrip("/")
+
+
+class RelayClient:
+    def __init__(self, url: str, timeout: float = 10.0) -> None:
+        self.url = check_relay_url(url)
+        parts = urlsplit(self.url)
+        self._https = parts.scheme == "https"
+        self._host = parts.hostname or ""
+        self._port = parts.port
+        self._prefix = parts.path
+        self._timeout = timeout
+        self._conn: http.client.HTTPConnection | None = None
+
+    def close(self) -> None:
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
+
+    def _connection(self) -> http.client.HTTPConnection:
+        if self._conn is None:
+            cls = http.client.HTTPSConnection if self._https else http.client.HTTPConnection
+            self._conn = cls(self._host, self._port, timeout=self._timeout)
+        return self._conn
+
+    def _exchange(self, method: str, path: str, body: bytes, headers: dict[str, str]) -> tuple[int, bytes]:
+        # A kept-alive connection the relay has closed fails on first use: retry once on a new one.
+        # Every request is safe to repeat: deposits carry message ids the receiver dedups.
+        for attempt in (1, 2):
+            conn = self._connection()
+            try:
+                conn.request(method, self._prefix + path, body=body, headers=headers)
+                response = conn.getresponse()
+                return response.status, response.read()
+            except (http.client.HTTPException, ConnectionError, socket.timeout, OSError) as exc:
+                self.close()
+                reused_and_dropped = isinstance(
+                    exc, http.client.RemoteDisconnected | BrokenPipeError | ConnectionResetError
+                )
+                if attempt == 2 or not reused_and_dropped:
+                    raise RelayError(
+                        f"cannot reach the relay at {self.url} ({_reason(exc)}); is it running? "
+                        "Check --relay or TALK_RELAY",
+                    ) from exc
+        raise AssertionError("unreachable")
+
+    def request(
+        self, method: str, path: str, body: bytes = b"", *, signer: Signer | None = None,
+        content_type: str = "application/json",
+    ) -> Any:
+        headers = {"content-type": content_type}
+        if signer is not None:
+            headers.update(auth_headers(signer.sign, method, self._prefix + path, body))
+        status, raw = self._exchange(method, path, body, headers)
+        payload = _parse(raw)
+        if status >= 400:
+            message = payload.get("message") if isinstance(payload, dict) else None
+            code = payload.get("error", "") if isinstance(payload, dict) else ""
+            raise RelayError(
+                f"relay refused {method} {path.split('/')[2] if path.count('/') > 1 else path}: "
+                f"{message or f'HTTP {status}'}",
+                status=status,
+                code=code,
+            )
+        return payload
+
+    def publish(self, bundle: KeyBundle) -> None:
+        body = json.dumps(bundle.to_json()).encode()
+        self.request("PUT", f"{API}/keys/{bundle.fingerprint}", body)
+
+    def bundle(self, fp: str) -> KeyBundle:
+        """The bundle the relay serves for `fp`, not yet checked against any pin."""
+        data = self.request("GET", f"{API}/keys/{fp}")
+        try:
+            return KeyBundle.from_json(data)
+        except ValueError as exc:
+            raise RelayError(f"the relay served a malformed key bundle for {fp}: {exc}") from exc
+
+    def deposit(self, fp: str, tag: str, blob: bytes) -> str:
+        data = self.request(
+            "POST", f"{API}/mail/{fp}/{tag}", blob, content_type="application/octet-stream"
+        )
+        return str(data["id"])
+
+    def fetch(self, signer: Signer, tags: list[str], limit: int = 100) -> tuple[list[Fetched], bool]:
+        body = json.dumps({"tags": tags, "limit": limit}).encode()
+        data = self.request("POST", f"{API}/mail/{signer.fingerprint}/fetch", body, signer=signer)
+        try:
+            mail = [Fetched(m["id"], m["tag"], b64d(m["blob"])) for m in data["messages"]]
+        except (KeyError, TypeError, ValueError) as exc:
+            raise RelayError(f"the relay sent a malformed fetch response: {exc}") from exc
+        return mail, bool(data.get("more"))
+
+    def ack(self, signer: Signer, ids: list[str]) -> int:
+        body = json.dumps({"ids": ids}).encode()
+        data = self.request("POST", f"{API}/mail/{signer.fingerprint}/ack", body, signer=signer)
+        return int(data.get("deleted", 0))
+
+    def open_invite(self, signer: Signer, tag: str, expires: int) -> None:
+        body = json.dumps({"tag": tag, "expires": expires}).encode()
+        self.request("POST", f"{API}/invites/{signer.fingerprint}", body, signer=signer)
+
+    def revoke_invite(self, signer: Signer, tag: str) -> bool:
+        body = json.dumps({"tag": tag}).encode()
+        data = self.request("POST", f"{API}/invites/{signer.fingerprint}/revoke", body, signer=signer)
+        return bool(data.get("revoked"))
+
+    def redeem(self, tag: str, blob: bytes) -> None:
+        self.request("POST", f"{API}/redeem/{tag}", blob, content_type="application/octet-stream")
+
+
+class Fetched:
+    __slots__ = ("blob", "id", "tag")
+
+    def __init__(self, id: str, tag: str, blob: bytes) -> None:
+        self.id, self.tag, self.blob = id, tag, blob
+
+
+def _parse(raw: bytes) -> Any:
+    try:
+        return json.loads(raw) if raw else {}
+    except ValueError:
+        return {"message": raw[:200].decode(errors="replace")}
+
+
+def _reason(exc: BaseException) -> str:
+    if isinstance(exc, ConnectionRefusedError):
+        return "connection refused"
+    if isinstance(exc, socket.timeout | TimeoutError):
+        return "timed out"
+    return exc.strerror if isinstance(exc, OSError) and exc.strerror else type(exc).__name__

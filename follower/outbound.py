@@ -1,0 +1,107 @@
+"""What an identity does towards the relay: publish, pin contacts, send, invite, join."""
+
+from __future__ import annotations
+
+import secrets
+import time
+
+from nacl.public import PublicKey
+
+from follower.client import RelayClient
+from keys.contacts import Contact, ContactBook, Source, free_name, pinned_contact
+from keys.envelope import Inner, channel_tag, new_message, seal
+from keys.errors import InviteError, NotFound, PinMismatch, RelayError, UserError
+from keys.identity import Identity, KeyBundle, check_name
+from keys.invites import InviteBook, InviteCode, new_code, parse_code, seal_request
+
+
+def checked_bundle(client: RelayClient, fp: str) -> KeyBundle:
+    """The relay's bundle for `fp`, checked against that fingerprint (PinMismatch otherwise)."""
+    try:
+        bundle = client.bundle(fp)
+    except RelayError as exc:
+        if exc.status == 404:
+            raise NotFound(
+                f"the relay has no keys for {fp}: check the fingerprint, and that your peer "
+                "ran `talk init` against this relay"
+            ) from exc
+        raise
+    bundle.check_against(fp)
+    return bundle
+
+
+def add_contact(book: ContactBook, client: RelayClient, fp: str, name: str) -> Contact:
+    check_name(name)
+    existing = book.by_fingerprint(fp)
+    if existing is not None:
+        raise UserError(
+            f"{fp} is already your contact {existing.name!r}; check it with "
+            f"`talk verify {existing.name}`"
+        )
+    return book.pin(pinned_contact(name, checked_bundle(client, fp), Source.ADDED))
+
+
+def verify_contact(book: ContactBook, client: RelayClient, contact: Contact) -> Contact:
+    """Check that the relay still serves exactly the pinned keys."""
+    bundle = checked_bundle(client, contact.fingerprint)
+    if (bundle.sign_key, bundle.box_key) != (contact.sign_key, contact.box_key):
+        raise PinMismatch(f"PIN MISMATCH for {contact.name}: the relay serves keys other than the pinned ones")
+    book.mark_verified(contact.name)
+    return contact
+
+
+def send(identity: Identity, client: RelayClient, contact: Contact, text: str,
+         kind: str = "chat") -> Inner:
+    """Seal and deposit one message; sealing refuses an oversize text before any network use."""
+    inner = new_message(identity.fingerprint, contact.fingerprint, text, kind)
+    peer = PublicKey(contact.box_key)
+    blob = seal(inner, identity.box_secret, peer)
+    tag = channel_tag(identity.box_secret, peer, contact.fingerprint)
+    try:
+        client.deposit(contact.fingerprint, tag, blob)
+    except RelayError as exc:
+        if exc.status == 404:
+            raise NotFound(
+                f"the relay at {client.url} has no mailbox for {contact.name}: "
+                "are you both on the same relay?"
+            ) from exc
+        raise
+    return inner
+
+
+def create_invite(identity: Identity, client: RelayClient, invites: InviteBook,
+                  days: float) -> InviteCode:
+    code = new_code(identity.fingerprint, days, time.time())
+    client.open_invite(identity, code.tag, code.expires)
+    invites.add(code)
+    return code
+
+
+REDEEM_ERRORS = {
+    404: "this invite code is unknown to the relay or was revoked; ask for a new one",
+    409: "this invite code was already used; ask the inviter for a new one",
+    410: "this invite code has expired; ask the inviter for a new one",
+}
+
+
+def join(identity: Identity, client: RelayClient, book: ContactBook, code_text: str,
+         name: str | None) -> Contact:
+    """Pin the inviter (checked against the code) and deposit our sealed contact request."""
+    code = parse_code(code_text)
+    if code.fingerprint == identity.fingerprint:
+        raise InviteError("this is your own invite code; give it to the peer you want to reach")
+    if code.expired(time.time()):
+        raise InviteError(REDEEM_ERRORS[410])
+    bundle = checked_bundle(client, code.fingerprint)
+    existing = book.by_fingerprint(code.fingerprint)
+    contact_name = name or free_name(bundle.name, {c.name for c in book.all()})
+    if existing is None and name is not None and any(c.name == name for c in book.all()):
+        raise UserError(f"the name {name!r} is already used for another contact; pick another")
+    blob = seal_request(code, identity.bundle(), secrets.token_hex(16))
+    try:
+        client.redeem(code.tag, blob)
+    except RelayError as exc:
+        if exc.status in REDEEM_ERRORS:
+            raise InviteError(REDEEM_ERRORS[exc.status]) from exc
+        raise
+    return existing or book.pin(pinned_contact(contact_name, bundle, Source.JOINED))

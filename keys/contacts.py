@@ -1,0 +1,127 @@
+"""Contacts: a local name bound to a pinned fingerprint and the keys that hash to it.
+
+A contact is only ever created from a bundle that was checked against a fingerprint the user
+already had (from `talk add`, or from an invite code), so every stored key is pinned.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from enum import StrEnum
+from pathlib import Path
+from typing import Any
+
+from keys.encoding import b64d, b64e
+from keys.errors import NotFound, UserError
+from keys.identity import KeyBundle, check_name
+from keys.storage import locked, read_json, write_json
+
+CONTACTS_FILE = "contacts.json"
+
+
+class Source(StrEnum):
+    ADDED = "added"  # talk add FINGERPRINT
+    INVITED = "invited"  # they joined with our invite code
+    JOINED = "joined"  # we joined with their invite code
+
+
+@dataclass(frozen=True)
+class Contact:
+    name: str
+    fingerprint: str
+    sign_key: bytes
+    box_key: bytes
+    source: Source
+    pinned_at: float
+    verified_at: float | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "fingerprint": self.fingerprint,
+            "sign_key": b64e(self.sign_key),
+            "box_key": b64e(self.box_key),
+            "source": self.source.value,
+            "pinned_at": self.pinned_at,
+            "verified_at": self.verified_at,
+        }
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Contact:
+        return cls(
+            name=data["name"],
+            fingerprint=data["fingerprint"],
+            sign_key=b64d(data["sign_key"], 32),
+            box_key=b64d(data["box_key"], 32),
+            source=Source(data["source"]),
+            pinned_at=float(data["pinned_at"]),
+            verified_at=data.get("verified_at"),
+        )
+
+
+def pinned_contact(name: str, bundle: KeyBundle, source: Source) -> Contact:
+    return Contact(
+        name=check_name(name),
+        fingerprint=bundle.fingerprint,
+        sign_key=bundle.sign_key,
+        box_key=bundle.box_key,
+        source=source,
+        pinned_at=time.time(),
+    )
+
+
+def free_name(wanted: str, taken: set[str]) -> str:
+    """`bob`, else `bob-2`, `bob-3`…: a peer's chosen name never overwrites another contact."""
+    if wanted not in taken:
+        return wanted
+    n = 2
+    while f"{wanted}-{n}" in taken:
+        n += 1
+    return f"{wanted}-{n}"
+
+
+class ContactBook:
+    """The contacts of one identity, in `contacts.json` of its folder."""
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+        self.path = folder / CONTACTS_FILE
+
+    def all(self) -> list[Contact]:
+        raw = read_json(self.path, {})
+        return sorted((Contact.from_json(v) for v in raw.values()), key=lambda c: c.name)
+
+    def get(self, name: str) -> Contact:
+        for contact in self.all():
+            if contact.name == name or contact.fingerprint == name:
+                return contact
+        raise NotFound(f"no contact {name!r}; see `talk contacts`, or add one with `talk add`")
+
+    def by_box_key(self, box_key: bytes) -> Contact | None:
+        return next((c for c in self.all() if c.box_key == box_key), None)
+
+    def by_fingerprint(self, fp: str) -> Contact | None:
+        return next((c for c in self.all() if c.fingerprint == fp), None)
+
+    def pin(self, contact: Contact) -> Contact:
+        """Store a new contact. Re-pinning the same keys is a no-op that returns the stored one."""
+        with locked(self.folder):
+            raw: dict[str, Any] = read_json(self.path, {})
+            for existing in raw.values():
+                if existing["fingerprint"] == contact.fingerprint:
+                    return Contact.from_json(existing)
+            if contact.name in raw:
+                raise UserError(
+                    f"the name {contact.name!r} is already used for another contact; "
+                    "pick another with --name"
+                )
+            raw[contact.name] = contact.to_json()
+            write_json(self.path, raw)
+        return contact
+
+    def mark_verified(self, name: str) -> None:
+        with locked(self.folder):
+            raw = read_json(self.path, {})
+            raw[name]["verified_at"] = time.time()
+            write_json(self.path, raw)

@@ -1,0 +1,139 @@
+"""The sealed envelope: what a relay stores and what only the recipient can open.
+
+    blob = SealedBox(recipient).encrypt( sender_box_key ‖ Box(sender, recipient).encrypt(pad(inner)) )
+
+The inner Box proves who sent it; the outer SealedBox hides that sender from the relay. The
+inner JSON is padded to a size bucket first, so a blob's length tells the relay only the bucket.
+Routing uses an opaque channel tag per (pair, direction), derived from the pair's shared key,
+so the relay cannot link alice→bob mail to bob→alice mail or to either sender.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import secrets
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+from nacl.exceptions import CryptoError
+from nacl.public import Box, PrivateKey, PublicKey, SealedBox
+
+from keys.encoding import is_hex32, utc_now_iso
+from keys.errors import MessageTooLarge, TamperedMessage, UnknownSender
+
+VERSION = 1
+BUCKETS = (512, 2048, 8192, 32768, 65536)
+MAX_PADDED = BUCKETS[-1]
+# sender key 32 + Box nonce 24 + Box MAC 16 + SealedBox ephemeral key 32 + MAC 16
+OVERHEAD = 32 + 24 + 16 + 32 + 16
+MAX_BLOB = MAX_PADDED + OVERHEAD
+# The padding marker byte plus the JSON framing around the text.
+MAX_TEXT_HINT = MAX_PADDED - 512
+
+C = TypeVar("C")
+
+
+@dataclass(frozen=True)
+class Inner:
+    """The message as the sender wrote it."""
+
+    id: str
+    sender: str
+    recipient: str
+    ts: str
+    kind: str
+    text: str
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            **self.extra,
+            "v": VERSION,
+            "id": self.id,
+            "from": self.sender,
+            "to": self.recipient,
+            "ts": self.ts,
+            "kind": self.kind,
+            "text": self.text,
+        }
+
+    @classmethod
+    def from_json(cls, data: Any) -> Inner:
+        if not isinstance(data, dict):
+            raise ValueError("not an object")
+        core = {k: data.get(k) for k in ("id", "from", "to", "ts", "kind", "text")}
+        if not all(is_hex32(core[k]) for k in ("id", "from", "to")):
+            raise ValueError("id, from and to must be 32 hex characters")
+        if not all(isinstance(core[k], str) for k in ("ts", "kind", "text")):
+            raise ValueError("ts, kind and text must be strings")
+        extra = {k: v for k, v in data.items() if k not in core and k != "v"}
+        return cls(core["id"], core["from"], core["to"], core["ts"], core["kind"], core["text"], extra)
+
+
+def new_message(sender: str, recipient: str, text: str, kind: str = "chat", **extra: Any) -> Inner:
+    return Inner(secrets.token_hex(16), sender, recipient, utc_now_iso(), kind, text, extra)
+
+
+def pad(data: bytes) -> bytes:
+    """ISO/IEC 7816-4 padding (0x80 then zeros) up to the smallest bucket that fits."""
+    size = len(data) + 1
+    bucket = next((b for b in BUCKETS if b >= size), None)
+    if bucket is None:
+        raise MessageTooLarge(
+            f"message is {len(data):,} bytes once encoded; the limit is {MAX_PADDED - 1:,}: "
+            "shorten it, or send a path to a file instead"
+        )
+    return data + b"\x80" + b"\0" * (bucket - size)
+
+
+def unpad(data: bytes) -> bytes:
+    end = data.rstrip(b"\0")
+    if not end.endswith(b"\x80"):
+        raise ValueError("bad padding")
+    return end[:-1]
+
+
+def seal(inner: Inner, sender: PrivateKey, recipient: PublicKey) -> bytes:
+    plain = pad(json.dumps(inner.to_json(), ensure_ascii=False, separators=(",", ":")).encode())
+    boxed = Box(sender, recipient).encrypt(plain)
+    return bytes(SealedBox(recipient).encrypt(bytes(sender.public_key) + bytes(boxed)))
+
+
+def open_blob(
+    blob: bytes, own: PrivateKey, own_fp: str, lookup: Callable[[bytes], C | None],
+    fingerprint_of: Callable[[C], str],
+) -> tuple[C, Inner]:
+    """Open a blob addressed to `own`. `lookup` maps a sender box key to a pinned contact.
+
+    Raises TamperedMessage for anything that does not open or parse, UnknownSender for a valid
+    seal by a key no contact pins; the caller must never show such a message.
+    """
+    try:
+        outer = SealedBox(own).decrypt(blob)
+    except CryptoError as exc:
+        raise TamperedMessage("a message did not decrypt: it was tampered with or not for you") from exc
+    sender_key, boxed = outer[:32], outer[32:]
+    contact = lookup(sender_key)
+    if contact is None:
+        raise UnknownSender("a message from an unknown sender was dropped unread")
+    try:
+        plain = Box(own, PublicKey(sender_key)).decrypt(boxed)
+        inner = Inner.from_json(json.loads(unpad(plain)))
+    except (CryptoError, ValueError) as exc:
+        raise TamperedMessage("a message failed its integrity check and was dropped") from exc
+    if inner.sender != fingerprint_of(contact) or inner.recipient != own_fp:
+        raise TamperedMessage("a message names the wrong sender or recipient and was dropped")
+    return contact, inner
+
+
+def channel_tag(own: PrivateKey, peer: PublicKey, recipient_fp: str) -> str:
+    """The mailbox tag for mail *to* `recipient_fp` on the channel between `own` and `peer`.
+
+    Both ends compute the same value (the Box key is symmetric); only they can.
+    """
+    shared = Box(own, peer).shared_key()
+    return hashlib.blake2b(
+        recipient_fp.encode(), key=bytes(shared), digest_size=16, person=b"talk-channel-v1"
+    ).hexdigest()

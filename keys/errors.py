@@ -1,0 +1,71 @@
+"""Every error a user of talk can hit, with the exit code the CLI maps it to.
+
+    TalkError                      exit 1 unless a subclass says otherwise
+    ├── UserError                  1  bad input, missing identity/contact, wrong passphrase
+    │   ├── NotFound
+    │   ├── InviteError            expired, used, revoked or malformed invite codes
+    │   └── MessageTooLarge
+    ├── SecurityError              2  refused for safety: never shown, nothing sent
+    │   ├── PinMismatch            a key bundle does not hash to the pinned fingerprint
+    │   ├── TamperedMessage        ciphertext that does not open, or opens to nonsense
+    │   └── UnknownSender          sealed by a key that no contact pins
+    └── RelayError                 3  the relay cannot be reached or answers with a failure
+
+Messages say what happened and what to do, in one line.
+"""
+
+from __future__ import annotations
+
+
+class TalkError(Exception):
+    exit_code = 1
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+    def __str__(self) -> str:
+        return self.message
+
+
+class UserError(TalkError):
+    exit_code = 1
+
+
+class NotFound(UserError):
+    pass
+
+
+class InviteError(UserError):
+    pass
+
+
+class MessageTooLarge(UserError):
+    pass
+
+
+class SecurityError(TalkError):
+    exit_code = 2
+
+
+class PinMismatch(SecurityError):
+    pass
+
+
+class TamperedMessage(SecurityError):
+    pass
+
+
+class UnknownSender(SecurityError):
+    pass
+
+
+class RelayError(TalkError):
+    """The relay could not be reached, or refused a request; `status` is the HTTP status if any."""
+
+    exit_code = 3
+
+    def __init__(self, message: str, status: int | None = None, code: str = "") -> None:
+        super().__init__(message)
+        self.status = status
+        self.code = code

@@ -1,0 +1,145 @@
+"""An identity: an Ed25519 signing key, an X25519 box key, and the fingerprint that names both.
+
+The fingerprint is the address. Whoever holds it can check any key bundle a relay hands out,
+so a relay can serve keys but never substitute them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from typing import Any
+
+from nacl.exceptions import BadSignatureError
+from nacl.public import PrivateKey
+from nacl.signing import SigningKey, VerifyKey
+
+from keys.encoding import b64d, b64e, canonical_json, is_hex32
+from keys.errors import PinMismatch, UserError
+
+BUNDLE_CONTEXT = b"talk-bundle-v1\n"
+MAX_NAME = 64
+
+
+def fingerprint(sign_key: bytes, box_key: bytes) -> str:
+    """First 16 bytes of BLAKE2b over both public keys, as 32 hex characters."""
+    return hashlib.blake2b(sign_key + box_key, digest_size=16).hexdigest()
+
+
+def check_name(name: str) -> str:
+    """Names become folder names and contact keys: keep them short and shell-safe."""
+    ok = 0 < len(name) <= MAX_NAME and all(c.isalnum() or c in "-_." for c in name)
+    if not ok or name.startswith((".", "-")):
+        raise UserError(
+            f"invalid name {name!r}: use 1-{MAX_NAME} letters, digits, '-', '_' or '.', "
+            "not starting with '.' or '-'"
+        )
+    return name
+
+
+@dataclass(frozen=True)
+class KeyBundle:
+    """The public half of an identity, self-signed, as the key directory serves it."""
+
+    name: str
+    sign_key: bytes
+    box_key: bytes
+    signature: bytes
+
+    @property
+    def fingerprint(self) -> str:
+        return fingerprint(self.sign_key, self.box_key)
+
+    def to_json(self) -> dict[str, str]:
+        return {
+            "name": self.name,
+            "sign_key": b64e(self.sign_key),
+            "box_key": b64e(self.box_key),
+            "signature": b64e(self.signature),
+        }
+
+    @classmethod
+    def from_json(cls, data: Any) -> KeyBundle:
+        """Parse a bundle; ValueError says which field is wrong."""
+        if not isinstance(data, dict):
+            raise ValueError("key bundle must be a JSON object")
+        name = data.get("name")
+        if not isinstance(name, str) or not 0 < len(name) <= MAX_NAME:
+            raise ValueError("key bundle needs a 'name' of 1-64 characters")
+        return cls(
+            name=name,
+            sign_key=b64d(data.get("sign_key"), 32),  # type: ignore[arg-type]
+            box_key=b64d(data.get("box_key"), 32),  # type: ignore[arg-type]
+            signature=b64d(data.get("signature"), 64),  # type: ignore[arg-type]
+        )
+
+    def signed_part(self) -> bytes:
+        body = {"name": self.name, "sign_key": b64e(self.sign_key), "box_key": b64e(self.box_key)}
+        return BUNDLE_CONTEXT + canonical_json(body)
+
+    def self_signed(self) -> bool:
+        try:
+            VerifyKey(self.sign_key).verify(self.signed_part(), self.signature)
+        except (BadSignatureError, ValueError):
+            return False
+        return True
+
+    def check_against(self, expected_fingerprint: str) -> None:
+        """Raise PinMismatch unless these keys hash to the fingerprint we already trust."""
+        if self.fingerprint != expected_fingerprint or not self.self_signed():
+            raise PinMismatch(
+                f"PIN MISMATCH: the relay served keys for {expected_fingerprint} that do not "
+                "match that fingerprint; nothing was sent or pinned. Check the fingerprint "
+                "with your peer over another channel and report the relay to its operator."
+            )
+
+
+@dataclass(frozen=True)
+class Identity:
+    """A private identity, unlocked in memory."""
+
+    name: str
+    signing_key: SigningKey
+    box_secret: PrivateKey
+
+    @classmethod
+    def generate(cls, name: str) -> Identity:
+        return cls(check_name(name), SigningKey.generate(), PrivateKey.generate())
+
+    @classmethod
+    def from_secret(cls, name: str, secret: bytes) -> Identity:
+        """Rebuild from the 64 bytes `secret_bytes()` gives: signing seed, then box key."""
+        return cls(name, SigningKey(secret[:32]), PrivateKey(secret[32:64]))
+
+    def secret_bytes(self) -> bytes:
+        return bytes(self.signing_key) + bytes(self.box_secret)
+
+    @property
+    def sign_public(self) -> bytes:
+        return bytes(self.signing_key.verify_key)
+
+    @property
+    def box_public(self) -> bytes:
+        return bytes(self.box_secret.public_key)
+
+    @property
+    def fingerprint(self) -> str:
+        return fingerprint(self.sign_public, self.box_public)
+
+    def bundle(self) -> KeyBundle:
+        unsigned = KeyBundle(self.name, self.sign_public, self.box_public, b"\0" * 64)
+        signature = self.signing_key.sign(unsigned.signed_part()).signature
+        return KeyBundle(self.name, self.sign_public, self.box_public, signature)
+
+    def sign(self, message: bytes) -> bytes:
+        return bytes(self.signing_key.sign(message).signature)
+
+
+def parse_fingerprint(text: str) -> str:
+    """Accept a fingerprint with spaces, colons or upper case; return 32 lowercase hex."""
+    cleaned = text.replace(" ", "").replace(":", "").replace("-", "").lower()
+    if not is_hex32(cleaned):
+        raise UserError(
+            f"{text!r} is not a fingerprint: expected 32 hex characters, as `talk id` prints"
+        )
+    return cleaned

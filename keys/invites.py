@@ -1,0 +1,162 @@
+"""Invite codes: first contact without reading fingerprints aloud.
+
+A code carries the inviter's fingerprint, a random secret and an expiry. From the secret both
+sides derive a mailbox tag and a key: the joiner seals a contact request (its own key bundle)
+under that key and deposits it under that tag; the inviter fetches it like any other channel.
+The relay sees neither the secret nor the bundle, so it can read or forge nothing; the
+fingerprint in the code lets the joiner check the inviter's keys. The relay's invite slot and
+the inviter's own record both make a code single-use and mortal.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hashlib
+import json
+import secrets
+import struct
+import time
+from dataclasses import dataclass
+from enum import StrEnum
+from pathlib import Path
+from typing import Any
+
+from nacl.exceptions import CryptoError
+from nacl.secret import SecretBox
+
+from keys.envelope import pad, unpad
+from keys.errors import InviteError, TamperedMessage
+from keys.identity import KeyBundle
+from keys.storage import locked, read_json, write_json
+
+PREFIX = "talk-"
+INVITES_FILE = "invites.json"
+DEFAULT_DAYS = 7.0
+
+
+@dataclass(frozen=True)
+class InviteCode:
+    fingerprint: str
+    secret: bytes
+    expires: int  # unix seconds
+
+    def encode(self) -> str:
+        raw = bytes.fromhex(self.fingerprint) + self.secret + struct.pack(">I", self.expires)
+        return PREFIX + base64.b32encode(raw).decode().rstrip("=").lower()
+
+    @property
+    def tag(self) -> str:
+        return hashlib.blake2b(self.secret, digest_size=16, person=b"talk-invite-tag").hexdigest()
+
+    @property
+    def key(self) -> bytes:
+        return hashlib.blake2b(self.secret, digest_size=32, person=b"talk-invite-key").digest()
+
+    def expired(self, now: float) -> bool:
+        return now >= self.expires
+
+
+def new_code(fingerprint: str, days: float, now: float) -> InviteCode:
+    if not 0 < days <= 365:
+        raise InviteError("--expires must be between 0 and 365 days")
+    return InviteCode(fingerprint, secrets.token_bytes(16), int(now + days * 86400))
+
+
+def parse_code(text: str) -> InviteCode:
+    text = text.strip()
+    body = text[len(PREFIX):] if text.startswith(PREFIX) else ""
+    try:
+        raw = base64.b32decode(body.upper() + "=" * (-len(body) % 8))
+    except (binascii.Error, ValueError):
+        raw = b""
+    if len(raw) != 36:
+        raise InviteError(
+            f"{text[:20]!r}… is not a talk invite code; ask the inviter to send the whole "
+            "`talk-…` code again"
+        )
+    (expires,) = struct.unpack(">I", raw[32:])
+    return InviteCode(raw[:16].hex(), raw[16:32], expires)
+
+
+def seal_request(code: InviteCode, joiner: KeyBundle, request_id: str) -> bytes:
+    body = {"v": 1, "kind": "contact_request", "id": request_id, "bundle": joiner.to_json()}
+    return bytes(SecretBox(code.key).encrypt(pad(json.dumps(body).encode())))
+
+
+def open_request(code: InviteCode, blob: bytes) -> tuple[str, KeyBundle]:
+    """Return (request id, the joiner's checked bundle); TamperedMessage if anything is off."""
+    try:
+        body = json.loads(unpad(SecretBox(code.key).decrypt(blob)))
+        bundle = KeyBundle.from_json(body["bundle"])
+        request_id = str(body["id"])
+    except (CryptoError, ValueError, KeyError, TypeError) as exc:
+        raise TamperedMessage("a contact request did not open with its invite code; dropped") from exc
+    if not bundle.self_signed():
+        raise TamperedMessage("a contact request carried keys with a bad self-signature; dropped")
+    return request_id, bundle
+
+
+class InviteState(StrEnum):
+    OPEN = "open"
+    USED = "used"
+    REVOKED = "revoked"
+    EXPIRED = "expired"
+
+
+def state_of(record: dict[str, Any], now: float) -> InviteState:
+    stored = InviteState(record["state"])
+    if stored is InviteState.OPEN and now >= record["expires"]:
+        return InviteState.EXPIRED
+    return stored
+
+
+class InviteBook:
+    """The invites an identity has issued, keyed by tag, in `invites.json`."""
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+        self.path = folder / INVITES_FILE
+
+    def all(self) -> dict[str, dict[str, Any]]:
+        data: dict[str, dict[str, Any]] = read_json(self.path, {})
+        return data
+
+    def add(self, code: InviteCode) -> None:
+        with locked(self.folder):
+            data = self.all()
+            data[code.tag] = {
+                "code": code.encode(),
+                "created": int(time.time()),
+                "expires": code.expires,
+                "state": InviteState.OPEN.value,
+            }
+            write_json(self.path, data)
+
+    def live(self, now: float) -> list[InviteCode]:
+        return [
+            parse_code(r["code"])
+            for r in self.all().values()
+            if state_of(r, now) is InviteState.OPEN
+        ]
+
+    def find(self, code_text: str) -> dict[str, Any]:
+        code = parse_code(code_text)
+        record = self.all().get(code.tag)
+        if record is None:
+            raise InviteError("no such invite of yours; see `talk invite list`")
+        return record
+
+    def set_state(self, tag: str, state: InviteState, **fields: Any) -> None:
+        with locked(self.folder):
+            data = self.all()
+            data[tag].update(state=state.value, **fields)
+            write_json(self.path, data)
+
+    def prune(self, now: float, keep_days: float = 30) -> None:
+        """Forget invites that ended more than `keep_days` ago."""
+        with locked(self.folder):
+            data = self.all()
+            kept = {t: r for t, r in data.items() if r["expires"] + keep_days * 86400 > now}
+            if len(kept) != len(data):
+                write_json(self.path, kept)

@@ -1,0 +1,246 @@
+"""The relay's HTTP routes: thin shells over the store, `keys.wire` auth and the limits.
+
+    GET  /healthz                          store reachable, version
+    PUT  /v1/keys/{fp}                     publish a self-signed key bundle (must hash to fp)
+    GET  /v1/keys/{fp}                     fetch a bundle; the caller checks it against fp
+    POST /v1/mail/{fp}/{tag}               anyone: deposit one sealed blob (raw body)
+    POST /v1/mail/{fp}/fetch               owner: {"tags": [...], "limit": n} → oldest first
+    POST /v1/mail/{fp}/ack                 owner: {"ids": [...]} → delete them
+    POST /v1/invites/{fp}                  owner: open an invite slot {"tag", "expires"}
+    POST /v1/invites/{fp}/revoke           owner: {"tag"}
+    POST /v1/redeem/{tag}                  anyone: the one contact request an invite admits
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import time
+from collections.abc import AsyncIterator
+from typing import Any
+
+from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from keys.encoding import b64e, is_hex32
+from keys.identity import KeyBundle
+from keys.wire import AUTH_WINDOW_S, AuthVerdict, check_auth
+from relay.config import RelayConfig
+from relay.errors import ApiError, bad_request, not_found
+from relay.store import DepositOutcome, RedeemOutcome, Store
+
+VERSION = "0.1.0"
+JSON_LIMIT = 256 * 1024
+
+
+def _path_hex(request: Request, name: str) -> str:
+    value = request.path_params[name]
+    if not is_hex32(value):
+        raise bad_request(f"{name} must be 32 lowercase hex characters")
+    return str(value)
+
+
+async def _body(request: Request, limit: int) -> bytes:
+    """Read at most `limit` bytes; a larger body is refused before it is all read."""
+    declared = request.headers.get("content-length", "")
+    if declared.isdigit() and int(declared) > limit:
+        raise ApiError(413, "too_large", f"body of {declared} bytes exceeds the limit of {limit}")
+    chunks, size = [], 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            raise ApiError(413, "too_large", f"body exceeds the limit of {limit} bytes")
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def _json_object(body: bytes) -> dict[str, Any]:
+    try:
+        data = json.loads(body)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise bad_request("body is not valid JSON") from exc
+    if not isinstance(data, dict):
+        raise bad_request("body must be a JSON object")
+    return data
+
+
+def _hex_list(data: dict[str, Any], key: str, most: int) -> list[str]:
+    items = data.get(key)
+    if not isinstance(items, list) or not items or len(items) > most:
+        raise bad_request(f"'{key}' must be a list of 1 to {most} items")
+    if not all(isinstance(i, str) and 0 < len(i) <= 64 and i.isalnum() for i in items):
+        raise bad_request(f"every item of '{key}' must be a short alphanumeric string")
+    return items
+
+
+class Relay:
+    def __init__(self, store: Store, config: RelayConfig) -> None:
+        self.store = store
+        self.config = config
+
+    async def owner_request(self, request: Request, limit: int = JSON_LIMIT) -> tuple[str, bytes]:
+        """Authenticate the mailbox owner; return (fingerprint, body)."""
+        fp = _path_hex(request, "fp")
+        body = await _body(request, limit)
+        stored = await self.store.get_bundle(fp)
+        if stored is None:
+            raise not_found("unknown mailbox: its owner has not published keys on this relay")
+        sign_key = KeyBundle.from_json(json.loads(stored)).sign_key
+        now = time.time()
+        headers = {k.lower(): v for k, v in request.headers.items()}
+        verdict = check_auth(sign_key, request.method, request.url.path, headers, body, now)
+        if verdict is AuthVerdict.MISSING:
+            raise ApiError(401, "unauthorized", "owner signature headers missing or malformed")
+        if verdict is AuthVerdict.STALE:
+            raise ApiError(401, "unauthorized", "request time outside the window; check your clock")
+        if verdict is AuthVerdict.BAD_SIGNATURE:
+            raise ApiError(403, "forbidden", "signature is not the mailbox owner's")
+        nonce = headers["x-talk-nonce"]
+        if not await self.store.remember_nonce(fp, nonce, now, 2 * AUTH_WINDOW_S):
+            raise ApiError(401, "unauthorized", "replayed request: this signature was already used")
+        return fp, body
+
+    async def healthz(self, request: Request) -> Response:
+        await self.store.ping()
+        return JSONResponse({"ok": True, "version": VERSION})
+
+    async def put_keys(self, request: Request) -> Response:
+        fp = _path_hex(request, "fp")
+        data = _json_object(await _body(request, JSON_LIMIT))
+        try:
+            bundle = KeyBundle.from_json(data)
+        except ValueError as exc:
+            raise bad_request(f"invalid key bundle: {exc}") from exc
+        if bundle.fingerprint != fp or not bundle.self_signed():
+            raise bad_request("key bundle does not hash to this fingerprint or is not self-signed")
+        await self.store.put_bundle(fp, json.dumps(bundle.to_json()))
+        return JSONResponse({"fingerprint": fp})
+
+    async def get_keys(self, request: Request) -> Response:
+        stored = await self.store.get_bundle(_path_hex(request, "fp"))
+        if stored is None:
+            raise not_found("no keys published for this fingerprint")
+        return Response(stored, media_type="application/json")
+
+    async def deposit(self, request: Request) -> Response:
+        fp, tag = _path_hex(request, "fp"), _path_hex(request, "tag")
+        blob = await _body(request, self.config.max_blob)
+        if not blob:
+            raise bad_request("empty body: deposit one sealed blob")
+        if await self.store.get_bundle(fp) is None:
+            raise not_found("no such mailbox: the recipient has not published keys on this relay")
+        outcome, mail_id = await self.store.deposit(
+            fp, tag, blob, time.time(), self.config.max_mailbox_messages,
+            self.config.max_mailbox_bytes,
+        )
+        if outcome is DepositOutcome.MAILBOX_FULL:
+            raise ApiError(507, "mailbox_full", "the recipient's mailbox is full; retry later")
+        return JSONResponse({"id": mail_id}, status_code=201)
+
+    async def fetch(self, request: Request) -> Response:
+        fp, body = await self.owner_request(request)
+        data = _json_object(body)
+        tags = _hex_list(data, "tags", self.config.max_tags)
+        limit = data.get("limit", self.config.fetch_limit)
+        if not isinstance(limit, int) or isinstance(limit, bool) or limit < 1:
+            raise bad_request("'limit' must be a positive integer")
+        limit = min(limit, self.config.fetch_limit)
+        since = time.time() - self.config.ttl_s
+        mail = await self.store.fetch(fp, tags, limit + 1, since)
+        messages = [{"id": m.id, "tag": m.tag, "blob": b64e(m.blob), "ts": m.created} for m in mail]
+        return JSONResponse({"messages": messages[:limit], "more": len(messages) > limit})
+
+    async def ack(self, request: Request) -> Response:
+        fp, body = await self.owner_request(request)
+        ids = _hex_list(_json_object(body), "ids", 1000)
+        return JSONResponse({"deleted": await self.store.ack(fp, ids)})
+
+    async def open_invite(self, request: Request) -> Response:
+        fp, body = await self.owner_request(request)
+        data = _json_object(body)
+        tag, expires = data.get("tag"), data.get("expires")
+        if not is_hex32(tag) or not isinstance(expires, int | float) or isinstance(expires, bool):
+            raise bad_request("an invite slot needs 'tag' (32 hex) and 'expires' (unix seconds)")
+        await self.store.create_invite(fp, str(tag), float(expires))
+        return JSONResponse({"tag": tag}, status_code=201)
+
+    async def revoke_invite(self, request: Request) -> Response:
+        fp, body = await self.owner_request(request)
+        tag = _json_object(body).get("tag")
+        if not is_hex32(tag):
+            raise bad_request("'tag' must be 32 hex characters")
+        return JSONResponse({"revoked": await self.store.revoke_invite(fp, str(tag))})
+
+    async def redeem(self, request: Request) -> Response:
+        tag = _path_hex(request, "tag")
+        blob = await _body(request, self.config.max_blob)
+        if not blob:
+            raise bad_request("empty body: deposit one sealed contact request")
+        outcome = await self.store.redeem_invite(
+            tag, blob, time.time(), self.config.max_mailbox_messages, self.config.max_mailbox_bytes
+        )
+        if outcome is RedeemOutcome.STORED:
+            return JSONResponse({"redeemed": True}, status_code=201)
+        raise {
+            RedeemOutcome.UNKNOWN: ApiError(404, "invite_unknown", "invite code unknown or revoked"),
+            RedeemOutcome.USED: ApiError(409, "invite_used", "invite code was already used"),
+            RedeemOutcome.EXPIRED: ApiError(410, "invite_expired", "invite code has expired"),
+            RedeemOutcome.MAILBOX_FULL: ApiError(507, "mailbox_full", "inviter's mailbox is full"),
+        }[outcome]
+
+
+def _error_response(status: int, code: str, message: str) -> JSONResponse:
+    return JSONResponse({"error": code, "message": message}, status_code=status)
+
+
+async def _api_error(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, ApiError)
+    return _error_response(exc.status, exc.code, exc.message)
+
+
+async def _http_error(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, HTTPException)
+    codes = {404: "not_found", 405: "method_not_allowed"}
+    message = {404: "no such route", 405: "method not allowed on this route"}
+    code = codes.get(exc.status_code, "http_error")
+    return _error_response(exc.status_code, code, message.get(exc.status_code, str(exc.detail)))
+
+
+async def _internal_error(request: Request, exc: Exception) -> Response:
+    return _error_response(500, "internal", "internal relay error; the operator's log has details")
+
+
+def create_app(store: Store, config: RelayConfig | None = None) -> Starlette:
+    relay = Relay(store, config or RelayConfig())
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        async def purge_forever() -> None:
+            while True:
+                await store.purge(time.time(), relay.config.ttl_s)
+                await asyncio.sleep(relay.config.purge_interval_s)
+
+        task = asyncio.create_task(purge_forever())
+        try:
+            yield
+        finally:
+            task.cancel()
+            await store.close()
+
+    routes = [
+        Route("/healthz", relay.healthz, methods=["GET"]),
+        Route("/v1/keys/{fp}", relay.put_keys, methods=["PUT"]),
+        Route("/v1/keys/{fp}", relay.get_keys, methods=["GET"]),
+        Route("/v1/mail/{fp}/fetch", relay.fetch, methods=["POST"]),
+        Route("/v1/mail/{fp}/ack", relay.ack, methods=["POST"]),
+        Route("/v1/mail/{fp}/{tag}", relay.deposit, methods=["POST"]),
+        Route("/v1/invites/{fp}", relay.open_invite, methods=["POST"]),
+        Route("/v1/invites/{fp}/revoke", relay.revoke_invite, methods=["POST"]),
+        Route("/v1/redeem/{tag}", relay.redeem, methods=["POST"]),
+    ]
+    handlers = {ApiError: _api_error, HTTPException: _http_error, Exception: _internal_error}
+    return Starlette(routes=routes, exception_handlers=handlers, lifespan=lifespan)  # type: ignore[arg-type]

@@ -1,0 +1,1 @@
+"""The `talk` command: wiring between the user and the library packages."""

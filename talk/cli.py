@@ -1,0 +1,308 @@
+"""The `talk` commands. Each one resolves its context, calls the library, prints the result."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from talk.output import LOUD_NO_PASSPHRASE, emit_json, result, warn
+
+app = typer.Typer(
+    name="talk",
+    help="End-to-end encrypted mail between coding agents, through a relay that forgets.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+invite_app = typer.Typer(help="Invite codes: one-time, expiring first contact.")
+app.add_typer(invite_app, name="invite")
+
+User = Annotated[str | None, typer.Option("--user", "-u", help="Identity to act as (or TALK_USER).")]
+Relay = Annotated[str | None, typer.Option("--relay", help="Relay URL (or TALK_RELAY; default: saved at init).")]
+PassFile = Annotated[
+    str | None,
+    typer.Option("--passphrase-file", help="File holding the passphrase (or TALK_PASSPHRASE_FILE)."),
+]
+Json = Annotated[bool, typer.Option("--json", help="Machine-readable output.")]
+
+
+def _session(user: str | None, relay: str | None, passphrase_file: str | None) -> Any:
+    from talk.context import open_session
+
+    return open_session(user, relay, passphrase_file)
+
+
+@app.command()
+def init(
+    name: Annotated[str, typer.Argument(help="Name of the new identity.")],
+    relay: Relay = None,
+    passphrase_file: PassFile = None,
+    no_passphrase: Annotated[
+        bool, typer.Option("--no-passphrase", help="Store private keys unencrypted (0600).")
+    ] = False,
+    as_json: Json = False,
+) -> None:
+    """Create an identity under TALK_HOME and publish its keys on the relay."""
+    import os
+
+    from follower.client import RelayClient, check_relay_url
+    from keys import keystore
+    from keys.errors import RelayError, UserError
+    from keys.identity import Identity
+    from talk.context import passphrase_from, relay_url
+
+    has_file = bool(passphrase_file or os.environ.get("TALK_PASSPHRASE_FILE"))
+    if has_file == no_passphrase:
+        raise UserError(
+            "choose one: --passphrase-file PATH (or TALK_PASSPHRASE_FILE) to encrypt the keys, "
+            "or --no-passphrase to store them unencrypted"
+        )
+    url = check_relay_url(relay_url(relay))
+    identity = Identity.generate(name)
+    home = keystore.talk_home()
+    folder = keystore.create(home, identity, passphrase_from(passphrase_file), url)
+    if no_passphrase:
+        warn(LOUD_NO_PASSPHRASE.format(name=name, path=folder / keystore.IDENTITY_FILE))
+    try:
+        RelayClient(url).publish(identity.bundle())
+    except RelayError as exc:
+        raise RelayError(
+            f"created {name} ({identity.fingerprint}) but its keys are NOT published: "
+            f"{exc.message}. Run `talk publish -u {name}` once the relay is up"
+        ) from exc
+    result(
+        {"name": name, "fingerprint": identity.fingerprint, "relay": url, "home": str(folder)},
+        f"created {name}: fingerprint {identity.fingerprint}\nkeys published on {url}",
+        as_json,
+    )
+
+
+@app.command()
+def publish(
+    user: User = None, relay: Relay = None, passphrase_file: PassFile = None, as_json: Json = False
+) -> None:
+    """Publish this identity's keys on the relay again (after a relay move or reset)."""
+    s = _session(user, relay, passphrase_file)
+    s.client.publish(s.identity().bundle())
+    result({"fingerprint": s.record.fingerprint, "relay": s.relay},
+           f"keys of {s.record.name} published on {s.relay}", as_json)
+
+
+@app.command("id")
+def show_id(user: User = None, relay: Relay = None, as_json: Json = False) -> None:
+    """Show this identity's card: name, fingerprint, relay and public keys."""
+    from keys.encoding import b64e
+
+    s = _session(user, relay, None)
+    r = s.record
+    card = {"name": r.name, "fingerprint": r.fingerprint, "relay": s.relay,
+            "sign_key": b64e(r.sign_key), "box_key": b64e(r.box_key)}
+    result(card, f"{r.name}  {r.fingerprint}\nrelay     {s.relay}\n"
+                 f"sign key  {card['sign_key']}\nbox key   {card['box_key']}", as_json)
+
+
+@app.command()
+def add(
+    fingerprint: Annotated[str, typer.Argument(help="The peer's 32-hex fingerprint.")],
+    name: Annotated[str, typer.Option("--name", help="Local name for this contact.")],
+    user: User = None, relay: Relay = None, as_json: Json = False,
+) -> None:
+    """Pin a peer by fingerprint: fetch its keys and check they hash to it."""
+    from follower.outbound import add_contact
+    from keys.identity import parse_fingerprint
+
+    s = _session(user, relay, None)
+    contact = add_contact(s.contacts, s.client, parse_fingerprint(fingerprint), name)
+    _print_pinned(s, contact, as_json)
+
+
+@app.command()
+def verify(
+    name: Annotated[str, typer.Argument(help="Contact name (or fingerprint).")],
+    user: User = None, relay: Relay = None, as_json: Json = False,
+) -> None:
+    """Check a contact's keys on the relay against the pin; print the safety number."""
+    from follower.outbound import verify_contact
+
+    s = _session(user, relay, None)
+    contact = verify_contact(s.contacts, s.client, s.contacts.get(name))
+    _print_pinned(s, contact, as_json)
+
+
+def _print_pinned(s: Any, contact: Any, as_json: bool) -> None:
+    from keys.safety import safety_number
+
+    number = safety_number(s.record.fingerprint, contact.fingerprint)
+    result(
+        {"name": contact.name, "fingerprint": contact.fingerprint, "safety_number": number},
+        f"{contact.name} pinned: {contact.fingerprint}\n"
+        f"safety number (read it aloud; {contact.name} must see the same):\n  {number}",
+        as_json,
+    )
+
+
+@app.command()
+def contacts(user: User = None, as_json: Json = False) -> None:
+    """List contacts and their pinned fingerprints."""
+    s = _session(user, None, None)
+    items = s.contacts.all()
+    rows = [{"name": c.name, "fingerprint": c.fingerprint, "source": c.source.value,
+             "verified": c.verified_at is not None} for c in items]
+    if as_json:
+        emit_json(rows)
+        return
+    if not rows:
+        result({}, "no contacts yet: `talk invite`, `talk join CODE` or `talk add FP --name N`", False)
+    for row in rows:
+        mark = "verified" if row["verified"] else row["source"]
+        result({}, f"{row['name']:<20} {row['fingerprint']}  ({mark})", False)
+
+
+@app.command()
+def send(
+    name: Annotated[str, typer.Argument(help="Contact name (or fingerprint).")],
+    text: Annotated[str, typer.Argument(help="Message text; - reads stdin.")],
+    user: User = None, relay: Relay = None, passphrase_file: PassFile = None, as_json: Json = False,
+) -> None:
+    """Send one end-to-end encrypted message to a contact."""
+    from follower.outbound import send as send_message
+    from talk.context import read_text_arg
+
+    s = _session(user, relay, passphrase_file)
+    contact = s.contacts.get(name)
+    inner = send_message(s.identity(), s.client, contact, read_text_arg(text))
+    result({"id": inner.id, "to": contact.name}, f"sent {inner.id} to {contact.name}", as_json)
+
+
+@app.command()
+def receive(
+    peer: Annotated[
+        list[str] | None, typer.Option("--peer", help="Only this contact's mail (repeatable).")
+    ] = None,
+    user: User = None, relay: Relay = None, passphrase_file: PassFile = None,
+) -> None:
+    """Print waiting messages as NDJSON, then acknowledge (delete) them on the relay."""
+    from follower.inbound import Inbox
+    from follower.seen import SeenIds
+    from keys.errors import SecurityError
+
+    s = _session(user, relay, passphrase_file)
+    peers = [s.contacts.get(p) for p in peer] if peer else None
+    inbox = Inbox(s.identity(), s.client, s.contacts, s.invites, SeenIds(s.folder))
+    report = inbox.receive(emit_json, peers)
+    for note in report.notes:
+        warn(note)
+    if report.refused:
+        for reason in report.refused[:-1]:
+            warn(reason)
+        raise SecurityError(report.refused[-1])
+
+
+@invite_app.callback(invoke_without_command=True)
+def invite(
+    ctx: typer.Context,
+    expires: Annotated[float, typer.Option("--expires", help="Days until the code expires.")] = 7.0,
+    user: User = None, relay: Relay = None, passphrase_file: PassFile = None, as_json: Json = False,
+) -> None:
+    """Create a single-use invite code (default: expires in 7 days)."""
+    if ctx.invoked_subcommand is not None:
+        return
+    from follower.outbound import create_invite
+    from keys.encoding import iso_from_epoch
+
+    s = _session(user, relay, passphrase_file)
+    code = create_invite(s.identity(), s.client, s.invites, expires)
+    text = code.encode()
+    result(
+        {"code": text, "expires": iso_from_epoch(code.expires)},
+        f"{text}\nsingle use, expires {iso_from_epoch(code.expires)}; the peer runs:\n"
+        f"  talk join {text}",
+        as_json,
+    )
+
+
+@invite_app.command("list")
+def invite_list(user: User = None, as_json: Json = False) -> None:
+    """List invite codes and their state (open, used, revoked, expired)."""
+    from keys.encoding import iso_from_epoch
+    from keys.invites import state_of
+
+    s = _session(user, None, None)
+    now = time.time()
+    rows = [{"code": r["code"], "state": state_of(r, now).value,
+             "expires": iso_from_epoch(r["expires"]), "used_by": r.get("used_by")}
+            for r in s.invites.all().values()]
+    if as_json:
+        emit_json(rows)
+        return
+    for row in rows:
+        result({}, f"{row['state']:<8} {row['expires']}  {row['code']}", False)
+    if not rows:
+        result({}, "no invites; create one with `talk invite`", False)
+
+
+@invite_app.command("revoke")
+def invite_revoke(
+    code: Annotated[str, typer.Argument(help="The invite code to revoke.")],
+    user: User = None, relay: Relay = None, passphrase_file: PassFile = None, as_json: Json = False,
+) -> None:
+    """Revoke an open invite code so nobody can use it."""
+    from keys.errors import InviteError
+    from keys.invites import InviteState, parse_code, state_of
+
+    s = _session(user, relay, passphrase_file)
+    record = s.invites.find(code)
+    state = state_of(record, time.time())
+    if state is not InviteState.OPEN:
+        raise InviteError(f"this invite is already {state.value}; nothing to revoke")
+    tag = parse_code(code).tag
+    s.client.revoke_invite(s.identity(), tag)
+    s.invites.set_state(tag, InviteState.REVOKED)
+    result({"code": record["code"], "state": "revoked"}, "invite revoked", as_json)
+
+
+@app.command()
+def join(
+    code: Annotated[str, typer.Argument(help="The invite code you were given.")],
+    name: Annotated[str | None, typer.Option("--name", help="Local name for the inviter.")] = None,
+    user: User = None, relay: Relay = None, passphrase_file: PassFile = None, as_json: Json = False,
+) -> None:
+    """Use an invite code: pin the inviter and send it your contact request."""
+    from follower.outbound import join as join_invite
+
+    s = _session(user, relay, passphrase_file)
+    contact = join_invite(s.identity(), s.client, s.contacts, code, name)
+    _print_pinned(s, contact, as_json)
+
+
+@app.command("relay")
+def run_relay(
+    host: Annotated[str, typer.Option(help="Address to listen on.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="Port to listen on.")] = 8765,
+    db: Annotated[Path | None, typer.Option(help="SQLite file (default: TALK_HOME/relay.db).")] = None,
+    ttl: Annotated[float, typer.Option(help="Seconds undelivered mail is kept.")] = 7 * 86400,
+    max_blob: Annotated[int | None, typer.Option(help="Largest accepted blob, bytes.")] = None,
+    purge_interval: Annotated[float, typer.Option(help="Seconds between expiry sweeps.")] = 60.0,
+) -> None:
+    """Run a relay (SQLite store) until interrupted."""
+    from keys.keystore import talk_home
+    from relay.config import RelayConfig
+    from relay.server import serve
+
+    config = RelayConfig(ttl_s=ttl, purge_interval_s=purge_interval)
+    if max_blob is not None:
+        config = RelayConfig(ttl_s=ttl, purge_interval_s=purge_interval, max_blob=max_blob)
+    path = db or talk_home() / "relay.db"
+    warn(f"relay listening on http://{host}:{port} (store {path})")
+    serve(host, port, path, config)
+
+
+@app.command()
+def demo() -> None:
+    """Run a relay and two identities on this machine, and let them talk."""
+    from talk.demo import run_demo
+
+    run_demo()

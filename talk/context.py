@@ -1,0 +1,90 @@
+"""Which identity, passphrase and relay a command runs with.
+
+Identity: `-u/--user` or TALK_USER, else the only one in TALK_HOME. Passphrase: the file named
+by `--passphrase-file` or TALK_PASSPHRASE_FILE, never the command line. Relay: `--relay` or
+TALK_RELAY, else the one saved at `talk init`.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+import sys
+from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path
+
+from follower.client import RelayClient
+from keys import keystore
+from keys.contacts import ContactBook
+from keys.errors import UserError
+from keys.identity import Identity
+from keys.invites import InviteBook
+
+DEFAULT_RELAY = "http://127.0.0.1:8765"
+
+
+def passphrase_from(path: str | None) -> bytes | None:
+    path = path or os.environ.get("TALK_PASSPHRASE_FILE") or None
+    if path is None:
+        return None
+    try:
+        mode = os.stat(path).st_mode
+        if mode & (stat.S_IRWXG | stat.S_IRWXO):
+            print(f"talk: warning: {path} is readable by others; run `chmod 600 {path}`",
+                  file=sys.stderr)
+    except OSError:
+        pass  # read_passphrase_file reports a missing file
+    return keystore.read_passphrase_file(path)
+
+
+def relay_url(flag: str | None, saved: str = "") -> str:
+    return flag or os.environ.get("TALK_RELAY") or saved or DEFAULT_RELAY
+
+
+@dataclass
+class Session:
+    """One command's view of its identity; private keys are unlocked only on first use."""
+
+    record: keystore.IdentityRecord
+    relay: str
+    passphrase_file: str | None
+    _identity: Identity | None = field(default=None, repr=False)
+
+    @property
+    def folder(self) -> Path:
+        return self.record.folder
+
+    def identity(self) -> Identity:
+        if self._identity is None:
+            self._identity = keystore.unlock(self.record, passphrase_from(self.passphrase_file))
+        return self._identity
+
+    @cached_property
+    def client(self) -> RelayClient:
+        return RelayClient(self.relay)
+
+    @cached_property
+    def contacts(self) -> ContactBook:
+        return ContactBook(self.folder)
+
+    @cached_property
+    def invites(self) -> InviteBook:
+        return InviteBook(self.folder)
+
+
+def open_session(user: str | None, relay: str | None, passphrase_file: str | None) -> Session:
+    home = keystore.talk_home()
+    name = keystore.choose_identity(home, user or os.environ.get("TALK_USER") or None)
+    record = keystore.load(home / name)
+    return Session(record, relay_url(relay, record.relay), passphrase_file)
+
+
+def read_text_arg(text: str) -> str:
+    """`-` reads the message from stdin."""
+    if text != "-":
+        return text
+    data = sys.stdin.read()
+    if not data:
+        raise UserError("no message on stdin; pipe the text in, or give it as an argument")
+    return data

@@ -1,0 +1,32 @@
+"""stdout carries results (JSON with --json, NDJSON for messages); stderr carries the rest."""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Any
+
+
+def emit_json(data: Any) -> None:
+    sys.stdout.write(json.dumps(data, ensure_ascii=False) + "\n")
+    sys.stdout.flush()
+
+
+def result(data: dict[str, Any], human: str, as_json: bool) -> None:
+    if as_json:
+        emit_json(data)
+    else:
+        sys.stdout.write(human.rstrip("\n") + "\n")
+        sys.stdout.flush()
+
+
+def warn(message: str) -> None:
+    sys.stderr.write(f"talk: {message}\n")
+    sys.stderr.flush()
+
+
+LOUD_NO_PASSPHRASE = (
+    "WARNING: the private keys of {name!r} are stored UNENCRYPTED in {path} (mode 0600).\n"
+    "         Anyone who can read that file can read your mail and send as you.\n"
+    "         Use --passphrase-file for anything but throwaway identities."
+)

@@ -1,0 +1,158 @@
+"""Fixtures: a real relay on a loopback port, and `talk` run as a real process per identity."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+TALK = shutil.which("talk", path=os.path.dirname(sys.executable)) or "talk"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@dataclass
+class RelayProcess:
+    db: Path
+    port: int
+    extra: list[str] = field(default_factory=list)
+    proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def start(self) -> RelayProcess:
+        cmd = [TALK, "relay", "--port", str(self.port), "--db", str(self.db), *self.extra]
+        self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        deadline = time.monotonic() + 15
+        while time.monotonic() < deadline:
+            try:
+                with urllib.request.urlopen(self.url + "/healthz", timeout=1) as r:
+                    if r.status == 200:
+                        return self
+            except OSError:
+                if self.proc.poll() is not None:
+                    raise RuntimeError(self.proc.stderr.read().decode() if self.proc.stderr else "")
+                time.sleep(0.05)
+        raise RuntimeError("relay did not start")
+
+    def stop(self, sig: int = signal.SIGTERM) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(sig)
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        if self.proc is not None and self.proc.stderr is not None:
+            self.proc.stderr.close()
+        self.proc = None
+
+    def restart(self) -> None:
+        self.stop()
+        self.start()
+
+
+@pytest.fixture
+def relay(tmp_path: Path) -> Iterator[RelayProcess]:
+    r = RelayProcess(tmp_path / "relay" / "relay.db", free_port()).start()
+    yield r
+    r.stop()
+
+
+@dataclass
+class Result:
+    code: int
+    out: str
+    err: str
+
+    def json(self) -> Any:
+        return json.loads(self.out)
+
+    def lines(self) -> list[dict[str, Any]]:
+        return [json.loads(line) for line in self.out.splitlines() if line.strip()]
+
+
+@dataclass
+class Agent:
+    """One identity in its own TALK_HOME, as on its own machine."""
+
+    home: Path
+    relay_url: str
+    passphrase_file: Path | None = None
+
+    def env(self) -> dict[str, str]:
+        env = {k: v for k, v in os.environ.items() if not k.startswith("TALK_")}
+        env["TALK_HOME"] = str(self.home)
+        env["TALK_RELAY"] = self.relay_url
+        if self.passphrase_file is not None:
+            env["TALK_PASSPHRASE_FILE"] = str(self.passphrase_file)
+        return env
+
+    def run(self, *args: str, stdin: str | None = None, timeout: float = 30) -> Result:
+        p = subprocess.run(
+            [TALK, *args], input=stdin, capture_output=True, text=True, env=self.env(),
+            timeout=timeout,
+        )
+        return Result(p.returncode, p.stdout, p.stderr)
+
+    def ok(self, *args: str, stdin: str | None = None) -> Result:
+        r = self.run(*args, stdin=stdin)
+        assert r.code == 0, f"talk {' '.join(args)} exited {r.code}: {r.err}"
+        return r
+
+
+def make_agent(tmp_path: Path, relay: RelayProcess, name: str, passphrase: str | None) -> Agent:
+    home = tmp_path / f"home-{name}"
+    pfile = None
+    if passphrase is not None:
+        pfile = tmp_path / f"{name}.pass"
+        pfile.write_text(passphrase + "\n")
+        pfile.chmod(0o600)
+    agent = Agent(home, relay.url, pfile)
+    flag = [] if pfile else ["--no-passphrase"]
+    agent.ok("init", name, *flag)
+    return agent
+
+
+def befriend(inviter: Agent, joiner: Agent) -> None:
+    """invite → join → the inviter's receive accepts → the joiner's receive sees the acceptance."""
+    code = inviter.ok("invite", "--json").json()["code"]
+    joiner.ok("join", code)
+    accepted = inviter.ok("receive").lines()
+    assert [m["kind"] for m in accepted] == ["contact_accepted"]
+    told = joiner.ok("receive").lines()
+    assert [m["kind"] for m in told] == ["contact_accepted"]
+
+
+@pytest.fixture
+def alice(tmp_path: Path, relay: RelayProcess) -> Agent:
+    return make_agent(tmp_path, relay, "alice", "correct horse battery staple")
+
+
+@pytest.fixture
+def bob(tmp_path: Path, relay: RelayProcess) -> Agent:
+    return make_agent(tmp_path, relay, "bob", None)
+
+
+@pytest.fixture
+def pair(alice: Agent, bob: Agent) -> tuple[Agent, Agent]:
+    befriend(alice, bob)
+    return alice, bob
