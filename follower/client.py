@@ -43,6 +43,12 @@ class RelayClient:
         self._timeout = timeout
         self._conn: http.client.HTTPConnection | None = None
 
+    def __enter__(self) -> RelayClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
     def close(self) -> None:
         if self._conn is not None:
             self._conn.close()
@@ -63,7 +69,7 @@ class RelayClient:
                 conn.request(method, self._prefix + path, body=body, headers=headers)
                 response = conn.getresponse()
                 return response.status, response.read()
-            except (http.client.HTTPException, ConnectionError, socket.timeout, OSError) as exc:
+            except (TimeoutError, http.client.HTTPException, ConnectionError, OSError) as exc:
                 self.close()
                 reused_and_dropped = isinstance(
                     exc, http.client.RemoteDisconnected | BrokenPipeError | ConnectionResetError

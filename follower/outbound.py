@@ -45,7 +45,9 @@ def verify_contact(book: ContactBook, client: RelayClient, contact: Contact) -> 
     """Check that the relay still serves exactly the pinned keys."""
     bundle = checked_bundle(client, contact.fingerprint)
     if (bundle.sign_key, bundle.box_key) != (contact.sign_key, contact.box_key):
-        raise PinMismatch(f"PIN MISMATCH for {contact.name}: the relay serves keys other than the pinned ones")
+        raise PinMismatch(
+            f"PIN MISMATCH for {contact.name}: the relay serves keys other than the pinned ones"
+        )
     book.mark_verified(contact.name)
     return contact
 

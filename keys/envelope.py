@@ -63,7 +63,7 @@ class Inner:
     def from_json(cls, data: Any) -> Inner:
         if not isinstance(data, dict):
             raise ValueError("not an object")
-        core = {k: data.get(k) for k in ("id", "from", "to", "ts", "kind", "text")}
+        core: dict[str, Any] = {k: data.get(k) for k in ("id", "from", "to", "ts", "kind", "text")}
         if not all(is_hex32(core[k]) for k in ("id", "from", "to")):
             raise ValueError("id, from and to must be 32 hex characters")
         if not all(isinstance(core[k], str) for k in ("ts", "kind", "text")):

@@ -51,7 +51,8 @@ def check_auth(
     sign_key: bytes, method: str, path: str, headers: dict[str, str], body: bytes, now: float
 ) -> AuthVerdict:
     ts, nonce, sig = (headers.get(h, "") for h in (TIME_HEADER, NONCE_HEADER, SIGNATURE_HEADER))
-    if not (ts.isdigit() and 16 <= len(nonce) <= 64 and nonce.isalnum()):
+    if not (ts.isascii() and ts.isdigit() and len(ts) <= 12 and 16 <= len(nonce) <= 64
+            and nonce.isalnum()):
         return AuthVerdict.MISSING
     if abs(now - int(ts)) > AUTH_WINDOW_S:
         return AuthVerdict.STALE

@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import math
 import time
 from collections.abc import AsyncIterator
 from typing import Any
@@ -61,7 +62,7 @@ async def _body(request: Request, limit: int) -> bytes:
 def _json_object(body: bytes) -> dict[str, Any]:
     try:
         data = json.loads(body)
-    except (ValueError, UnicodeDecodeError) as exc:
+    except (ValueError, RecursionError) as exc:  # RecursionError: absurdly deep nesting
         raise bad_request("body is not valid JSON") from exc
     if not isinstance(data, dict):
         raise bad_request("body must be a JSON object")
@@ -75,6 +76,17 @@ def _hex_list(data: dict[str, Any], key: str, most: int) -> list[str]:
     if not all(isinstance(i, str) and 0 < len(i) <= 64 and i.isalnum() for i in items):
         raise bad_request(f"every item of '{key}' must be a short alphanumeric string")
     return items
+
+
+def _unix_seconds(value: object) -> float | None:
+    """A finite number of seconds, or None (bools, NaN, infinities and huge ints included)."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    try:
+        seconds = float(value)
+    except OverflowError:
+        return None
+    return seconds if math.isfinite(seconds) else None
 
 
 class Relay:
@@ -162,10 +174,10 @@ class Relay:
     async def open_invite(self, request: Request) -> Response:
         fp, body = await self.owner_request(request)
         data = _json_object(body)
-        tag, expires = data.get("tag"), data.get("expires")
-        if not is_hex32(tag) or not isinstance(expires, int | float) or isinstance(expires, bool):
+        tag, expires = data.get("tag"), _unix_seconds(data.get("expires"))
+        if not is_hex32(tag) or expires is None:
             raise bad_request("an invite slot needs 'tag' (32 hex) and 'expires' (unix seconds)")
-        await self.store.create_invite(fp, str(tag), float(expires))
+        await self.store.create_invite(fp, str(tag), expires)
         return JSONResponse({"tag": tag}, status_code=201)
 
     async def revoke_invite(self, request: Request) -> Response:
@@ -243,4 +255,4 @@ def create_app(store: Store, config: RelayConfig | None = None) -> Starlette:
         Route("/v1/redeem/{tag}", relay.redeem, methods=["POST"]),
     ]
     handlers = {ApiError: _api_error, HTTPException: _http_error, Exception: _internal_error}
-    return Starlette(routes=routes, exception_handlers=handlers, lifespan=lifespan)  # type: ignore[arg-type]
+    return Starlette(routes=routes, exception_handlers=handlers, lifespan=lifespan)

@@ -5,7 +5,6 @@ The access log is off: it would record client addresses and mailbox fingerprints
 
 from __future__ import annotations
 
-import socket
 from pathlib import Path
 
 import uvicorn
@@ -15,9 +14,7 @@ from relay.config import RelayConfig
 from relay.sqlite_store import SqliteStore
 
 
-def build_server(
-    host: str, port: int, db: Path, config: RelayConfig, sock: socket.socket | None = None
-) -> uvicorn.Server:
+def build_server(host: str, port: int, db: Path, config: RelayConfig) -> uvicorn.Server:
     app = create_app(SqliteStore(db), config)
     uv_config = uvicorn.Config(
         app,

@@ -79,7 +79,7 @@ class SqliteStore:
         return [Mail(str(r[0]), r[1], r[2], r[3]) for r in rows]
 
     async def ack(self, fp: str, ids: list[str]) -> int:
-        numeric = [int(i) for i in ids if i.isdigit()]
+        numeric = [int(i) for i in ids if i.isascii() and i.isdigit() and len(i) <= 18]
         if not numeric:
             return 0
         marks = ",".join("?" * len(numeric))

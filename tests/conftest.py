@@ -47,9 +47,10 @@ class RelayProcess:
                 with urllib.request.urlopen(self.url + "/healthz", timeout=1) as r:
                     if r.status == 200:
                         return self
-            except OSError:
+            except OSError as exc:
                 if self.proc.poll() is not None:
-                    raise RuntimeError(self.proc.stderr.read().decode() if self.proc.stderr else "")
+                    err = self.proc.stderr.read().decode() if self.proc.stderr else ""
+                    raise RuntimeError(f"relay exited: {err}") from exc
                 time.sleep(0.05)
         raise RuntimeError("relay did not start")
 

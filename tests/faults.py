@@ -1,0 +1,94 @@
+"""A loopback HTTP proxy that forwards to a real relay and dies on cue.
+
+It lets a test cut the relay off at an exact point of a client's conversation (say, between
+two acks) without touching the client or the relay.
+"""
+
+from __future__ import annotations
+
+import http.client
+import socket
+import threading
+from collections.abc import Callable
+
+
+def _read_request(conn: socket.socket) -> bytes | None:
+    data = b""
+    while b"\r\n\r\n" not in data:
+        chunk = conn.recv(65536)
+        if not chunk:
+            return None
+        data += chunk
+    head, _, body = data.partition(b"\r\n\r\n")
+    length = 0
+    for line in head.split(b"\r\n")[1:]:
+        name, _, value = line.partition(b":")
+        if name.strip().lower() == b"content-length":
+            length = int(value.strip())
+    while len(body) < length:
+        chunk = conn.recv(65536)
+        if not chunk:
+            return None
+        body += chunk
+    return head + b"\r\n\r\n" + body
+
+
+class DyingProxy:
+    """Forwards requests until `should_die(request_line)` says so, then closes for good."""
+
+    def __init__(self, upstream_port: int, should_die: Callable[[str], bool]) -> None:
+        self.upstream_port = upstream_port
+        self.should_die = should_die
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.port = self.listener.getsockname()[1]
+        self.dead = threading.Event()
+        self.thread = threading.Thread(target=self._serve, daemon=True)
+        self.thread.start()
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def _serve(self) -> None:
+        while not self.dead.is_set():
+            try:
+                conn, _ = self.listener.accept()
+            except OSError:
+                return
+            threading.Thread(target=self._handle, args=(conn,), daemon=True).start()
+
+    def _handle(self, conn: socket.socket) -> None:
+        with conn:
+            while not self.dead.is_set():
+                raw = _read_request(conn)
+                if raw is None:
+                    return
+                request_line = raw.split(b"\r\n", 1)[0].decode()
+                if self.should_die(request_line):
+                    self.die()
+                    return
+                conn.sendall(self._forward(raw))
+
+    def _forward(self, raw: bytes) -> bytes:
+        head, _, body = raw.partition(b"\r\n\r\n")
+        lines = head.decode().split("\r\n")
+        method, path, _ = lines[0].split(" ", 2)
+        headers = dict(line.split(": ", 1) for line in lines[1:] if ": " in line)
+        headers.pop("Host", None)
+        up = http.client.HTTPConnection("127.0.0.1", self.upstream_port, timeout=10)
+        try:
+            up.request(method, path, body=body, headers=headers)
+            resp = up.getresponse()
+            payload = resp.read()
+            status = f"HTTP/1.1 {resp.status} {resp.reason}\r\n"
+            ctype = resp.getheader("content-type", "application/json")
+        finally:
+            up.close()
+        return (
+            f"{status}content-type: {ctype}\r\ncontent-length: {len(payload)}\r\n\r\n".encode()
+            + payload
+        )
+
+    def die(self) -> None:
+        self.dead.set()
+        self.listener.close()
