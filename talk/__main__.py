@@ -3,34 +3,51 @@
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 
 
 def main(argv: list[str] | None = None) -> None:
+    args = sys.argv[1:] if argv is None else argv
+    from talk.fastlane import route
+
+    call = route(args)
+    sys.exit(_guarded(call if call is not None else lambda: _typer(args)))
+
+
+def _typer(args: list[str]) -> int:
     import typer
     import typer.main
 
-    from keys.errors import TalkError
     from talk.cli import app
 
-    command = typer.main.get_command(app)
     try:
-        code = command.main(args=argv, prog_name="talk", standalone_mode=False)
-    except TalkError as exc:
-        sys.stderr.write(f"talk: error: {exc.message}\n")
-        sys.exit(exc.exit_code)
+        code = typer.main.get_command(app).main(args=args, prog_name="talk", standalone_mode=False)
     except typer.TyperException as exc:  # usage errors: 1, not click's 2 (2 means "refused")
         show = getattr(exc, "show", None)
         if show is not None:
             show()
         else:
             sys.stderr.write(f"talk: error: {exc}\n")
-        sys.exit(1)
+        return 1
     except typer.Abort:
         sys.stderr.write("talk: aborted\n")
-        sys.exit(130)
+        return 130
+    return code if isinstance(code, int) else 0
+
+
+def _guarded(call: Callable[[], int | None]) -> int:
+    from keys.errors import TalkError
+
+    try:
+        return call() or 0
+    except TalkError as exc:
+        sys.stderr.write(f"talk: error: {exc.message}\n")
+        return exc.exit_code
+    except KeyboardInterrupt:
+        sys.stderr.write("talk: interrupted\n")
+        return 130
     except BrokenPipeError:
-        sys.exit(0)  # the reader of our stdout went away (e.g. `| head`)
-    sys.exit(code if isinstance(code, int) else 0)
+        return 0  # the reader of our stdout went away (e.g. `| head`)
 
 
 if __name__ == "__main__":

@@ -21,7 +21,9 @@ invite_app = typer.Typer(help="Invite codes: one-time, expiring first contact.")
 app.add_typer(invite_app, name="invite")
 
 User = Annotated[str | None, typer.Option("--user", "-u", help="Identity to act as (or TALK_USER).")]
-Relay = Annotated[str | None, typer.Option("--relay", help="Relay URL (or TALK_RELAY; default: saved at init).")]
+Relay = Annotated[
+    str | None, typer.Option("--relay", help="Relay URL (or TALK_RELAY; default: saved at init).")
+]
 PassFile = Annotated[
     str | None,
     typer.Option("--passphrase-file", help="File holding the passphrase (or TALK_PASSPHRASE_FILE)."),
@@ -168,13 +170,9 @@ def send(
     user: User = None, relay: Relay = None, passphrase_file: PassFile = None, as_json: Json = False,
 ) -> None:
     """Send one end-to-end encrypted message to a contact."""
-    from follower.outbound import send as send_message
-    from talk.context import read_text_arg
+    from talk import mail
 
-    s = _session(user, relay, passphrase_file)
-    contact = s.contacts.get(name)
-    inner = send_message(s.identity(), s.client, contact, read_text_arg(text))
-    result({"id": inner.id, "to": contact.name}, f"sent {inner.id} to {contact.name}", as_json)
+    mail.send(user, relay, passphrase_file, name, text, as_json)
 
 
 @app.command()
@@ -185,20 +183,9 @@ def receive(
     user: User = None, relay: Relay = None, passphrase_file: PassFile = None,
 ) -> None:
     """Print waiting messages as NDJSON, then acknowledge (delete) them on the relay."""
-    from follower.inbound import Inbox
-    from follower.seen import SeenIds
-    from keys.errors import SecurityError
+    from talk import mail
 
-    s = _session(user, relay, passphrase_file)
-    peers = [s.contacts.get(p) for p in peer] if peer else None
-    inbox = Inbox(s.identity(), s.client, s.contacts, s.invites, SeenIds(s.folder))
-    report = inbox.receive(emit_json, peers)
-    for note in report.notes:
-        warn(note)
-    if report.refused:
-        for reason in report.refused[:-1]:
-            warn(reason)
-        raise SecurityError(report.refused[-1])
+    mail.receive(user, relay, passphrase_file, peer)
 
 
 @invite_app.callback(invoke_without_command=True)
@@ -286,15 +273,22 @@ def run_relay(
     ttl: Annotated[float, typer.Option(help="Seconds undelivered mail is kept.")] = 7 * 86400,
     max_blob: Annotated[int | None, typer.Option(help="Largest accepted blob, bytes.")] = None,
     purge_interval: Annotated[float, typer.Option(help="Seconds between expiry sweeps.")] = 60.0,
+    max_mailbox: Annotated[
+        int | None, typer.Option(min=1, help="Most undelivered messages per mailbox.")
+    ] = None,
 ) -> None:
     """Run a relay (SQLite store) until interrupted."""
+    import dataclasses
+
     from keys.keystore import talk_home
     from relay.config import RelayConfig
     from relay.server import serve
 
     config = RelayConfig(ttl_s=ttl, purge_interval_s=purge_interval)
     if max_blob is not None:
-        config = RelayConfig(ttl_s=ttl, purge_interval_s=purge_interval, max_blob=max_blob)
+        config = dataclasses.replace(config, max_blob=max_blob)
+    if max_mailbox is not None:
+        config = dataclasses.replace(config, max_mailbox_messages=max_mailbox)
     path = db or talk_home() / "relay.db"
     warn(f"relay listening on http://{host}:{port} (store {path})")
     serve(host, port, path, config)
