@@ -1,21 +1,55 @@
-"""A small synchronous relay client over the standard library's http.client.
+"""A small synchronous relay client: one kept-alive connection per command.
 
-`talk send` must start fast; httpx alone costs more import time than the whole send budget,
-and one keep-alive connection per command is all the CLI needs.
+`talk send` must start fast: httpx alone costs more import time than the whole send budget,
+so plain-HTTP relays are spoken to by `follower.http11` and HTTPS relays by http.client.
 """
 
 from __future__ import annotations
 
-import http.client
 import json
 import socket
 from typing import Any, Protocol
 from urllib.parse import urlsplit
 
+from follower.http11 import Connection
 from keys.encoding import b64d
 from keys.errors import RelayError, UserError
 from keys.identity import KeyBundle
 from keys.wire import API, auth_headers
+
+
+class Transport(Protocol):
+    def exchange(
+        self, method: str, path: str, body: bytes, headers: dict[str, str]
+    ) -> tuple[int, bytes]: ...
+
+    def close(self) -> None: ...
+
+
+class _HttpsTransport:
+    """TLS relays go through http.client; its import cost is paid only for https URLs."""
+
+    def __init__(self, host: str, port: int | None, timeout: float) -> None:
+        import http.client
+
+        self._conn = http.client.HTTPSConnection(host, port, timeout=timeout)
+
+    def exchange(
+        self, method: str, path: str, body: bytes, headers: dict[str, str]
+    ) -> tuple[int, bytes]:
+        import http.client
+
+        try:
+            self._conn.request(method, path, body=body, headers=headers)
+            response = self._conn.getresponse()
+            return response.status, response.read()
+        except http.client.RemoteDisconnected as exc:
+            raise ConnectionResetError(str(exc)) from exc
+        except http.client.HTTPException as exc:
+            raise OSError(f"bad HTTP from relay: {exc}") from exc
+
+    def close(self) -> None:
+        self._conn.close()
 
 
 class Signer(Protocol):
@@ -41,7 +75,7 @@ class RelayClient:
         self._port = parts.port
         self._prefix = parts.path
         self._timeout = timeout
-        self._conn: http.client.HTTPConnection | None = None
+        self._conn: Transport | None = None
 
     def __enter__(self) -> RelayClient:
         return self
@@ -54,27 +88,27 @@ class RelayClient:
             self._conn.close()
             self._conn = None
 
-    def _connection(self) -> http.client.HTTPConnection:
+    def _connection(self) -> Transport:
         if self._conn is None:
-            cls = http.client.HTTPSConnection if self._https else http.client.HTTPConnection
-            self._conn = cls(self._host, self._port, timeout=self._timeout)
+            if self._https:
+                self._conn = _HttpsTransport(self._host, self._port, self._timeout)
+            else:
+                self._conn = Connection(self._host, self._port or 80, self._timeout)
         return self._conn
 
-    def _exchange(self, method: str, path: str, body: bytes, headers: dict[str, str]) -> tuple[int, bytes]:
+    def _exchange(
+        self, method: str, path: str, body: bytes, headers: dict[str, str]
+    ) -> tuple[int, bytes]:
         # A kept-alive connection the relay has closed fails on first use: retry once on a new one.
         # Every request is safe to repeat: deposits carry message ids the receiver dedups.
         for attempt in (1, 2):
             conn = self._connection()
             try:
-                conn.request(method, self._prefix + path, body=body, headers=headers)
-                response = conn.getresponse()
-                return response.status, response.read()
-            except (TimeoutError, http.client.HTTPException, ConnectionError, OSError) as exc:
+                return conn.exchange(method, self._prefix + path, body, headers)
+            except OSError as exc:
                 self.close()
-                reused_and_dropped = isinstance(
-                    exc, http.client.RemoteDisconnected | BrokenPipeError | ConnectionResetError
-                )
-                if attempt == 2 or not reused_and_dropped:
+                dropped = isinstance(exc, BrokenPipeError | ConnectionResetError)
+                if attempt == 2 or not dropped:
                     raise RelayError(
                         f"cannot reach the relay at {self.url} ({_reason(exc)}); is it running? "
                         "Check --relay or TALK_RELAY",
