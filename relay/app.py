@@ -9,6 +9,8 @@
     POST /v1/invites/{fp}                  owner: open an invite slot {"tag", "expires"}
     POST /v1/invites/{fp}/revoke           owner: {"tag"}
     POST /v1/redeem/{tag}                  anyone: the one contact request an invite admits
+    WS   /v1/mail/{fp}/stream              owner: {"type":"ready"}, then {"type":"mail","tag"}
+                                           each time mail is deposited in the mailbox
 """
 
 from __future__ import annotations
@@ -23,23 +25,25 @@ from typing import Any
 
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
-from starlette.requests import Request
+from starlette.requests import HTTPConnection, Request
 from starlette.responses import JSONResponse, Response
-from starlette.routing import Route
+from starlette.routing import Route, WebSocketRoute
+from starlette.websockets import WebSocket, WebSocketDisconnect
 
 from keys.encoding import b64e, is_hex32
 from keys.identity import KeyBundle
 from keys.wire import AUTH_WINDOW_S, AuthVerdict, check_auth
 from relay.config import RelayConfig
 from relay.errors import ApiError, bad_request, not_found
+from relay.notify import Hub, LocalHub
 from relay.store import DepositOutcome, RedeemOutcome, Store
 
 VERSION = "0.1.0"
 JSON_LIMIT = 256 * 1024
 
 
-def _path_hex(request: Request, name: str) -> str:
-    value = request.path_params[name]
+def _path_hex(conn: HTTPConnection, name: str) -> str:
+    value = conn.path_params[name]
     if not is_hex32(value):
         raise bad_request(f"{name} must be 32 lowercase hex characters")
     return str(value)
@@ -90,21 +94,28 @@ def _unix_seconds(value: object) -> float | None:
 
 
 class Relay:
-    def __init__(self, store: Store, config: RelayConfig) -> None:
+    def __init__(self, store: Store, config: RelayConfig, hub: Hub) -> None:
         self.store = store
         self.config = config
+        self.hub = hub
 
     async def owner_request(self, request: Request, limit: int = JSON_LIMIT) -> tuple[str, bytes]:
         """Authenticate the mailbox owner; return (fingerprint, body)."""
         fp = _path_hex(request, "fp")
         body = await _body(request, limit)
+        await self.check_owner(fp, request.method, request.url.path, request.headers.items(), body)
+        return fp, body
+
+    async def check_owner(
+        self, fp: str, method: str, path: str, raw_headers: Any, body: bytes
+    ) -> None:
         stored = await self.store.get_bundle(fp)
         if stored is None:
             raise not_found("unknown mailbox: its owner has not published keys on this relay")
         sign_key = KeyBundle.from_json(json.loads(stored)).sign_key
         now = time.time()
-        headers = {k.lower(): v for k, v in request.headers.items()}
-        verdict = check_auth(sign_key, request.method, request.url.path, headers, body, now)
+        headers = {k.lower(): v for k, v in raw_headers}
+        verdict = check_auth(sign_key, method, path, headers, body, now)
         if verdict is AuthVerdict.MISSING:
             raise ApiError(401, "unauthorized", "owner signature headers missing or malformed")
         if verdict is AuthVerdict.STALE:
@@ -114,7 +125,6 @@ class Relay:
         nonce = headers["x-talk-nonce"]
         if not await self.store.remember_nonce(fp, nonce, now, 2 * AUTH_WINDOW_S):
             raise ApiError(401, "unauthorized", "replayed request: this signature was already used")
-        return fp, body
 
     async def healthz(self, request: Request) -> Response:
         await self.store.ping()
@@ -151,6 +161,7 @@ class Relay:
         )
         if outcome is DepositOutcome.MAILBOX_FULL:
             raise ApiError(507, "mailbox_full", "the recipient's mailbox is full; retry later")
+        await self.hub.publish(fp, tag)
         return JSONResponse({"id": mail_id}, status_code=201)
 
     async def fetch(self, request: Request) -> Response:
@@ -196,6 +207,9 @@ class Relay:
             tag, blob, time.time(), self.config.max_mailbox_messages, self.config.max_mailbox_bytes
         )
         if outcome is RedeemOutcome.STORED:
+            fp = await self.store.invite_owner(tag)
+            if fp is not None:
+                await self.hub.publish(fp, tag)
             return JSONResponse({"redeemed": True}, status_code=201)
         raise {
             RedeemOutcome.UNKNOWN: ApiError(404, "invite_unknown", "invite code unknown or revoked"),
@@ -203,6 +217,52 @@ class Relay:
             RedeemOutcome.EXPIRED: ApiError(410, "invite_expired", "invite code has expired"),
             RedeemOutcome.MAILBOX_FULL: ApiError(507, "mailbox_full", "inviter's mailbox is full"),
         }[outcome]
+
+
+    async def stream(self, ws: WebSocket) -> None:
+        """Push a wake-up to the mailbox owner each time mail is deposited for it."""
+        try:
+            fp = _path_hex(ws, "fp")
+            await self.check_owner(fp, "GET", ws.url.path, ws.headers.items(), b"")
+        except ApiError as exc:
+            await _deny(ws, exc)
+            return
+        queue = self.hub.subscribe(fp)
+        try:
+            await ws.accept()
+            await ws.send_json({"type": "ready"})
+            await _pump(ws, queue)
+        except WebSocketDisconnect:
+            pass
+        finally:
+            self.hub.unsubscribe(fp, queue)
+
+
+async def _deny(ws: WebSocket, exc: ApiError) -> None:
+    """Refuse the handshake with the same HTTP status and JSON as any other route."""
+    if "websocket.http.response" in ws.scope.get("extensions", {}):
+        await ws.send_denial_response(_error_response(exc.status, exc.code, exc.message))
+    else:
+        await ws.close(code=1008, reason=exc.message[:120])
+
+
+async def _pump(ws: WebSocket, queue: asyncio.Queue[str]) -> None:
+    """Forward wake-ups until the client goes away (a client never needs to send anything)."""
+    listener = asyncio.ensure_future(ws.receive())
+    try:
+        while True:
+            getter = asyncio.ensure_future(queue.get())
+            done, _ = await asyncio.wait({listener, getter}, return_when=asyncio.FIRST_COMPLETED)
+            if listener in done:
+                getter.cancel()
+                message = listener.result()
+                if message["type"] == "websocket.disconnect":
+                    return
+                listener = asyncio.ensure_future(ws.receive())
+                continue
+            await ws.send_json({"type": "mail", "tag": getter.result()})
+    finally:
+        listener.cancel()
 
 
 def _error_response(status: int, code: str, message: str) -> JSONResponse:
@@ -226,8 +286,8 @@ async def _internal_error(request: Request, exc: Exception) -> Response:
     return _error_response(500, "internal", "internal relay error; the operator's log has details")
 
 
-def create_app(store: Store, config: RelayConfig | None = None) -> Starlette:
-    relay = Relay(store, config or RelayConfig())
+def create_app(store: Store, config: RelayConfig | None = None, hub: Hub | None = None) -> Starlette:
+    relay = Relay(store, config or RelayConfig(), hub or LocalHub())
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
@@ -253,6 +313,7 @@ def create_app(store: Store, config: RelayConfig | None = None) -> Starlette:
         Route("/v1/invites/{fp}", relay.open_invite, methods=["POST"]),
         Route("/v1/invites/{fp}/revoke", relay.revoke_invite, methods=["POST"]),
         Route("/v1/redeem/{tag}", relay.redeem, methods=["POST"]),
+        WebSocketRoute("/v1/mail/{fp}/stream", relay.stream),
     ]
     handlers = {ApiError: _api_error, HTTPException: _http_error, Exception: _internal_error}
     return Starlette(routes=routes, exception_handlers=handlers, lifespan=lifespan)

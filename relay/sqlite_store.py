@@ -102,6 +102,10 @@ class SqliteStore:
         cur = self.db.execute("DELETE FROM invites WHERE tag = ? AND fp = ?", (tag, fp))
         return cur.rowcount > 0
 
+    async def invite_owner(self, tag: str) -> str | None:
+        row = self.db.execute("SELECT fp FROM invites WHERE tag = ?", (tag,)).fetchone()
+        return str(row[0]) if row else None
+
     async def redeem_invite(
         self, tag: str, blob: bytes, now: float, max_messages: int, max_bytes: int
     ) -> RedeemOutcome:

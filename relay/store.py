@@ -57,6 +57,10 @@ class Store(Protocol):
 
     async def revoke_invite(self, fp: str, tag: str) -> bool: ...
 
+    async def invite_owner(self, tag: str) -> str | None:
+        """The mailbox an invite slot delivers to, if the slot exists."""
+        ...
+
     async def redeem_invite(
         self, tag: str, blob: bytes, now: float, max_messages: int, max_bytes: int
     ) -> RedeemOutcome: ...

@@ -1,0 +1,75 @@
+"""The relay's push stream over a real WebSocket: owner-only, and prompt."""
+
+from __future__ import annotations
+
+import base64
+import json
+import time
+
+import pytest
+from websockets.exceptions import InvalidStatus
+from websockets.sync.client import connect
+
+from follower.client import RelayClient
+from follower.push import stream_url
+from keys.identity import Identity
+from keys.wire import auth_headers, signing_payload
+from tests.conftest import RelayProcess
+
+
+def published(relay: RelayProcess, name: str) -> Identity:
+    me = Identity.generate(name)
+    with RelayClient(relay.url) as client:
+        client.publish(me.bundle())
+    return me
+
+
+def test_owner_hears_of_each_deposit(relay: RelayProcess) -> None:
+    me = published(relay, "bob")
+    url, path = stream_url(relay.url, me.fingerprint)
+    with connect(url, additional_headers=auth_headers(me.sign, "GET", path, b"")) as ws:
+        assert json.loads(ws.recv(timeout=5)) == {"type": "ready"}
+        with RelayClient(relay.url) as client:
+            for tag in ("ab" * 16, "cd" * 16):
+                client.deposit(me.fingerprint, tag, b"sealed")
+                assert json.loads(ws.recv(timeout=5)) == {"type": "mail", "tag": tag}
+
+
+def test_other_mailboxes_are_silent(relay: RelayProcess) -> None:
+    me, other = published(relay, "bob"), published(relay, "carol")
+    url, path = stream_url(relay.url, me.fingerprint)
+    with connect(url, additional_headers=auth_headers(me.sign, "GET", path, b"")) as ws:
+        ws.recv(timeout=5)
+        with RelayClient(relay.url) as client:
+            client.deposit(other.fingerprint, "ab" * 16, b"sealed")
+        with pytest.raises(TimeoutError):
+            ws.recv(timeout=0.5)
+
+
+def _refused(url: str, headers: dict[str, str]) -> tuple[int, dict[str, str]]:
+    with pytest.raises(InvalidStatus) as caught, connect(url, additional_headers=headers):
+        pass
+    response = caught.value.response
+    return response.status_code, json.loads(bytes(response.body or b""))
+
+
+def test_strangers_stale_and_unknown_are_refused(relay: RelayProcess) -> None:
+    me, stranger = published(relay, "bob"), published(relay, "mallory")
+    url, path = stream_url(relay.url, me.fingerprint)
+    status, body = _refused(url, auth_headers(stranger.sign, "GET", path, b""))
+    assert status == 403 and body["error"] == "forbidden"
+
+    old = str(int(time.time()) - 600)
+    nonce = "a" * 32
+    sig = me.sign(signing_payload("GET", path, old, nonce, b""))
+    stale = {"x-talk-time": old, "x-talk-nonce": nonce, "x-talk-signature": base64.b64encode(sig).decode()}
+    assert _refused(url, stale)[0] == 401
+
+    headers = auth_headers(me.sign, "GET", path, b"")
+    with connect(url, additional_headers=headers) as ws:
+        assert json.loads(ws.recv(timeout=5))["type"] == "ready"
+    assert _refused(url, headers)[0] == 401  # replayed handshake
+
+    ghost = Identity.generate("ghost")
+    url, path = stream_url(relay.url, ghost.fingerprint)
+    assert _refused(url, auth_headers(ghost.sign, "GET", path, b""))[0] == 404
