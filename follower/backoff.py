@@ -6,10 +6,10 @@ import random
 from collections.abc import Callable
 
 BASE_S = 0.25
-CAP_S = 30.0
+CAP_S = 10.0
 
 
 def delay(attempt: int, rand: Callable[[], float] = random.random) -> float:
     """Seconds to wait before try number `attempt` (1-based) after a failure."""
-    ceiling = min(CAP_S, BASE_S * 2 ** min(attempt, 16))
+    ceiling = min(CAP_S, BASE_S * 2.0 ** min(attempt, 16))
     return ceiling / 2 + rand() * ceiling / 2

@@ -12,13 +12,12 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any
+from typing import Any, Protocol
 
 from nacl.public import PublicKey
 
 from follower.client import Fetched, RelayClient
 from follower.outbound import send
-from follower.seen import SeenIds
 from keys.contacts import Contact, ContactBook, Source, free_name, pinned_contact
 from keys.envelope import channel_tag, open_blob
 from keys.errors import SecurityError
@@ -26,6 +25,14 @@ from keys.identity import Identity
 from keys.invites import InviteBook, InviteCode, InviteState, open_request, state_of
 
 Emit = Callable[[dict[str, Any]], None]
+
+
+class Dedup(Protocol):
+    """Where the ids already handed on are remembered (a seen-ids file, or the spool)."""
+
+    def __contains__(self, msg_id: object) -> bool: ...
+
+    def add(self, msg_id: str) -> None: ...
 
 
 class Outcome(StrEnum):
@@ -49,7 +56,7 @@ class Inbox:
     client: RelayClient
     contacts: ContactBook
     invites: InviteBook
-    seen: SeenIds
+    seen: Dedup
 
     def routes(self, peers: list[Contact] | None) -> tuple[dict[str, Contact], dict[str, InviteCode]]:
         """The tags to fetch: the chosen contacts' channels to us, plus our live invites."""

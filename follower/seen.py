@@ -36,7 +36,7 @@ class SeenIds:
                 continue  # a torn last line
         return entries
 
-    def __contains__(self, msg_id: str) -> bool:
+    def __contains__(self, msg_id: object) -> bool:
         return msg_id in self._entries
 
     def add(self, msg_id: str) -> None:

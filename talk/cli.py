@@ -8,7 +8,10 @@ from typing import Annotated, Any
 
 import typer
 
+from talk.follow_cli import follow, status, stop
+from talk.options import Json, PassFile, Relay, User
 from talk.output import LOUD_NO_PASSPHRASE, emit_json, result, warn
+from talk.spool_cli import gc_command, log_command, session_app
 
 app = typer.Typer(
     name="talk",
@@ -20,15 +23,6 @@ app = typer.Typer(
 invite_app = typer.Typer(help="Invite codes: one-time, expiring first contact.")
 app.add_typer(invite_app, name="invite")
 
-User = Annotated[str | None, typer.Option("--user", "-u", help="Identity to act as (or TALK_USER).")]
-Relay = Annotated[
-    str | None, typer.Option("--relay", help="Relay URL (or TALK_RELAY; default: saved at init).")
-]
-PassFile = Annotated[
-    str | None,
-    typer.Option("--passphrase-file", help="File holding the passphrase (or TALK_PASSPHRASE_FILE)."),
-]
-Json = Annotated[bool, typer.Option("--json", help="Machine-readable output.")]
 
 
 def _session(user: str | None, relay: str | None, passphrase_file: str | None) -> Any:
@@ -300,3 +294,12 @@ def demo() -> None:
     from talk.demo import run_demo
 
     run_demo()
+
+
+# The live-delivery commands, after the core ones in `talk --help`.
+app.command()(follow)
+app.command()(stop)
+app.command()(status)
+app.add_typer(session_app, name="session")
+app.command("log")(log_command)
+app.command("gc")(gc_command)

@@ -23,9 +23,16 @@ def receive(user: str | None, relay: str | None, passphrase_file: str | None,
             peers: list[str] | None) -> None:
     from follower.inbound import Inbox
     from follower.seen import SeenIds
-    from keys.errors import SecurityError
+    from follower.state import running_pid
+    from keys.errors import SecurityError, UserError
 
     s = open_session(user, relay, passphrase_file)
+    pid = running_pid(s.folder)
+    if pid:
+        raise UserError(
+            f"a follower (pid {pid}) is taking {s.record.name}'s mail into the spool; read it with "
+            "`talk log`, or stop the follower with `talk stop` to use `talk receive`"
+        )
     chosen = [s.contacts.get(p) for p in peers] if peers else None
     inbox = Inbox(s.identity(), s.client, s.contacts, s.invites, SeenIds(s.folder))
     report = inbox.receive(emit_json, chosen)

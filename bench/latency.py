@@ -1,0 +1,174 @@
+"""Delivery latency through the follower: send returned → line in the spool.
+
+A real relay on loopback, two identities made contacts through the real CLI, and bob's
+follower daemon started with `talk follow`. Alice's messages are sealed and deposited
+in-process (so the figure is the pipeline, not a CLI start-up), one at a time; a watcher
+thread tails bob's spool and notes when each id appears. Measured twice in the same run:
+
+  push   the follower woken by the relay's WebSocket stream (the default)
+  poll   the follower with push disabled, polling every --poll-interval seconds (the baseline)
+
+Run with the venv's interpreter:
+
+    .venv/bin/python bench/latency.py [--messages 200] [--poll-messages 40] [--poll-interval 1]
+
+It prints a table, then one JSON line:
+    {"p50_ms":…,"p99_ms":…,"poll_p50_ms":…,"poll_p99_ms":…,"ratio":…,"messages":N}
+Target: p50 ≤ 10 ms and p99 ≤ 50 ms on loopback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+from common import Agent, BenchError, Deadline, Relay, base_env, befriend, find_talk, make_agent
+from nacl.public import PublicKey
+
+from follower.client import RelayClient
+from keys import keystore
+from keys.contacts import ContactBook
+from keys.envelope import channel_tag, new_message, seal
+
+
+class SpoolWatcher(threading.Thread):
+    """Tails one NDJSON file and records when each message id first appears."""
+
+    def __init__(self, path: Path) -> None:
+        super().__init__(daemon=True)
+        self.path = path
+        self.seen: dict[str, float] = {}
+        self.stopped = threading.Event()
+
+    def run(self) -> None:
+        offset, partial = 0, b""
+        while not self.stopped.is_set():
+            try:
+                with self.path.open("rb") as f:
+                    f.seek(offset)
+                    data = f.read()
+            except FileNotFoundError:
+                data = b""
+            now = time.perf_counter()
+            if data:
+                offset += len(data)
+                *lines, partial = (partial + data).split(b"\n")
+                for line in lines:
+                    if line.strip():
+                        self.seen.setdefault(json.loads(line)["id"], now)
+            else:
+                time.sleep(0.0002)
+
+
+def pct(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
+
+
+def measure(alice: Agent, bob: Agent, relay: Relay, count: int, deadline: Deadline) -> list[float]:
+    """Send `count` messages one at a time; ms from deposit returned to line in bob's spool."""
+    me = keystore.unlock(keystore.load(alice.home / "alice"), None)
+    bob_contact = ContactBook(alice.home / "alice").get("bob")
+    peer = PublicKey(bob_contact.box_key)
+    tag = channel_tag(me.box_secret, peer, bob_contact.fingerprint)
+    watcher = SpoolWatcher(bob.home / "bob" / "spool" / "inbox.ndjson")
+    watcher.start()
+    latencies = []
+    try:
+        with RelayClient(relay.url) as client:
+            for i in range(count):
+                inner = new_message(me.fingerprint, bob_contact.fingerprint, f"latency probe {i}")
+                client.deposit(bob_contact.fingerprint, tag, seal(inner, me.box_secret, peer))
+                returned = time.perf_counter()
+                while inner.id not in watcher.seen:
+                    deadline.timeout()
+                    time.sleep(0.0002)
+                latencies.append(max(0.0, watcher.seen[inner.id] - returned) * 1000)
+                time.sleep(0.01)
+    finally:
+        watcher.stopped.set()
+    return latencies
+
+
+def wait_push_connected(bob: Agent, deadline: Deadline) -> None:
+    while True:
+        deadline.timeout()
+        follower = json.loads(bob.ok(deadline, "status", "--json"))["follower"]
+        if follower.get("push") == "connected":
+            return
+        time.sleep(0.05)
+
+
+def run(args: argparse.Namespace) -> dict[str, float]:
+    deadline = Deadline(args.timeout)
+    talk = find_talk()
+    with tempfile.TemporaryDirectory(prefix="talk-bench-") as tmp:
+        root = Path(tmp)
+        relay = Relay(talk, root / "relay" / "relay.db", root / "relay.log", base_env(None))
+        relay.start(deadline)
+        try:
+            alice = make_agent(talk, root, relay, "alice", None, deadline)
+            bob = make_agent(talk, root, relay, "bob", None, deadline)
+            befriend(alice, bob, deadline)
+            bob.ok(deadline, "follow", "--peer", "alice")
+            wait_push_connected(bob, deadline)
+            push = measure(alice, bob, relay, args.messages, deadline)
+            bob.ok(deadline, "stop")
+            bob.ok(deadline, "follow", "--peer", "alice", "--no-push",
+                   "--interval", str(args.poll_interval))
+            poll = measure(alice, bob, relay, args.poll_messages, deadline)
+            bob.ok(deadline, "stop")
+        finally:
+            bob_stop(root)
+            relay.stop()
+    return summarize(push, poll)
+
+
+def bob_stop(root: Path) -> None:
+    """Best effort: never leave a follower behind, whatever failed."""
+    import subprocess
+
+    talk = find_talk()
+    subprocess.run([talk, "stop", "-u", "bob"], env={**base_env(None), "TALK_HOME": str(root / "home-bob")},
+                   capture_output=True, timeout=30, check=False)
+
+
+def summarize(push: list[float], poll: list[float]) -> dict[str, float]:
+    p50, poll_p50 = statistics.median(push), statistics.median(poll)
+    return {
+        "p50_ms": round(p50, 2), "p99_ms": round(pct(push, 0.99), 2),
+        "poll_p50_ms": round(poll_p50, 2), "poll_p99_ms": round(pct(poll, 0.99), 2),
+        "ratio": round(poll_p50 / p50, 1) if p50 > 0 else float("inf"),
+        "messages": len(push),
+    }
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--messages", type=int, default=200)
+    parser.add_argument("--poll-messages", type=int, default=40)
+    parser.add_argument("--poll-interval", type=float, default=1.0)
+    parser.add_argument("--timeout", type=float, default=600.0)
+    args = parser.parse_args()
+    try:
+        result = run(args)
+    except BenchError as exc:
+        print(f"latency: {exc}", file=sys.stderr)
+        return 1
+    print(f"{'mode':<8}{'p50 ms':>10}{'p99 ms':>10}", file=sys.stderr)
+    print(f"{'push':<8}{result['p50_ms']:>10}{result['p99_ms']:>10}", file=sys.stderr)
+    print(f"{'poll':<8}{result['poll_p50_ms']:>10}{result['poll_p99_ms']:>10}", file=sys.stderr)
+    print(f"push is {result['ratio']}x faster than polling every {args.poll_interval} s (p50)",
+          file=sys.stderr)
+    print(json.dumps(result))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,95 @@
+"""A follower's files in its identity folder, and whether it is alive.
+
+    follower.json         what the user asked for: peers, poll interval, push on or off
+    follower-status.json  what the daemon reports: pid, since, last contact, last error, counts
+    follower.lock         flock held by the live daemon: the only proof of life, so a dead or
+                          zombie process, or a pid reused by another program, never counts
+    follower.log          the daemon's log (rotated)
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from keys.storage import read_json, write_json
+
+CONFIG_FILE = "follower.json"
+STATUS_FILE = "follower-status.json"
+LOCK_FILE = "follower.lock"
+LOG_FILE = "follower.log"
+DEFAULT_INTERVAL_S = 30.0
+
+
+@dataclass
+class FollowConfig:
+    peers: list[str] = field(default_factory=list)
+    interval: float = DEFAULT_INTERVAL_S
+    push: bool = True
+
+    @classmethod
+    def load(cls, folder: Path) -> FollowConfig:
+        raw: dict[str, Any] = read_json(folder / CONFIG_FILE, {})
+        return cls(
+            peers=list(raw.get("peers", [])),
+            interval=float(raw.get("interval", DEFAULT_INTERVAL_S)),
+            push=bool(raw.get("push", True)),
+        )
+
+    def save(self, folder: Path) -> None:
+        write_json(folder / CONFIG_FILE, asdict(self))
+
+
+@dataclass
+class FollowStatus:
+    pid: int = 0
+    relay: str = ""
+    peers: list[str] = field(default_factory=list)
+    since: float = 0.0
+    last_contact: float | None = None
+    last_error: str | None = None
+    last_error_at: float | None = None
+    push: str = "off"  # connected | connecting | off
+    delivered: int = 0
+    refused: int = 0
+
+    @classmethod
+    def load(cls, folder: Path) -> FollowStatus | None:
+        raw = read_json(folder / STATUS_FILE, None)
+        if not isinstance(raw, dict):
+            return None
+        known = {k: v for k, v in raw.items() if k in cls.__dataclass_fields__}
+        return cls(**known)
+
+    def save(self, folder: Path) -> None:
+        write_json(folder / STATUS_FILE, asdict(self))
+
+
+def hold_lock(folder: Path) -> int | None:
+    """Take the liveness lock for this process's lifetime; None if another follower has it."""
+    fd = os.open(folder / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        return None
+    return fd
+
+
+def is_running(folder: Path) -> bool:
+    fd = hold_lock(folder)
+    if fd is None:
+        return True
+    os.close(fd)
+    return False
+
+
+def running_pid(folder: Path) -> int | None:
+    """The live follower's pid, or None when no follower holds the lock."""
+    if not is_running(folder):
+        return None
+    status = FollowStatus.load(folder)
+    return status.pid if status is not None and status.pid else -1

@@ -1,0 +1,146 @@
+"""The ids the spool has delivered, so a message that comes again is written once per target.
+
+`delivered.log` is append-only, one entry a line, on disk before `deliver` returns:
+
+    <epoch>\\t<id>              delivered whole: every target has its line
+    <epoch>\\t<id>\\t<target>    only <target> got its line before a crash cut the delivery short
+
+`deliver` writes each target's line first and the whole entry last, all under the spool lock.
+A SIGKILL in between leaves a line whose id the log lacks. Every append to a spool file calls
+`note_tail` first, so such a line is still the last one of its file when it is found, and is
+recorded as partial; a redelivery then skips the targets that already hold it.
+
+Entries are kept for `keep_s` (60 days, longer than the relay keeps undelivered mail). Once
+the log holds more than `compact_at` entries and its oldest is a quarter of `keep_s` past
+that, it is rewritten without the expired ones: at most one rewrite per 15 days.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import time
+from pathlib import Path
+
+from spool_writer import lines
+from spool_writer.layout import fsync_dir
+
+KEEP_S = 60 * 86400
+COMPACT_AT = 50_000
+
+Entry = tuple[int, str, str | None]  # (epoch, id, target of a partial delivery or None)
+
+
+def parse(data: bytes) -> tuple[list[Entry], int]:
+    """The entries in the complete lines of `data` and the bytes those span; damaged lines skipped."""
+    complete, used = lines.complete_lines(data)
+    entries: list[Entry] = []
+    for raw in complete:
+        fields = raw.rstrip(b"\n").decode(errors="replace").split("\t")
+        if len(fields) in (2, 3) and fields[0].isdigit() and fields[1]:
+            entries.append((int(fields[0]), fields[1], fields[2] if len(fields) == 3 else None))
+    return entries, used
+
+
+def format_entry(entry: Entry) -> bytes:
+    stamp, msg_id, target = entry
+    return "\t".join([str(stamp), msg_id, *([target] if target else [])]).encode() + b"\n"
+
+
+class DeliveredIndex:
+    """An in-memory view of `delivered.log`, caught up by `refresh` under the spool lock."""
+
+    def __init__(self, path: Path, keep_s: float = KEEP_S, compact_at: int = COMPACT_AT) -> None:
+        self.path = path
+        self.keep_s = keep_s
+        self.compact_at = compact_at
+        self._reset(None)
+
+    def _reset(self, inode: int | None) -> None:
+        self._inode = inode
+        self._pos = 0
+        self._lines = 0
+        self._oldest = math.inf
+        self._done: dict[str, int] = {}
+        self._partial: dict[str, dict[str, int]] = {}
+
+    def refresh(self) -> None:
+        """Read what other processes appended since; start over if the log was compacted."""
+        try:
+            fd = os.open(self.path, os.O_RDONLY | os.O_CLOEXEC)
+        except FileNotFoundError:
+            self._reset(None)
+            return
+        try:
+            st = os.fstat(fd)
+            if st.st_ino != self._inode or st.st_size < self._pos:
+                self._reset(st.st_ino)
+            data = lines.read_from(fd, self._pos)
+        finally:
+            os.close(fd)
+        entries, used = parse(data)
+        self._pos += used
+        self._lines += len(entries)
+        for entry in entries:
+            self._apply(entry)
+
+    def _apply(self, entry: Entry) -> None:
+        stamp, msg_id, target = entry
+        self._oldest = min(self._oldest, stamp)
+        if target is None:
+            self._done[msg_id] = stamp
+        else:
+            self._partial.setdefault(msg_id, {})[target] = stamp
+
+    def delivered(self, msg_id: str) -> bool:
+        return msg_id in self._done
+
+    def targets_with(self, msg_id: str) -> set[str]:
+        """The targets a cut-short delivery of `msg_id` already reached."""
+        return set(self._partial.get(msg_id, ()))
+
+    def mark_partial(self, msg_id: str, target: str) -> None:
+        self._append((int(time.time()), msg_id, target))
+
+    def mark_delivered(self, msg_id: str) -> None:
+        now = time.time()
+        self._append((int(now), msg_id, None))
+        if self._lines > self.compact_at and self._oldest < now - self.keep_s * 1.25:
+            self.compact(now)
+
+    def note_tail(self, spool_file: Path, target: str) -> None:
+        """Record a line a crashed delivery left at the end of `spool_file`, before anything follows it."""
+        last = lines.last_line(spool_file)
+        msg_id = lines.id_of(last) if last is not None else None
+        if msg_id is None or self.delivered(msg_id) or target in self.targets_with(msg_id):
+            return
+        self.mark_partial(msg_id, target)
+
+    def _append(self, entry: Entry) -> None:
+        data = format_entry(entry)
+        at = lines.append(self.path, data)
+        self._apply(entry)
+        if at == self._pos and self._inode is not None:
+            self._pos, self._lines = at + len(data), self._lines + 1
+        # else: refresh reads it again and counts it then; applying an entry twice is harmless
+
+    def compact(self, now: float | None = None) -> None:
+        """Rewrite the log with the entries younger than `keep_s`; atomic, so readers see old or new."""
+        horizon = (time.time() if now is None else now) - self.keep_s
+        kept: list[Entry] = [(t, i, None) for i, t in self._done.items() if t > horizon]
+        kept += [(t, i, target) for i, targets in self._partial.items() if i not in self._done
+                 for target, t in targets.items() if t > horizon]
+        tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}.tmp")
+        data = b"".join(map(format_entry, kept))
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(fd)
+            inode = os.fstat(fd).st_ino
+        os.replace(tmp, self.path)
+        fsync_dir(self.path.parent)
+        self._reset(inode)
+        self._pos, self._lines = len(data), len(kept)
+        for entry in kept:
+            self._apply(entry)

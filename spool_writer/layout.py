@@ -1,0 +1,162 @@
+"""Where the spool keeps its files, the modes they are kept in, and the lock that orders changes.
+
+    <identity>/spool/                 0700
+        .lock                         flock(LOCK_EX) around every change to the folder
+        delivered.log                 ids delivered whole, and deliveries a crash cut short
+        sessions.json                 the registry of agent sessions
+        inbox.ndjson[.1, .2, …]       mail that came while no session was live
+        sessions/<sid>.ndjson[.1, …]  each registered session's own copy (newest first)
+        sessions/<sid>.cursor         that session's read position (cursor.py)
+
+Files are 0600. A session id becomes part of a file name, so it is checked before use.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from keys.errors import UserError
+
+DEFAULT_MAX_BYTES = 8 * 1024 * 1024
+DEFAULT_GENERATIONS = 5
+SPOOL_SUFFIX = ".ndjson"
+INBOX = "inbox"
+_SID = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9._-]{0,127}")
+_SPOOL_NAME = re.compile(r"(?P<sid>[A-Za-z0-9_-][A-Za-z0-9._-]{0,127})\.ndjson(?:\.(?P<gen>[0-9]+))?")
+
+
+def check_sid(sid: str) -> str:
+    """A session id names files, so it may hold only safe characters and never start with '.'."""
+    if not _SID.fullmatch(sid):
+        raise UserError(
+            f"session id {sid!r} is not usable: give 1-128 letters, digits, '.', '_' or '-', "
+            "not starting with '.'"
+        )
+    return sid
+
+
+@dataclass(frozen=True)
+class SpoolLayout:
+    root: Path
+
+    @property
+    def lock(self) -> Path:
+        return self.root / ".lock"
+
+    @property
+    def index(self) -> Path:
+        return self.root / "delivered.log"
+
+    @property
+    def registry(self) -> Path:
+        return self.root / "sessions.json"
+
+    @property
+    def inbox(self) -> Path:
+        return self.root / (INBOX + SPOOL_SUFFIX)
+
+    @property
+    def sessions_dir(self) -> Path:
+        return self.root / "sessions"
+
+    def session_file(self, sid: str) -> Path:
+        return self.sessions_dir / (check_sid(sid) + SPOOL_SUFFIX)
+
+    def cursor_file(self, sid: str) -> Path:
+        return self.sessions_dir / (check_sid(sid) + ".cursor")
+
+    def target_name(self, spool_file: Path) -> str:
+        """A spool file's stable name (`inbox`, `sessions/<sid>`): rotation renames files, not this."""
+        rel = spool_file.relative_to(self.root).as_posix()
+        return rel.removesuffix(SPOOL_SUFFIX)
+
+    def session_files_on_disk(self) -> set[str]:
+        """Sids that have spool files, registered or not (a crash can orphan them)."""
+        try:
+            names = os.listdir(self.sessions_dir)
+        except FileNotFoundError:
+            return set()
+        return {m["sid"] for m in map(_SPOOL_NAME.fullmatch, names) if m is not None}
+
+    def ensure(self) -> None:
+        private_dir(self.root)
+        private_dir(self.sessions_dir)
+
+
+def generation(spool_file: Path, n: int) -> Path:
+    return spool_file.with_name(f"{spool_file.name}.{n}")
+
+
+def generations(spool_file: Path) -> list[Path]:
+    """The rotated generations that exist, newest (`.1`) first; gaps left by a crash are skipped."""
+    prefix = spool_file.name + "."
+    try:
+        names = os.listdir(spool_file.parent)
+    except FileNotFoundError:
+        return []
+    numbers = sorted(int(n[len(prefix):]) for n in names
+                     if n.startswith(prefix) and n[len(prefix):].isdigit())
+    return [generation(spool_file, n) for n in numbers]
+
+
+def oldest_first(spool_file: Path) -> list[Path]:
+    """Every file of one spool in the order its lines were written: generations, then the current."""
+    return [*reversed(generations(spool_file)), spool_file]
+
+
+def private_dir(path: Path) -> None:
+    path.mkdir(parents=True, exist_ok=True, mode=0o700)
+    os.chmod(path, 0o700)
+
+
+def fsync_dir(path: Path) -> None:
+    """Make a create, rename or unlink in `path` durable, not only the files' bytes."""
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def write_json(path: Path, obj: Any) -> None:
+    """Replace `path` atomically: a crash leaves the old file or the new one, never half."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    try:
+        os.write(fd, json.dumps(obj, indent=1, sort_keys=True).encode() + b"\n")
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.replace(tmp, path)
+    fsync_dir(path.parent)
+
+
+def read_json(path: Path) -> Any:
+    """The JSON in `path`, or None if there is no such file."""
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        return None
+    try:
+        return json.loads(data)
+    except ValueError as exc:
+        raise UserError(f"{path} is damaged ({exc}); move it aside and run the command again") from exc
+
+
+@contextlib.contextmanager
+def flocked(path: Path, shared: bool = False) -> Iterator[int]:
+    """Hold an flock on `path` (created 0600); yields the lock file's descriptor."""
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH if shared else fcntl.LOCK_EX)
+        yield fd
+    finally:
+        os.close(fd)

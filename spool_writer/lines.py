@@ -1,0 +1,155 @@
+"""NDJSON spool files: whole-line appends, rotation, and reading back complete lines.
+
+The caller holds the spool lock. A line is complete once its '\\n' is in the file; a fragment
+without one is a write that a crash or a full disk cut short. It is cut off before the next
+append, so it can never fuse with the next message into one unreadable line.
+"""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from spool_writer.layout import fsync_dir, generation
+
+_CHUNK = 64 * 1024
+
+
+def encode(record: dict[str, Any]) -> bytes:
+    return json.dumps(record, ensure_ascii=False).encode() + b"\n"
+
+
+def id_of(line: bytes) -> str | None:
+    """The message id a spool line carries, or None for a line that is not a message."""
+    try:
+        obj = json.loads(line)
+    except ValueError:
+        return None
+    msg_id = obj.get("id") if isinstance(obj, dict) else None
+    return msg_id if isinstance(msg_id, str) else None
+
+
+def append(path: Path, data: bytes) -> int:
+    """Append `data` (whole lines) with one write; return once it is on disk, with where it starts."""
+    created = not path.exists()
+    fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    try:
+        size = _drop_torn_tail(fd)
+        try:
+            written = os.write(fd, data)
+        except OSError:
+            os.ftruncate(fd, size)
+            raise
+        if written != len(data):
+            os.ftruncate(fd, size)
+            raise OSError(errno.ENOSPC, f"short write to {path}; free some disk space")
+        _sync(fd)
+    finally:
+        os.close(fd)
+    if created:
+        fsync_dir(path.parent)
+    return size
+
+
+def _sync(fd: int) -> None:
+    """fdatasync where there is one (Linux): an append needs its bytes and size durable, no more."""
+    sync = getattr(os, "fdatasync", os.fsync)
+    sync(fd)
+
+
+def _drop_torn_tail(fd: int) -> int:
+    """Cut a trailing fragment without '\\n' (left by a crash); return the file's size after."""
+    size = os.fstat(fd).st_size
+    if size == 0 or os.pread(fd, 1, size - 1) == b"\n":
+        return size
+    keep = _last_newline_before(fd, size) + 1
+    os.ftruncate(fd, keep)
+    return keep
+
+
+def _last_newline_before(fd: int, end: int) -> int:
+    """Offset of the last '\\n' before `end`, or -1 if there is none."""
+    while end > 0:
+        start = max(0, end - _CHUNK)
+        at = os.pread(fd, end - start, start).rfind(b"\n")
+        if at >= 0:
+            return start + at
+        end = start
+    return -1
+
+
+def last_line(path: Path) -> bytes | None:
+    """The last complete line of `path`, without reading the whole file."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return None
+    try:
+        end = _last_newline_before(fd, os.fstat(fd).st_size) + 1
+        if end == 0:
+            return None
+        start = _last_newline_before(fd, end - 1) + 1
+        return os.pread(fd, end - start, start)
+    finally:
+        os.close(fd)
+
+
+def complete_lines(data: bytes) -> tuple[list[bytes], int]:
+    """Split `data` into complete lines (each ending in '\\n') and how many bytes they span."""
+    end = data.rfind(b"\n") + 1
+    return data[:end].splitlines(keepends=True), end
+
+
+def read_from(fd: int, offset: int) -> bytes:
+    """Everything in the open file `fd` from `offset` to its end (it may be growing)."""
+    parts = []
+    while chunk := os.pread(fd, _CHUNK * 16, offset):
+        parts.append(chunk)
+        offset += len(chunk)
+    return b"".join(parts)
+
+
+def read_lines(path: Path) -> list[bytes]:
+    """The complete lines of one file; none if it does not exist."""
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        return []
+    return complete_lines(data)[0]
+
+
+def size_of(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except FileNotFoundError:
+        return 0
+
+
+def rotate(path: Path, generations: int) -> None:
+    """Shift `path` to `.1`, `.1` to `.2`, …; the generation past `generations` is dropped.
+
+    Readers find the file they were in by its inode, so a rename never loses their place.
+    """
+    generation(path, generations).unlink(missing_ok=True)
+    for n in range(generations - 1, 0, -1):
+        src = generation(path, n)
+        if src.exists():
+            os.replace(src, generation(path, n + 1))
+    os.replace(path, generation(path, 1))
+    fsync_dir(path.parent)
+
+
+def rotate_if_full(path: Path, max_bytes: int, generations: int) -> None:
+    if size_of(path) >= max_bytes:
+        rotate(path, generations)
+
+
+def remove(paths: list[Path]) -> None:
+    for path in paths:
+        path.unlink(missing_ok=True)
+    for folder in {p.parent for p in paths}:
+        if folder.exists():
+            fsync_dir(folder)

@@ -1,0 +1,80 @@
+"""The registry of agent sessions, `sessions.json`: who gets a copy of new mail, and since when.
+
+A session is live while its host process runs (same pid, same start time). Changes happen
+under the spool lock; the file is replaced atomically, so a reader without the lock sees a
+whole registry, old or new.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import asdict, dataclass
+from enum import StrEnum
+from typing import Any
+
+from keys.errors import UserError
+from spool_writer import process
+from spool_writer.layout import SpoolLayout, read_json, write_json
+
+VERSION = 1
+
+
+class Host(StrEnum):
+    CLAUDE = "claude"
+    CODEX = "codex"
+    OPENCODE = "opencode"
+    OTHER = "other"
+
+
+def parse_host(value: str) -> Host:
+    try:
+        return Host(value)
+    except ValueError:
+        choices = ", ".join(h.value for h in Host)
+        raise UserError(f"unknown host {value!r}; use one of: {choices}") from None
+
+
+def utc_now_iso() -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+
+
+@dataclass(frozen=True)
+class SessionRecord:
+    sid: str
+    host: Host
+    pid: int
+    pid_start: int | None
+    registered: str
+
+    def alive(self) -> bool:
+        return process.alive(self.pid, self.pid_start)
+
+    def to_json(self) -> dict[str, Any]:
+        return {**asdict(self), "host": self.host.value}
+
+    @classmethod
+    def from_json(cls, obj: dict[str, Any]) -> SessionRecord:
+        start = obj.get("pid_start")
+        return cls(str(obj["sid"]), Host(obj["host"]), int(obj["pid"]),
+                   None if start is None else int(start), str(obj["registered"]))
+
+
+def load(layout: SpoolLayout) -> dict[str, SessionRecord]:
+    data = read_json(layout.registry)
+    if data is None:
+        return {}
+    try:
+        return {sid: SessionRecord.from_json(obj) for sid, obj in data["sessions"].items()}
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        raise UserError(
+            f"{layout.registry} is damaged ({exc!r}); move it aside and register the sessions again"
+        ) from exc
+
+
+def save(layout: SpoolLayout, records: dict[str, SessionRecord]) -> None:
+    sessions = {sid: rec.to_json() for sid, rec in sorted(records.items())}
+    write_json(layout.registry, {"v": VERSION, "sessions": sessions})
+
+
+def live_sids(layout: SpoolLayout) -> list[str]:
+    return [sid for sid, rec in load(layout).items() if rec.alive()]

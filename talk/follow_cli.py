@@ -1,0 +1,191 @@
+"""`talk follow`, `talk stop`, `talk status`: start, stop and inspect the follower daemon."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from talk.options import Json, PassFile, Relay, User
+from talk.output import emit_json, result
+
+START_TIMEOUT_S = 15.0
+STOP_TIMEOUT_S = 10.0
+
+
+def spawn(folder: Path, relay: str, passphrase_file: str | None) -> int:
+    """Start the daemon in its own session and wait until it holds the liveness lock."""
+    from follower.state import LOG_FILE, running_pid
+    from keys.errors import TalkError
+
+    env = dict(os.environ)
+    path = passphrase_file or os.environ.get("TALK_PASSPHRASE_FILE")
+    if path:
+        env["TALK_PASSPHRASE_FILE"] = os.path.abspath(path)
+    child = subprocess.Popen(
+        [sys.executable, "-m", "follower", "--folder", str(folder), "--relay", relay],
+        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        start_new_session=True, close_fds=True, env=env,
+    )
+    deadline = time.monotonic() + START_TIMEOUT_S
+    while time.monotonic() < deadline:
+        if running_pid(folder) == child.pid:
+            return child.pid
+        if child.poll() is not None:
+            break
+        time.sleep(0.02)
+    tail = _log_tail(folder / LOG_FILE)
+    raise TalkError(f"the follower did not start{': ' + tail if tail else ''}; see {folder / LOG_FILE}")
+
+
+def _log_tail(path: Path) -> str:
+    try:
+        lines = path.read_text(errors="replace").strip().splitlines()
+    except OSError:
+        return ""
+    return lines[-1] if lines else ""
+
+
+def follow(
+    peer: Annotated[list[str], typer.Option("--peer", help="Follow this contact (repeatable).")],
+    interval: Annotated[float, typer.Option(help="Seconds between safety-net polls.")] = 30.0,
+    foreground: Annotated[bool, typer.Option(help="Run in this terminal instead of detaching.")] = False,
+    push: Annotated[bool, typer.Option(help="Use the relay's push stream (else poll only).")] = True,
+    user: User = None, relay: Relay = None, passphrase_file: PassFile = None, as_json: Json = False,
+) -> None:
+    """Start the follower daemon: it takes the peers' mail as it lands and spools it."""
+    from follower.state import FollowConfig, running_pid
+    from keys.errors import UserError
+    from talk.context import open_session
+
+    if interval <= 0:
+        raise UserError("--interval must be more than 0 seconds")
+    s = open_session(user, relay, passphrase_file)
+    names = [s.contacts.get(p).name for p in peer]
+    s.identity()  # a wrong passphrase fails here, in the terminal, not in the daemon's log
+    pid = running_pid(s.folder)
+    config = FollowConfig.load(s.folder) if pid else FollowConfig()
+    added = [n for n in names if n not in config.peers]
+    config = FollowConfig(peers=[*config.peers, *added], interval=interval, push=push)
+    config.save(s.folder)
+    if pid:
+        if added:
+            os.kill(pid, signal.SIGUSR1)
+        verb = "now following" if added else "already following"
+        _report(pid, config.peers, f"follower already running (pid {pid}); {verb} "
+                f"{', '.join(config.peers)}", as_json, started=False)
+        return
+    if foreground:
+        from follower.__main__ import run
+
+        raise typer.Exit(run(s.folder, s.relay, foreground=True))
+    pid = spawn(s.folder, s.relay, passphrase_file)
+    _report(pid, config.peers, f"following {', '.join(config.peers)} (pid {pid})", as_json, True)
+
+
+def _report(pid: int, peers: list[str], human: str, as_json: bool, started: bool) -> None:
+    result({"pid": pid, "peers": peers, "started": started}, human, as_json)
+
+
+def stop(
+    peer: Annotated[
+        list[str] | None, typer.Option("--peer", help="Stop following only this contact.")
+    ] = None,
+    user: User = None, as_json: Json = False,
+) -> None:
+    """Stop the follower (or stop following some peers)."""
+    from follower.state import FollowConfig, running_pid
+    from keys.errors import TalkError
+    from talk.context import open_session
+
+    folder = open_session(user, None, None).folder
+    pid = running_pid(folder)
+    if not pid:
+        result({"stopped": False, "running": False}, "no follower is running", as_json)
+        return
+    config = FollowConfig.load(folder)
+    if peer:
+        config.peers = [p for p in config.peers if p not in peer]
+        config.save(folder)
+        if config.peers:
+            os.kill(pid, signal.SIGUSR1)
+            result({"stopped": False, "running": True, "peers": config.peers},
+                   f"still following {', '.join(config.peers)} (pid {pid})", as_json)
+            return
+    os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + STOP_TIMEOUT_S
+    while running_pid(folder):
+        if time.monotonic() > deadline:
+            raise TalkError(f"the follower (pid {pid}) did not stop within {STOP_TIMEOUT_S:.0f} s")
+        time.sleep(0.05)
+    result({"stopped": True, "running": False, "pid": pid}, f"stopped the follower (pid {pid})", as_json)
+
+
+def status(
+    user: User = None, as_json: Json = False,
+) -> None:
+    """Show the follower, the registered sessions and where mail waits."""
+    from talk.context import open_session
+
+    folder = open_session(user, None, None).folder
+    report = gather_status(folder)
+    if as_json:
+        emit_json(report)
+        return
+    result(report, render_status(report), False)
+
+
+def gather_status(folder: Path) -> dict[str, Any]:
+    from spool_writer.sessions import list_sessions
+
+    from follower.state import FollowStatus, running_pid
+
+    pid = running_pid(folder)
+    st = FollowStatus.load(folder)
+    follower: dict[str, Any] = {"running": bool(pid), "pid": pid if pid else None}
+    if st is not None:
+        follower.update(
+            peers=st.peers, since=st.since, relay=st.relay, last_contact=st.last_contact,
+            last_error=st.last_error, last_error_at=st.last_error_at,
+            push=st.push if pid else "off", delivered=st.delivered, refused=st.refused,
+        )
+    spool = folder / "spool"
+    sessions = [
+        {"sid": x.sid, "host": str(x.host), "pid": x.pid, "alive": x.alive, "spool": str(x.spool),
+         "unread": x.unread}
+        for x in list_sessions(spool)
+    ]
+    return {"follower": follower, "sessions": sessions, "inbox": str(spool / "inbox.ndjson")}
+
+
+def _ago(ts: float | None) -> str:
+    if ts is None:
+        return "never"
+    return f"{max(0.0, time.time() - ts):.0f} s ago"
+
+
+def render_status(report: dict[str, Any]) -> str:
+    f = report["follower"]
+    if f["running"]:
+        lines = [f"follower: running (pid {f['pid']}), following {', '.join(f.get('peers', []))}",
+                 f"  relay {f.get('relay')}, push {f.get('push')}, "
+                 f"last contact {_ago(f.get('last_contact'))}",
+                 f"  delivered {f.get('delivered', 0)}, refused {f.get('refused', 0)}"]
+    else:
+        lines = ["follower: not running (start it with `talk follow --peer NAME`)"]
+    if f.get("last_error"):
+        lines.append(f"  last error ({_ago(f.get('last_error_at'))}): {f['last_error']}")
+    for x in report["sessions"]:
+        state = "live" if x["alive"] else "ended"
+        lines.append(f"session {x['sid']} ({x['host']}, pid {x['pid']}, {state}): "
+                     f"{x['unread']} unread in {x['spool']}")
+    if not report["sessions"]:
+        lines.append("no sessions registered")
+    lines.append(f"fallback inbox: {report['inbox']}")
+    return "\n".join(lines)

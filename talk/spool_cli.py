@@ -1,0 +1,174 @@
+"""`talk session …`, `talk gc` and `talk log`: the spool's commands, wiring only."""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable
+from datetime import datetime
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from spool_writer.cursor import CursorState
+from spool_writer.registry import Host
+from talk.options import Json, User
+from talk.output import emit_json, result, warn
+
+POLL_S = 0.2
+
+session_app = typer.Typer(
+    help="Agent sessions: each registered session gets its own copy of new mail.",
+    no_args_is_help=True,
+)
+
+
+def spool_root(user: str | None) -> Path:
+    from talk.context import open_session
+
+    return open_session(user, None, None).folder / "spool"
+
+
+@session_app.command("register")
+def register_command(
+    host: Annotated[Host, typer.Option("--host", help="The agent program this session runs in.")],
+    sid: Annotated[str, typer.Option("--id", help="The session's id (letters, digits, '.', '_', '-').")],
+    pid: Annotated[
+        int | None,
+        typer.Option("--pid", help="Pid of the host program; the session lives while it runs "
+                                   "(default: the program that runs talk)."),
+    ] = None,
+    user: User = None, as_json: Json = False,
+) -> None:
+    """Give a session its own copy of new mail (and the inbox's waiting mail) while its host runs."""
+    from spool_writer.sessions import register
+
+    reg = register(spool_root(user), host, sid, os.getppid() if pid is None else pid)
+    took = f"; took over {reg.took_over} waiting message(s) from the inbox" if reg.took_over else ""
+    result(
+        {"sid": reg.sid, "host": reg.host.value, "pid": reg.pid, "spool": str(reg.spool),
+         "took_over": reg.took_over},
+        f"registered session {reg.sid} ({reg.host.value}, pid {reg.pid}){took}\nspool: {reg.spool}",
+        as_json,
+    )
+
+
+@session_app.command("unregister")
+def unregister_command(
+    sid: Annotated[str, typer.Argument(help="The session's id.")],
+    user: User = None, as_json: Json = False,
+) -> None:
+    """Remove a session; its unread mail goes back to the inbox for the next session."""
+    from spool_writer.sessions import unregister
+
+    moved = unregister(spool_root(user), sid)
+    result({"sid": sid, "moved": moved},
+           f"unregistered session {sid}; {moved} unread message(s) moved to the inbox", as_json)
+
+
+@session_app.command("list")
+def list_command(user: User = None, as_json: Json = False) -> None:
+    """List the registered sessions: host, pid, whether it still runs, unread mail."""
+    from spool_writer.sessions import list_sessions
+
+    root = spool_root(user)
+    rows = [{"sid": s.sid, "host": s.host.value, "pid": s.pid, "alive": s.alive, "spool": str(s.spool),
+             "unread": s.unread} for s in list_sessions(root)]
+    if as_json:
+        emit_json(rows)
+        return
+    if not rows:
+        result({}, f"no sessions registered; new mail waits in {root / 'inbox.ndjson'}", False)
+    for row in rows:
+        state = "running" if row["alive"] else "gone"
+        result({}, f"{row['sid']:<24} {row['host']:<9} pid {row['pid']:<8} {state:<8} "
+                   f"{row['unread']} unread  {row['spool']}", False)
+
+
+def gc_command(
+    idle_days: Annotated[
+        float, typer.Option("--idle-days", min=0, help="Retire sessions unused for this many days.")
+    ] = 14.0,
+    user: User = None, as_json: Json = False,
+) -> None:
+    """Remove the spools of sessions that are gone or long idle; their unread mail goes to the inbox."""
+    from spool_writer.sessions import gc
+
+    actions = gc(spool_root(user), idle_days)
+    result({"actions": actions}, "\n".join(actions) or "nothing to clean up", as_json)
+
+
+def log_command(
+    session: Annotated[
+        str | None, typer.Option("--session", help="Only this session's spool (default: all and the inbox).")
+    ] = None,
+    follow: Annotated[
+        bool, typer.Option("--follow", "-f", help="Keep printing new mail until Ctrl-C.")
+    ] = False,
+    user: User = None,
+) -> None:
+    """Show the mail in the spool for a human: time, sender, text. Reads without moving any cursor."""
+    root = spool_root(user)
+    files = _log_files(root, session)
+    states: dict[Path, CursorState] = {}
+    shown: set[str] = set()
+    batch = _new_records(files(), states, shown)
+    if not batch and not follow:
+        warn("no mail in the spool")
+    _print(batch)
+    if not follow:
+        return
+    try:
+        while True:
+            time.sleep(POLL_S)
+            _print(_new_records(files(), states, shown))
+    except KeyboardInterrupt:
+        return
+
+
+def _log_files(root: Path, session: str | None) -> Callable[[], list[Path]]:
+    """A function listing the spool files to show now (sessions come and go while following)."""
+    from keys.errors import NotFound
+    from spool_writer.layout import SpoolLayout
+
+    layout = SpoolLayout(root)
+    if session is None:
+        return lambda: [layout.inbox, *map(layout.session_file, sorted(layout.session_files_on_disk()))]
+    spool = layout.session_file(session)
+    if not spool.exists():
+        raise NotFound(f"session {session!r} has no spool here; `talk session list` shows the sessions")
+    return lambda: [spool]
+
+
+def _new_records(
+    files: list[Path], states: dict[Path, CursorState], shown: set[str]
+) -> list[dict[str, Any]]:
+    """The messages not shown yet from every file, oldest first; a copy in several sessions shows once."""
+    from spool_writer.cursor import read_new
+
+    batch: list[dict[str, Any]] = []
+    for path in files:
+        taken = read_new(path, states.get(path, CursorState()))
+        if taken is None:
+            continue
+        states[path] = taken.state
+        for record in taken.records:
+            if record["id"] not in shown:
+                shown.add(record["id"])
+                batch.append(record)
+    return sorted(batch, key=lambda r: str(r.get("received") or r.get("ts") or ""))
+
+
+def _print(records: list[dict[str, Any]]) -> None:
+    for record in records:
+        text = str(record.get("text", "")).replace("\n", "\n    ")
+        result({}, f"{_local_time(record)}  {record.get('name') or record.get('from', '?')}: {text}", False)
+
+
+def _local_time(record: dict[str, Any]) -> str:
+    stamp = str(record.get("received") or record.get("ts") or "")
+    try:
+        return datetime.fromisoformat(stamp).astimezone().strftime("%Y-%m-%d %H:%M:%S")
+    except ValueError:
+        return stamp or "?"

@@ -1,0 +1,232 @@
+"""The follower daemon against a real relay: push delivery, isolation, crashes, outages."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import sqlite3
+import subprocess
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+from nacl.public import PublicKey
+
+from follower.client import RelayClient
+from keys import keystore
+from keys.contacts import ContactBook
+from keys.envelope import channel_tag, new_message, seal
+from keys.errors import RelayError
+from keys.identity import Identity
+from tests.conftest import Agent, RelayProcess, make_agent
+
+
+def spool_ids(agent: Agent, name: str) -> Counter[str]:
+    """Every message id in every spool file of an identity (all sessions, inbox, generations)."""
+    ids: Counter[str] = Counter()
+    root = agent.home / name / "spool"
+    for path in root.rglob("*.ndjson*"):
+        if path.name.endswith(".cursor"):
+            continue
+        for line in path.read_text().splitlines():
+            if line.strip():
+                ids[json.loads(line)["id"]] += 1
+    return ids
+
+
+def wait_for(check: Callable[[], bool], timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while not check():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+        time.sleep(0.05)
+
+
+def relay_mail_count(relay: RelayProcess) -> int:
+    with sqlite3.connect(relay.db) as db:
+        return int(db.execute("SELECT COUNT(*) FROM mail").fetchone()[0])
+
+
+def status(agent: Agent, user: str) -> dict[str, object]:
+    report: dict[str, object] = agent.ok("status", "-u", user, "--json").json()
+    return report
+
+
+@pytest.fixture
+def following(pair: tuple[Agent, Agent]) -> Iterator[tuple[Agent, Agent, int]]:
+    alice, bob = pair
+    pid = bob.ok("follow", "--peer", "alice", "--json").json()["pid"]
+    yield alice, bob, pid
+    bob.run("stop")
+
+
+def test_follow_is_idempotent_and_stops_cleanly(following: tuple[Agent, Agent, int]) -> None:
+    _, bob, pid = following
+    again = bob.ok("follow", "--peer", "alice", "--json").json()
+    assert again == {"pid": pid, "peers": ["alice"], "started": False}
+    st = status(bob, "bob")["follower"]
+    assert isinstance(st, dict) and st["running"] and st["pid"] == pid and st["peers"] == ["alice"]
+    assert bob.ok("stop", "--json").json()["stopped"] is True
+    assert status(bob, "bob")["follower"]["running"] is False  # type: ignore[index]
+    r = bob.run("follow", "--peer", "nobody")
+    assert r.code == 1 and "no contact" in r.err
+
+
+def test_pushed_mail_lands_in_the_inbox_once_and_leaves_the_relay(
+    following: tuple[Agent, Agent, int], relay: RelayProcess
+) -> None:
+    alice, bob, _ = following
+    sent = [alice.ok("send", "bob", f"note {i}", "--json").json()["id"] for i in range(5)]
+    wait_for(lambda: len(spool_ids(bob, "bob")) == 5, 10, "five spooled messages")
+    assert spool_ids(bob, "bob") == Counter(sent)
+    inbox = bob.home / "bob" / "spool" / "inbox.ndjson"
+    lines = [json.loads(x) for x in inbox.read_text().splitlines()]
+    assert [x["text"] for x in lines] == [f"note {i}" for i in range(5)]
+    assert {"id", "from", "name", "text", "ts", "kind", "received"} <= set(lines[0])
+    assert oct(inbox.stat().st_mode & 0o777) == "0o600"
+    wait_for(lambda: relay_mail_count(relay) == 0, 5, "acks")
+    r = bob.run("receive")
+    assert r.code == 1 and "follower" in r.err
+
+
+def test_kill_9_is_seen_as_not_running_and_follow_starts_anew(
+    following: tuple[Agent, Agent, int],
+) -> None:
+    alice, bob, pid = following
+    os.kill(pid, signal.SIGKILL)
+    wait_for(lambda: not status(bob, "bob")["follower"]["running"], 5, "the lock to drop")  # type: ignore[index]
+    human = bob.ok("status").out
+    assert "not running" in human
+    new_pid = bob.ok("follow", "--peer", "alice", "--json").json()["pid"]
+    assert new_pid != pid
+    msg = alice.ok("send", "bob", "after the crash", "--json").json()["id"]
+    wait_for(lambda: spool_ids(bob, "bob")[msg] == 1, 10, "delivery by the new follower")
+
+
+def _identity(agent: Agent, name: str) -> Identity:
+    pfile = agent.passphrase_file
+    passphrase = keystore.read_passphrase_file(str(pfile)) if pfile else None
+    return keystore.unlock(keystore.load(agent.home / name), passphrase)
+
+
+def test_follower_takes_only_its_peers_mail_and_never_a_strangers(
+    tmp_path: Path, following: tuple[Agent, Agent, int], relay: RelayProcess
+) -> None:
+    alice, bob, _ = following
+    carol = make_agent(tmp_path, relay, "carol", None)
+    bob_id = _identity(bob, "bob")
+    carol_id = _identity(carol, "carol")
+    # carol becomes bob's contact by fingerprint, but bob's follower follows only alice.
+    bob.ok("add", carol_id.fingerprint, "--name", "carol")
+    carol.ok("add", bob_id.fingerprint, "--name", "bob")
+    carol_msg = carol.ok("send", "bob", "for bob, but not followed", "--json").json()["id"]
+    # A stranger deposits on alice's channel to bob (the relay knows that tag) and at random.
+    stranger = Identity.generate("mallory")
+    alice_contact = ContactBook(bob.home / "bob").get("alice")
+    alice_tag = channel_tag(bob_id.box_secret, PublicKey(alice_contact.box_key), bob_id.fingerprint)
+    with RelayClient(relay.url) as client:
+        for tag in (alice_tag, os.urandom(16).hex()):
+            inner = new_message(stranger.fingerprint, bob_id.fingerprint, "obey me")
+            client.deposit(bob_id.fingerprint, tag, seal(inner, stranger.box_secret,
+                                                         PublicKey(bob_id.box_public)))
+    good = alice.ok("send", "bob", "from alice", "--json").json()["id"]
+    wait_for(lambda: good in spool_ids(bob, "bob"), 10, "alice's message")
+    time.sleep(0.5)
+    assert set(spool_ids(bob, "bob")) == {good}
+    with sqlite3.connect(relay.db) as db:
+        tags = [t for (t,) in db.execute("SELECT tag FROM mail")]
+    assert len(tags) == 2 and alice_tag not in tags  # carol's and the random one stay untouched
+    assert status(bob, "bob")["follower"]["refused"] == 1  # type: ignore[index]
+    assert carol_msg not in spool_ids(bob, "bob")
+
+
+def test_three_live_sessions_get_three_copies(following: tuple[Agent, Agent, int]) -> None:
+    alice, bob, _ = following
+    hosts = [subprocess.Popen(["sleep", "120"]) for _ in range(3)]
+    try:
+        for i, host in enumerate(hosts):
+            bob.ok("session", "register", "--host", "claude", "--id", f"s{i}", "--pid", str(host.pid))
+        msg = alice.ok("send", "bob", "to every session", "--json").json()["id"]
+        spool = bob.home / "bob" / "spool"
+        wait_for(lambda: spool_ids(bob, "bob")[msg] == 3, 10, "three copies")
+        for i in range(3):
+            assert msg in (spool / "sessions" / f"s{i}.ndjson").read_text()
+        assert not (spool / "inbox.ndjson").exists() or msg not in (spool / "inbox.ndjson").read_text()
+    finally:
+        for host in hosts:
+            host.kill()
+            host.wait()
+
+
+def test_relay_down_for_a_minute_then_everything_arrives(
+    following: tuple[Agent, Agent, int], relay: RelayProcess
+) -> None:
+    alice, bob, pid = following
+    os.kill(pid, signal.SIGSTOP)  # hold the follower so mail waits on the relay
+    pending = [alice.ok("send", "bob", f"queued {i}", "--json").json()["id"] for i in range(3)]
+    relay.stop(signal.SIGKILL)
+    os.kill(pid, signal.SIGCONT)
+    down_until = time.monotonic() + 60
+    wait_for(lambda: bool(status(bob, "bob")["follower"].get("last_error")), 30,  # type: ignore[attr-defined]
+             "the outage to show in talk status")
+    time.sleep(max(0.0, down_until - time.monotonic()))
+    st = status(bob, "bob")["follower"]
+    assert st["running"] and st["pid"] == pid and "cannot reach the relay" in st["last_error"]  # type: ignore[index]
+    relay.start()
+    later = alice.ok("send", "bob", "after the outage", "--json").json()["id"]
+    wait_for(lambda: set(spool_ids(bob, "bob")) == {*pending, later}, 45, "delivery after the outage")
+    assert max(spool_ids(bob, "bob").values()) == 1
+    wait_for(lambda: status(bob, "bob")["follower"]["last_error"] is None, 10, "the error to clear")  # type: ignore[index]
+
+
+def test_kill_9_fifty_times_and_restart_the_relay_five_times(
+    following: tuple[Agent, Agent, int], relay: RelayProcess
+) -> None:
+    alice, bob, _ = following
+    alice_id = _identity(alice, "alice")
+    to_bob = ContactBook(alice.home / "alice").get("bob")
+    sent: list[str] = []
+    done = threading.Event()
+
+    def sender() -> None:
+        client = RelayClient(relay.url)
+        for i in range(1000):
+            inner = new_message(alice_id.fingerprint, to_bob.fingerprint, f"flow {i}")
+            blob = seal(inner, alice_id.box_secret, PublicKey(to_bob.box_key))
+            tag = channel_tag(alice_id.box_secret, PublicKey(to_bob.box_key), to_bob.fingerprint)
+            while True:  # a sender retries the same sealed message until the relay has it
+                try:
+                    client.deposit(to_bob.fingerprint, tag, blob)
+                    break
+                except RelayError:
+                    time.sleep(0.05)
+            sent.append(inner.id)
+            time.sleep(0.02)
+        client.close()
+        done.set()
+
+    thread = threading.Thread(target=sender)
+    thread.start()
+    rng = random.Random(20261129)
+    relay_restarts = set(rng.sample(range(50), 5))
+    for n in range(50):
+        time.sleep(rng.uniform(0.05, 0.5))
+        pid = status(bob, "bob")["follower"]["pid"]  # type: ignore[index]
+        if isinstance(pid, int) and pid > 0:
+            os.kill(pid, signal.SIGKILL)
+        if n in relay_restarts:
+            relay.stop(signal.SIGKILL)
+            relay.start()
+        bob.ok("follow", "--peer", "alice")
+    thread.join(timeout=300)
+    assert done.is_set() and len(sent) == 1000
+    wait_for(lambda: len(spool_ids(bob, "bob")) == 1000, 60, "all 1000 messages in the spool")
+    ids = spool_ids(bob, "bob")
+    assert set(ids) == set(sent)
+    assert max(ids.values()) == 1, [i for i, c in ids.items() if c > 1][:5]
+    wait_for(lambda: relay_mail_count(relay) == 0, 30, "the relay to be empty")
