@@ -1,0 +1,92 @@
+"""What every alarm needs: find the identity, register its session, take its new mail.
+
+Standard library plus `spool_writer` only, so a hook that finds nothing costs a process start
+and a few file reads.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+IDENTITY_FILE = "identity.json"
+
+
+class NoIdentity(Exception):
+    """TALK_HOME holds no identity this alarm can use (or several, and TALK_USER is unset)."""
+
+
+def identity_folder(env: dict[str, str] | None = None) -> Path:
+    """TALK_HOME/TALK_USER, or the only identity in TALK_HOME (default ~/.talk)."""
+    env = dict(os.environ) if env is None else env
+    home = Path(env.get("TALK_HOME") or Path(env.get("HOME", "~")).expanduser() / ".talk")
+    user = env.get("TALK_USER")
+    if user:
+        if not (home / user / IDENTITY_FILE).is_file():
+            raise NoIdentity(f"no identity {user!r} in {home}")
+        return home / user
+    found = [p for p in home.iterdir() if (p / IDENTITY_FILE).is_file()] if home.is_dir() else []
+    if len(found) != 1:
+        raise NoIdentity(f"{len(found)} identities in {home}; set TALK_USER")
+    return found[0]
+
+
+class SessionMail:
+    """One agent session's share of the spool: its registration and its cursor."""
+
+    def __init__(self, folder: Path, sid: str) -> None:
+        from spool_writer.layout import SpoolLayout, check_sid
+
+        self.sid = check_sid(sid)
+        self.layout = SpoolLayout(folder / "spool")
+
+    def register(self, host: str, pid: int) -> int:
+        """Register (again) for new mail; returns how many inbox lines this session took over."""
+        from spool_writer.sessions import register
+
+        return register(self.layout.root, host, self.sid, pid).took_over
+
+    def registered(self) -> bool:
+        return self.layout.session_file(self.sid).exists()
+
+    def take(self) -> list[dict[str, Any]]:
+        """New messages, each exactly once across all alarms; the cursor moves before return."""
+        from spool_writer.cursor import CursorReader
+
+        spool = self.layout.session_file(self.sid)
+        if not spool.exists():
+            return []
+        return CursorReader(spool, self.layout.cursor_file(self.sid)).take()
+
+    def waiting(self) -> int:
+        from spool_writer.cursor import CursorReader
+
+        spool = self.layout.session_file(self.sid)
+        if not spool.exists():
+            return 0
+        return CursorReader(spool, self.layout.cursor_file(self.sid)).count_unread()
+
+
+def host_pid(names: tuple[str, ...], start: int | None = None) -> int:
+    """The nearest ancestor whose command names the host (hooks run under a shell).
+
+    Falls back to the parent: a session whose host pid is wrong ends early and its mail goes
+    back to the inbox, which is safe.
+    """
+    pid = os.getppid() if start is None else start
+    first = pid
+    for _ in range(32):
+        if pid <= 1:
+            break
+        try:
+            raw = Path(f"/proc/{pid}/stat").read_text()
+            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(
+                errors="replace")
+        except OSError:
+            break
+        comm = raw[raw.index("(") + 1 : raw.rindex(")")]
+        if any(n in comm or n in cmdline for n in names):
+            return pid
+        pid = int(raw[raw.rindex(")") + 2 :].split()[1])
+    return first
