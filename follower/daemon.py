@@ -16,8 +16,6 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
-from spool_writer.spool import Spool
-
 from follower.backoff import delay
 from follower.client import RelayClient
 from follower.inbound import Inbox
@@ -27,6 +25,7 @@ from keys.contacts import Contact, ContactBook
 from keys.errors import TalkError
 from keys.identity import Identity
 from keys.invites import InviteBook
+from spool_writer.spool import Spool
 
 log = logging.getLogger("talk.follower")
 

@@ -142,9 +142,8 @@ def status(
 
 
 def gather_status(folder: Path) -> dict[str, Any]:
-    from spool_writer.sessions import list_sessions
-
     from follower.state import FollowStatus, running_pid
+    from spool_writer.sessions import list_sessions
 
     pid = running_pid(folder)
     st = FollowStatus.load(folder)
