@@ -81,12 +81,13 @@ def host_pid(names: tuple[str, ...], start: int | None = None) -> int:
             break
         try:
             raw = Path(f"/proc/{pid}/stat").read_text()
-            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(
-                errors="replace")
+            argv0 = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[0].decode(errors="replace")
         except OSError:
             break
         comm = raw[raw.index("(") + 1 : raw.rindex(")")]
-        if any(n in comm or n in cmdline for n in names):
+        # Match the program's own name, never its arguments: `sh -c ".../codex_hook.py"` is
+        # a shell that dies with the hook, not the host.
+        if comm in names or os.path.basename(argv0) in names:
             return pid
         pid = int(raw[raw.rindex(")") + 2 :].split()[1])
     return first

@@ -8,7 +8,10 @@ from typing import Annotated, Any
 
 import typer
 
+from talk.alarm_cli import alarm_app
 from talk.follow_cli import follow, status, stop
+from talk.install_claude import install_claude_command
+from talk.install_codex import install_codex_command
 from talk.options import Json, PassFile, Relay, User
 from talk.output import LOUD_NO_PASSPHRASE, emit_json, result, warn
 from talk.spool_cli import gc_command, log_command, session_app
@@ -303,3 +306,10 @@ app.command()(status)
 app.add_typer(session_app, name="session")
 app.command("log")(log_command)
 app.command("gc")(gc_command)
+
+# The alarms: waking agent sessions on the hosts.
+install_app = typer.Typer(help="Install talk into an agent host (hooks, plugin).", no_args_is_help=True)
+install_app.command("codex")(install_codex_command)
+install_app.command("claude")(install_claude_command)
+app.add_typer(install_app, name="install")
+app.add_typer(alarm_app, name="alarm")

@@ -18,6 +18,10 @@ from typing import Any
 
 import pytest
 
+from tests.hosts import npm as hosts_npm
+from tests.hosts.fake_model import FakeModel
+from tests.hosts.procs import ProcessGroup, reap_home
+
 TALK = shutil.which("talk", path=os.path.dirname(sys.executable)) or "talk"
 
 
@@ -157,3 +161,33 @@ def bob(tmp_path: Path, relay: RelayProcess) -> Agent:
 def pair(alice: Agent, bob: Agent) -> tuple[Agent, Agent]:
     befriend(alice, bob)
     return alice, bob
+
+
+# --- real agent hosts (tests/hosts) -------------------------------------------------------------
+
+@pytest.fixture(scope="session")
+def host_bin() -> Path:
+    """tests/hosts/node_modules/.bin with opencode, codex, claude (npm ci on first use; else skip)."""
+    return hosts_npm.host_bin()
+
+
+@pytest.fixture
+def fake_model() -> Iterator[FakeModel]:
+    with FakeModel() as model:
+        yield model
+
+
+@pytest.fixture
+def host_home(tmp_path: Path) -> Iterator[Path]:
+    """A throwaway HOME; any process still running with it is killed on teardown."""
+    home = tmp_path / "home"
+    home.mkdir()
+    yield home
+    reap_home(home)
+
+
+@pytest.fixture
+def host_procs(host_home: Path) -> Iterator[ProcessGroup]:
+    """Processes started here are killed (tree and group, by pid) before host_home is reaped."""
+    with ProcessGroup() as group:
+        yield group

@@ -1,0 +1,42 @@
+"""Which Claude Code session and process an alarm belongs to.
+
+Claude Code gives its monitors and hooks the session id in CLAUDE_CODE_SESSION_ID and its own
+pid in CLAUDE_PID. Both run under a `bash -c` whose command line names paths with "claude" in
+them, so searching the ancestors by name would find that shell, which ends at once; CLAUDE_PID
+comes first and the search is only the fallback.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from alarms.mailbox import host_pid
+from spool_writer import process
+
+HOST = "claude"
+SESSION_ENV = "CLAUDE_CODE_SESSION_ID"
+PID_ENV = "CLAUDE_PID"
+
+
+def session_id(given: str | None, env: Mapping[str, str]) -> str | None:
+    """The session id given (argument or payload), else the environment's; None if neither.
+
+    A literal "${...}" is a variable Claude Code did not substitute, not an id.
+    """
+    for candidate in (given, env.get(SESSION_ENV)):
+        if candidate and not candidate.startswith("${"):
+            return candidate
+    return None
+
+
+def pid_from_env(env: Mapping[str, str]) -> int | None:
+    raw = env.get(PID_ENV, "")
+    return int(raw) if raw.isdigit() and int(raw) > 1 else None
+
+
+def claude_pid(env: Mapping[str, str]) -> int:
+    """The pid of the Claude Code process this alarm runs under."""
+    pid = pid_from_env(env)
+    if pid is not None and process.start_time(pid) is not None:
+        return pid
+    return host_pid((HOST,))

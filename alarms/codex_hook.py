@@ -1,0 +1,227 @@
+"""The Codex alarm: one hook command for SessionStart, UserPromptSubmit and Stop.
+
+Codex runs it with the hook payload (JSON) on stdin and reads one JSON object from stdout:
+
+    SessionStart        registers the session (host codex, pid of the codex process), then
+    UserPromptSubmit    hands waiting mail on as added context (registers first if needed):
+                        {"hookSpecificOutput": {"hookEventName": EVENT, "additionalContext": TEXT}}
+    Stop                with mail waiting, {"decision": "block", "reason": TEXT}: Codex runs one
+                        more turn whose input is TEXT; with none, {} lets the turn end.
+
+Mail is taken through the session's shared cursor, which moves *before* the text is printed:
+the next Stop finds nothing and lets Codex stop, so a block can never repeat. The price is an
+at-most-once window: a hook killed between the cursor's save and Codex reading stdout loses
+that hand-over (the lines stay in the spool; `talk log` shows them).
+
+A broken hook must never wedge the agent: any error prints `{}`, exits 0, and is appended to
+`codex-hook.log` in the identity folder. This runs on every turn, so it imports only the
+standard library, `alarms` and `spool_writer`, and those lazily; it is meant to be run as
+`PYTHON -I -S .../alarms/codex_hook.py` (see `talk install codex`), which puts the folder
+holding `alarms` on sys.path itself.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import sys
+
+TYPE_CHECKING = False  # not typing.TYPE_CHECKING: importing typing costs a turn ~3 ms
+if TYPE_CHECKING:
+    from pathlib import Path
+    from typing import Any
+
+SESSION_START = "SessionStart"
+USER_PROMPT_SUBMIT = "UserPromptSubmit"
+STOP = "Stop"
+CONTEXT_EVENTS = (SESSION_START, USER_PROMPT_SUBMIT)
+HOST = "codex"
+HOST_NAMES = ("codex",)
+LOG_NAME = "codex-hook.log"
+LOG_MAX_BYTES = 256 * 1024
+IDENTITY_FILE = "identity.json"  # alarms.mailbox.IDENTITY_FILE
+CURSOR_VERSION = 1  # spool_writer.cursor.VERSION, the state file format `caught_up` reads
+
+
+def parse_payload(raw: str) -> tuple[str, str]:
+    """The event and session id of a hook payload; ValueError if it is not one."""
+    data = json.loads(raw)
+    if not isinstance(data, dict):
+        raise ValueError("hook payload is not a JSON object")
+    event, sid = data.get("hook_event_name"), data.get("session_id")
+    if not isinstance(event, str) or not isinstance(sid, str) or not sid:
+        raise ValueError("hook payload lacks hook_event_name or session_id")
+    return event, sid
+
+
+def should_register(event: str, registered: bool) -> bool:
+    """SessionStart always (a resumed session runs under a new pid); any event if not yet."""
+    return event == SESSION_START or not registered
+
+
+def output_for(event: str, text: str | None) -> dict[str, Any]:
+    """What Codex is to read for `event` when `text` (framed mail) waits, or None does."""
+    if text is None:
+        return {}
+    if event == STOP:
+        return {"decision": "block", "reason": text}
+    if event in CONTEXT_EVENTS:
+        return {"hookSpecificOutput": {"hookEventName": event, "additionalContext": text}}
+    return {}
+
+
+def env_from_args(argv: list[str], env: dict[str, str]) -> dict[str, str]:
+    """`--talk-home DIR` and `--user NAME` (written by `talk install codex`) override the env."""
+    env = dict(env)
+    names = {"--talk-home": "TALK_HOME", "--user": "TALK_USER"}
+    for flag, value in itertools.pairwise(argv):
+        if flag in names:
+            env[names[flag]] = value
+    return env
+
+
+def caught_up(cursor: Any, inode: int, size: int) -> bool:
+    """Whether a saved cursor (spool_writer.cursor's state file) has read the whole spool file.
+
+    Same file (inode) and offset at its end: nothing new, and no line half-written (the
+    offset counts complete lines only). The writer only appends and rotates (a new inode),
+    so this never hides mail; anything else goes the full way through the cursor.
+    """
+    return (isinstance(cursor, dict) and cursor.get("v") == CURSOR_VERSION
+            and cursor.get("inode") == inode and cursor.get("offset") == size)
+
+
+def safe_sid(sid: str) -> bool:
+    """A sid that can name a file as is; others take the full path, which explains the refusal."""
+    return 0 < len(sid) <= 128 and sid[0] != "." and all(c.isascii() and (c.isalnum() or c in "._-")
+                                                          for c in sid)
+
+
+def nothing_new(folder: str | Path, sid: str) -> bool:
+    """The fast answer for most turns, without loading the cursor machinery (~20 ms of imports).
+
+    Marks the read as `CursorReader.take` does (the lock file's mtime), so `talk gc` still sees
+    an idle session as alive. Any doubt answers False.
+    """
+    if not safe_sid(sid):
+        return False
+    sessions = os.path.join(folder, "spool", "sessions")
+    try:
+        st = os.stat(os.path.join(sessions, sid + ".ndjson"))
+        with open(os.path.join(sessions, sid + ".cursor"), "rb") as f:
+            cursor = json.loads(f.read())
+        if not caught_up(cursor, st.st_ino, st.st_size):
+            return False
+        os.utime(os.path.join(sessions, sid + ".cursor.lock"))
+    except (OSError, ValueError):
+        return False
+    return True
+
+
+def fast_identity(env: dict[str, str]) -> str | None:
+    """alarms.mailbox.identity_folder without pathlib (~4 ms a turn); None when that one must
+    decide (and explain): TALK_USER names no identity, or there are none or several."""
+    home = env.get("TALK_HOME") or os.path.join(os.path.expanduser(env.get("HOME", "~")), ".talk")
+    user = env.get("TALK_USER")
+    if user:
+        folder = os.path.join(home, user)
+        return folder if os.path.isfile(os.path.join(folder, IDENTITY_FILE)) else None
+    try:
+        names = os.listdir(home)
+    except OSError:
+        return None
+    found = [os.path.join(home, n) for n in names if os.path.isfile(os.path.join(home, n, IDENTITY_FILE))]
+    return found[0] if len(found) == 1 else None
+
+
+def handle(raw: str, env: dict[str, str]) -> dict[str, Any]:
+    """Register if due, take the session's new mail, and say what Codex should do with it."""
+    event, sid = parse_payload(raw)
+    if event not in (*CONTEXT_EVENTS, STOP):
+        return {}
+    fast = fast_identity(env)
+    if event != SESSION_START and fast is not None and nothing_new(fast, sid):
+        return {}
+    from alarms.mailbox import identity_folder
+
+    return deliver(identity_folder(env), event, sid)
+
+
+def deliver(folder: Path, event: str, sid: str) -> dict[str, Any]:
+    from alarms.mailbox import SessionMail, host_pid
+
+    mail = SessionMail(folder, sid)
+    if should_register(event, mail.registered()):
+        mail.register(HOST, host_pid(HOST_NAMES))
+    records = mail.take()
+    if not records:
+        return {}
+    from alarms.framing import frame
+
+    return output_for(event, frame(records))
+
+
+def log_folder(env: dict[str, str]) -> Path | None:
+    """Where to log an error: the identity folder, else TALK_HOME if it exists, else nowhere."""
+    from pathlib import Path
+
+    from alarms.mailbox import identity_folder
+
+    try:
+        return identity_folder(env)
+    except Exception:
+        home = Path(env.get("TALK_HOME") or Path(env.get("HOME", "~")).expanduser() / ".talk")
+        return home if home.is_dir() else None
+
+
+def log_error(env: dict[str, str], exc: BaseException) -> None:
+    """Append one line about `exc`; past LOG_MAX_BYTES the old log becomes `.1` (one kept)."""
+    import time
+
+    folder = log_folder(env)
+    if folder is None:
+        return
+    path = folder / LOG_NAME
+    if path.exists() and path.stat().st_size > LOG_MAX_BYTES:
+        os.replace(path, path.with_name(LOG_NAME + ".1"))
+    line = f"{time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())} {type(exc).__name__}: {exc}\n"
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o600)
+    try:
+        os.write(fd, line.encode(errors="replace"))
+    finally:
+        os.close(fd)
+
+
+def main(argv: list[str] | None = None) -> int:
+    env = env_from_args(sys.argv[1:] if argv is None else argv, dict(os.environ))
+    try:
+        out = handle(sys.stdin.read(), env)
+    except Exception as exc:
+        out = {}
+        import contextlib
+
+        with contextlib.suppress(Exception):  # nowhere to say it; Codex must still get its {}
+            log_error(env, exc)
+    try:
+        sys.stdout.write(json.dumps(out, ensure_ascii=False) + "\n")
+        sys.stdout.flush()
+    except OSError:
+        pass
+    return 0
+
+
+def _import_root() -> None:
+    """Run as a script: find `alarms` and `spool_writer` beside this file, and drop the script's
+    own folder from sys.path (its `mailbox.py` would shadow the standard library's)."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    if sys.path and os.path.abspath(sys.path[0] or ".") == here:
+        sys.path.pop(0)
+    root = os.path.dirname(here)
+    if root not in sys.path:
+        sys.path.insert(0, root)
+
+
+if __name__ == "__main__":
+    _import_root()
+    sys.exit(main())

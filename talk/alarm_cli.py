@@ -1,0 +1,146 @@
+"""`talk alarm opencode` and `talk alarm stop opencode`: start and stop the opencode alarm daemon.
+
+Wiring only: the daemon is `alarms.opencode`. One alarm per opencode session; asking again for
+a session (or, without --session, for a server URL) that already has a live alarm reports it.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from talk.options import Json, User
+from talk.output import result
+
+START_TIMEOUT_S = 15.0
+STOP_TIMEOUT_S = 10.0
+
+alarm_app = typer.Typer(
+    help="Alarms: wake an agent session when mail arrives (opencode: a daemon posting to its server).",
+    no_args_is_help=True,
+)
+stop_app = typer.Typer(help="Stop an alarm daemon.", no_args_is_help=True)
+alarm_app.add_typer(stop_app, name="stop")
+
+Url = Annotated[str, typer.Option("--url", help="The opencode server, e.g. http://127.0.0.1:4096.")]
+SessionOpt = Annotated[
+    str | None, typer.Option("--session", help="opencode session id (default: create one titled 'talk').")
+]
+
+
+def _folder(user: str | None) -> Path:
+    from talk.context import open_session
+
+    return open_session(user, None, None).folder
+
+
+def _live_alarm(folder: Path, url: str, sid: str | None) -> dict[str, Any] | None:
+    """The running alarm serving `sid` (or, with no sid, the server `url`), if any."""
+    from alarms.opencode import alarm_status
+
+    for row in alarm_status(folder):
+        if row["running"] and (row["session"] == sid if sid else row["url"] == url.rstrip("/")):
+            return row
+    return None
+
+
+def spawn(folder: Path, url: str, sid: str, pid: int | None) -> int:
+    """Start the daemon in its own session and wait until it holds the liveness lock."""
+    from alarms.opencode import AlarmFiles, running_pid
+    from keys.errors import TalkError
+
+    cmd = [sys.executable, "-m", "alarms.opencode", "--folder", str(folder), "--url", url, "--session", sid]
+    if pid is not None:
+        cmd += ["--pid", str(pid)]
+    child = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                             stderr=subprocess.DEVNULL, start_new_session=True, close_fds=True)
+    deadline = time.monotonic() + START_TIMEOUT_S
+    while time.monotonic() < deadline:
+        if running_pid(folder, sid) == child.pid:
+            return child.pid
+        if child.poll() is not None:
+            break
+        time.sleep(0.02)
+    log = AlarmFiles(folder, sid).log
+    raise TalkError(f"the opencode alarm did not start; see {log}")
+
+
+def _new_session(url: str) -> str:
+    from alarms.opencode_api import OpencodeClient, OpencodeError
+    from keys.errors import UserError
+
+    try:
+        return OpencodeClient(url).create_session()
+    except (OpencodeError, ValueError) as exc:
+        raise UserError(f"cannot create an opencode session at {url} ({exc}); start `opencode serve` "
+                        "there, or pass --session ID of an existing session") from exc
+
+
+@alarm_app.command("opencode")
+def opencode(
+    url: Url,
+    session: SessionOpt = None,
+    pid: Annotated[
+        int | None, typer.Option("--pid", help="Pid the session lives with (default: the opencode server's).")
+    ] = None,
+    foreground: Annotated[bool, typer.Option(help="Run in this terminal instead of detaching.")] = False,
+    user: User = None, as_json: Json = False,
+) -> None:
+    """Start the opencode alarm: new mail becomes a turn of an opencode session (prompt_async)."""
+    from alarms.opencode_api import split_url
+    from keys.errors import UserError
+    from spool_writer.layout import check_sid
+
+    try:
+        split_url(url)
+    except ValueError as exc:
+        raise UserError(str(exc)) from exc
+    url = url.rstrip("/")
+    folder = _folder(user)
+    live = _live_alarm(folder, url, check_sid(session) if session else None)
+    if live is not None:
+        _report(live["pid"], live["session"], url, False,
+                f"opencode alarm already running for session {live['session']} (pid {live['pid']})", as_json)
+        return
+    sid = session or _new_session(url)
+    if foreground:
+        from alarms.opencode import run
+
+        raise typer.Exit(run(folder, url, sid, pid, foreground=True))
+    child = spawn(folder, url, sid, pid)
+    _report(child, sid, url, True, f"opencode alarm for session {sid} at {url} (pid {child})", as_json)
+
+
+def _report(pid: int, sid: str, url: str, started: bool, human: str, as_json: bool) -> None:
+    result({"pid": pid, "session": sid, "url": url, "started": started}, human, as_json)
+
+
+@stop_app.command("opencode")
+def stop_opencode(session: SessionOpt = None, user: User = None, as_json: Json = False) -> None:
+    """Stop the opencode alarm of one session (default: every opencode alarm of this identity)."""
+    from alarms.opencode import alarm_status, running_pid
+    from keys.errors import TalkError
+
+    folder = _folder(user)
+    rows = [r for r in alarm_status(folder) if r["running"] and (session is None or r["session"] == session)]
+    if not rows:
+        result({"stopped": []}, "no opencode alarm is running", as_json)
+        return
+    for row in rows:
+        os.kill(row["pid"], signal.SIGTERM)
+    deadline = time.monotonic() + STOP_TIMEOUT_S
+    while any(running_pid(folder, r["session"]) for r in rows):
+        if time.monotonic() > deadline:
+            raise TalkError(f"an opencode alarm did not stop within {STOP_TIMEOUT_S:.0f} s")
+        time.sleep(0.05)
+    stopped = [{"session": r["session"], "pid": r["pid"]} for r in rows]
+    result({"stopped": stopped},
+           "\n".join(f"stopped the opencode alarm of session {r['session']} (pid {r['pid']})" for r in rows),
+           as_json)

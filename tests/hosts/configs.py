@@ -1,0 +1,84 @@
+"""Config files that point each host at the fake model (real-hosts.md A, B, C), and their env."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+FAKE_API_KEY = "dummy"
+OPENCODE_MODEL = {"providerID": "fake", "modelID": "fake-model"}
+
+
+def write_opencode_config(project: Path, model_url: str) -> Path:
+    """<project>/opencode.json: a chat-completions provider "fake" at model_url/v1, as the default."""
+    config = {
+        "$schema": "https://opencode.ai/config.json",
+        "provider": {
+            "fake": {
+                "npm": "@ai-sdk/openai-compatible",
+                "name": "Fake",
+                "options": {"baseURL": f"{model_url}/v1", "apiKey": FAKE_API_KEY},
+                "models": {"fake-model": {"name": "Fake Model"}},
+            }
+        },
+        "model": "fake/fake-model",
+        "small_model": "fake/fake-model",
+        "autoupdate": False,
+        "share": "disabled",
+    }
+    project.mkdir(parents=True, exist_ok=True)
+    path = project / "opencode.json"
+    path.write_text(json.dumps(config, indent=2) + "\n")
+    return path
+
+
+def write_codex_config(codex_home: Path, model_url: str) -> Path:
+    """$CODEX_HOME/config.toml: a Responses provider "fake" at model_url/v1, no retries."""
+    config = f"""\
+model = "fake-model"
+model_provider = "fake"
+
+[model_providers.fake]
+name = "Fake"
+base_url = "{model_url}/v1"
+wire_api = "responses"
+env_key = "FAKE_API_KEY"
+request_max_retries = 0
+stream_max_retries = 0
+"""
+    codex_home.mkdir(parents=True, exist_ok=True)
+    path = codex_home / "config.toml"
+    path.write_text(config)
+    return path
+
+
+def codex_env(codex_home: Path) -> dict[str, str]:
+    """Extra env for host_env(): where Codex finds config.toml, and the provider's key."""
+    return {"CODEX_HOME": str(codex_home), "FAKE_API_KEY": FAKE_API_KEY}
+
+
+def claude_env(model_url: str) -> dict[str, str]:
+    """Extra env for host_env(): Claude Code talks to the fake model with a dummy key."""
+    return {"ANTHROPIC_BASE_URL": model_url, "ANTHROPIC_API_KEY": FAKE_API_KEY}
+
+
+def seed_claude_home(home: Path, project: Path, api_key: str = FAKE_API_KEY) -> Path:
+    """<home>/.claude.json so interactive claude in project shows no onboarding, trust or key dialog."""
+    state = {
+        "hasCompletedOnboarding": True,
+        "theme": "dark",
+        "numStartups": 5,
+        "autoUpdates": False,
+        "customApiKeyResponses": {"approved": [api_key[-20:]], "rejected": []},
+        "projects": {
+            str(project.resolve()): {
+                "hasTrustDialogAccepted": True,
+                "hasCompletedProjectOnboarding": True,
+                "allowedTools": [],
+            }
+        },
+    }
+    home.mkdir(parents=True, exist_ok=True)
+    path = home / ".claude.json"
+    path.write_text(json.dumps(state, indent=2) + "\n")
+    return path
