@@ -15,14 +15,19 @@ any other session may take it) instead of piling up here; when the server is bac
 the alarm registers again and takes the inbox over. With its own pid (a server it cannot see,
 e.g. another machine's) the session lives as long as the alarm.
 
+The alarm follows one URL and one session. opencode keeps sessions under its HOME, so a server
+restarted with the same HOME and project, on the same port, is found again; one that comes
+back on another port needs `talk alarm opencode --url NEW --session SID`. A session opencode
+no longer knows (404) is reported in the status and its mail is kept, never dropped.
+
 Files, in the identity folder, per opencode session SID:
 
     alarm-opencode-SID.lock         flock held by the live daemon: the only proof of life
     alarm-opencode-SID.json         status: pid, url, host pid, deliveries, last error
-    alarm-opencode-SID.outbox.json  mail taken from the spool and not yet accepted (outbox.py)
+    alarm-opencode-SID.outbox.json  mail taken from the spool and not yet accepted (opencode_outbox.py)
     alarm-opencode-SID.log          the daemon's log (rotated)
 
-Nothing is lost and nothing is shown twice: see `alarms.outbox` for why.
+Nothing is lost and nothing is shown twice: see `alarms.opencode_outbox` for why.
 """
 
 from __future__ import annotations
@@ -47,7 +52,7 @@ from typing import Any
 from alarms.framing import frame
 from alarms.mailbox import SessionMail
 from alarms.opencode_api import OpencodeClient, OpencodeError, OpencodeRefused
-from alarms.outbox import Batch, Outbox, OutboxState, accepted, new_batch
+from alarms.opencode_outbox import Batch, Outbox, OutboxState, accepted, new_batch
 from alarms.procnet import pid_listening_on
 
 HOST = "opencode"
@@ -242,6 +247,9 @@ class OpencodeAlarm:
     def run(self) -> None:
         self._save_status()
         log.info("alarm for opencode session %s at %s (pid %d)", self.sid, self.client.url, os.getpid())
+        pending = self.outbox.load().pending
+        if pending is not None:
+            log.info("retrying %d message(s) left in the outbox as %s", len(pending.ids), pending.message_id)
         while not self.stop.is_set():
             self.stop.wait(self.step())
         self.status.state = State.STOPPED.value

@@ -142,6 +142,7 @@ def status(
 
 
 def gather_status(folder: Path) -> dict[str, Any]:
+    from alarms.opencode import alarm_status
     from follower.state import FollowStatus, running_pid
     from spool_writer.sessions import list_sessions
 
@@ -157,10 +158,19 @@ def gather_status(folder: Path) -> dict[str, Any]:
     spool = folder / "spool"
     sessions = [
         {"sid": x.sid, "host": str(x.host), "pid": x.pid, "alive": x.alive, "spool": str(x.spool),
-         "unread": x.unread}
+         "unread": x.unread, "alarm": ALARMS.get(str(x.host), "none")}
         for x in list_sessions(spool)
     ]
-    return {"follower": follower, "sessions": sessions, "inbox": str(spool / "inbox.ndjson")}
+    return {"follower": follower, "sessions": sessions, "inbox": str(spool / "inbox.ndjson"),
+            "alarms": alarm_status(folder)}
+
+
+# Which door wakes each kind of session (see alarms/).
+ALARMS = {
+    "claude": "Claude Code plugin monitor, Stop hook as backstop",
+    "codex": "Codex hooks (SessionStart, UserPromptSubmit, Stop)",
+    "opencode": "talk alarm opencode (prompt_async)",
+}
 
 
 def _ago(ts: float | None) -> str:
@@ -180,11 +190,14 @@ def render_status(report: dict[str, Any]) -> str:
         lines = ["follower: not running (start it with `talk follow --peer NAME`)"]
     if f.get("last_error"):
         lines.append(f"  last error ({_ago(f.get('last_error_at'))}): {f['last_error']}")
+    from alarms.opencode import render_alarm
+
     for x in report["sessions"]:
         state = "live" if x["alive"] else "ended"
         lines.append(f"session {x['sid']} ({x['host']}, pid {x['pid']}, {state}): "
-                     f"{x['unread']} unread in {x['spool']}")
+                     f"{x['unread']} waiting in {x['spool']}\n  alarm: {x['alarm']}")
     if not report["sessions"]:
         lines.append("no sessions registered")
+    lines += [render_alarm(row) for row in report["alarms"]]
     lines.append(f"fallback inbox: {report['inbox']}")
     return "\n".join(lines)

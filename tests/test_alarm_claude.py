@@ -32,7 +32,7 @@ from alarms.claude_monitor import event_line
 from alarms.claude_session import pid_from_env, session_id
 from spool_writer.spool import Spool, received_now
 from talk.install_claude import env_text, marketplace, plugin_source
-from tests.conftest import Agent, RelayProcess, make_agent
+from tests.conftest import TALK, Agent, RelayProcess, make_agent
 from tests.hosts.configs import claude_env, seed_claude_home
 from tests.hosts.fake_model import FakeModel
 from tests.hosts.npm import host_env
@@ -60,7 +60,7 @@ def install_plugin(target: Path, talk_home: Path) -> Path:
     env = {k: v for k, v in os.environ.items() if not k.startswith("TALK_")}
     env["TALK_HOME"] = str(talk_home)
     done = subprocess.run(
-        [sys.executable, "-m", "talk.install_claude", "--dir", str(target), "--json"],
+        [TALK, "install", "claude", "--dir", str(target), "--json"],
         capture_output=True, text=True, env=env, timeout=60,
     )
     assert done.returncode == 0, done.stderr

@@ -37,6 +37,7 @@ from talk.install_codex import (
     merge_hooks,
     trust_plan,
 )
+from tests.conftest import TALK
 
 PYTHON = sys.executable
 HOOK = str(hook_script())
@@ -322,21 +323,10 @@ def test_killed_after_the_cursor_moved_the_mail_is_not_handed_on_twice(folder: P
 
 # --- real Codex -------------------------------------------------------------------------------
 
-INSTALL = (
-    "import sys, typer, typer.main\n"
-    "from talk.__main__ import _guarded\n"
-    "from talk.install_codex import install_codex_command\n"
-    "app = typer.Typer(add_completion=False)\n"
-    "app.command()(install_codex_command)\n"
-    "cmd = typer.main.get_command(app)\n"
-    "sys.exit(_guarded(lambda: cmd.main(args=sys.argv[1:], prog_name='talk install codex',"
-    " standalone_mode=False)))\n"
-)
-
 
 def install_codex(args: list[str], env: dict[str, str], cwd: Path) -> subprocess.CompletedProcess[str]:
-    """`talk install codex ARGS` as its own process (until talk/cli.py registers the group)."""
-    return subprocess.run([PYTHON, "-c", INSTALL, *args], env=env, cwd=cwd, capture_output=True, text=True,
+    """`talk install codex ARGS`, the real command, as its own process."""
+    return subprocess.run([TALK, "install", "codex", *args], env=env, cwd=cwd, capture_output=True, text=True,
                           timeout=120)
 
 
