@@ -4,7 +4,10 @@ SessionStart only registers: context added there starts no turn, so waiting mail
 the monitor, which does start one. UserPromptSubmit adds waiting mail to the turn the user is
 starting; Stop blocks the stop with the mail as the reason, which makes Claude Code run one
 more turn. The cursor moves before the reply is printed, so a Stop hook never sees the same
-mail twice and cannot loop; mail is lost only if the hook dies between the two.
+mail twice and cannot loop. A hook that dies between the two would lose the mail, so the batch
+is first recorded as pending, and UserPromptSubmit and Stop check earlier batches (the
+monitor's too) against the payload's `transcript_path` before taking new mail: missing there
+after Claude Code moved on, they are handed on again (`alarms.pending`).
 
 Runs on every turn: standard library, `alarms` and `spool_writer` only. A hook that fails
 prints `{}` and its reason on stderr, so a broken mailbox never breaks the agent's turn.
@@ -17,6 +20,7 @@ import os
 import sys
 from typing import Any
 
+from alarms import pending
 from alarms.claude_session import HOST, claude_pid, session_id
 from alarms.framing import frame
 from alarms.mailbox import SessionMail, identity_folder
@@ -41,12 +45,22 @@ def reply(event: str, records: list[dict[str, Any]]) -> dict[str, Any]:
     return {"hookSpecificOutput": {"hookEventName": event, "additionalContext": frame(records)}}
 
 
-def handle(event: str, sid: str) -> list[dict[str, Any]]:
+def transcript_of(payload: dict[str, Any]) -> str | None:
+    path = payload.get("transcript_path")
+    return path if isinstance(path, str) and path else None
+
+
+def handle(event: str, sid: str, transcript: str | None = None) -> list[dict[str, Any]]:
     """Register the session if needed and take its mail when `event` delivers mail."""
     mail = SessionMail(identity_folder(), sid)
     if event == "SessionStart" or not mail.registered():
         mail.register(HOST, claude_pid(os.environ))  # again on resume: the pid may be new
-    return mail.take() if event in TAKES_MAIL else []
+    if event not in TAKES_MAIL:
+        return []
+    records = pending.take(mail.layout, mail.sid, transcript, record=transcript is not None)
+    if records:
+        pending.hold_for_tests()
+    return records
 
 
 def main() -> int:
@@ -56,7 +70,7 @@ def main() -> int:
     records: list[dict[str, Any]] = []
     if sid is not None:
         try:
-            records = handle(event, sid)
+            records = handle(event, sid, transcript_of(payload))
         except Exception as exc:  # the agent's turn must go on whatever the mailbox says
             sys.stderr.write(f"talk: no mail check in this turn: {exc}\n")
     sys.stdout.write(json.dumps(reply(event, records), ensure_ascii=False) + "\n")

@@ -8,6 +8,8 @@ comes first and the search is only the fallback.
 
 from __future__ import annotations
 
+import glob
+import os
 from collections.abc import Mapping
 
 from alarms.mailbox import host_pid
@@ -16,6 +18,7 @@ from spool_writer import process
 HOST = "claude"
 SESSION_ENV = "CLAUDE_CODE_SESSION_ID"
 PID_ENV = "CLAUDE_PID"
+CONFIG_ENV = "CLAUDE_CONFIG_DIR"
 
 
 def session_id(given: str | None, env: Mapping[str, str]) -> str | None:
@@ -40,3 +43,15 @@ def claude_pid(env: Mapping[str, str]) -> int:
     if pid is not None and process.start_time(pid) is not None:
         return pid
     return host_pid((HOST,))
+
+
+def transcript_path(sid: str, env: Mapping[str, str]) -> str | None:
+    """Where Claude Code writes the session's transcript, if it has started it.
+
+    Claude Code names it `<config dir>/projects/<cwd with every non-alphanumeric turned to '-'>/
+    <sid>.jsonl`; the folder name is matched by glob rather than rebuilt, since the cwd the
+    monitor runs in need not be the one Claude Code mangled. Hooks get the path in their payload.
+    """
+    config = env.get(CONFIG_ENV) or os.path.join(os.path.expanduser(env.get("HOME") or "~"), ".claude")
+    found = glob.glob(os.path.join(glob.escape(config), "projects", "*", glob.escape(sid) + ".jsonl"))
+    return found[0] if len(found) == 1 else None

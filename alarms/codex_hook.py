@@ -9,9 +9,12 @@ Codex runs it with the hook payload (JSON) on stdin and reads one JSON object fr
                         more turn whose input is TEXT; with none, {} lets the turn end.
 
 Mail is taken through the session's shared cursor, which moves *before* the text is printed:
-the next Stop finds nothing and lets Codex stop, so a block can never repeat. The price is an
-at-most-once window: a hook killed between the cursor's save and Codex reading stdout loses
-that hand-over (the lines stay in the spool; `talk log` shows them).
+the next Stop finds nothing and lets Codex stop, so a block can never repeat. A hook killed
+between the cursor's save and Codex reading stdout would lose that hand-over, so the batch is
+first recorded as pending (`alarms.pending`) and the next run checks Codex's rollout file
+(`transcript_path`) for it: there, it is forgotten; missing after Codex moved on, it is handed
+on again. A payload without `transcript_path` (an ephemeral thread) keeps the old
+at-most-once behaviour: there is nothing to check against.
 
 A broken hook must never wedge the agent: any error prints `{}`, exits 0, and is appended to
 `codex-hook.log` in the identity folder. This runs on every turn, so it imports only the
@@ -42,16 +45,24 @@ LOG_NAME = "codex-hook.log"
 LOG_MAX_BYTES = 256 * 1024
 IDENTITY_FILE = "identity.json"  # alarms.mailbox.IDENTITY_FILE
 CURSOR_VERSION = 1  # spool_writer.cursor.VERSION, the state file format `caught_up` reads
+PENDING_SUFFIX = ".pending.json"  # alarms.pending.SUFFIX: its presence leaves the fast path
+
+
+def parse_hook(raw: str) -> tuple[str, str, str | None]:
+    """The event, session id and transcript path (None if absent) of a hook payload; ValueError
+    if it is not one."""
+    data = json.loads(raw)
+    if not isinstance(data, dict):
+        raise ValueError("hook payload is not a JSON object")
+    event, sid, transcript = data.get("hook_event_name"), data.get("session_id"), data.get("transcript_path")
+    if not isinstance(event, str) or not isinstance(sid, str) or not sid:
+        raise ValueError("hook payload lacks hook_event_name or session_id")
+    return event, sid, transcript if isinstance(transcript, str) and transcript else None
 
 
 def parse_payload(raw: str) -> tuple[str, str]:
     """The event and session id of a hook payload; ValueError if it is not one."""
-    data = json.loads(raw)
-    if not isinstance(data, dict):
-        raise ValueError("hook payload is not a JSON object")
-    event, sid = data.get("hook_event_name"), data.get("session_id")
-    if not isinstance(event, str) or not isinstance(sid, str) or not sid:
-        raise ValueError("hook payload lacks hook_event_name or session_id")
+    event, sid, _ = parse_hook(raw)
     return event, sid
 
 
@@ -102,11 +113,14 @@ def nothing_new(folder: str | Path, sid: str) -> bool:
     """The fast answer for most turns, without loading the cursor machinery (~20 ms of imports).
 
     Marks the read as `CursorReader.take` does (the lock file's mtime), so `talk gc` still sees
-    an idle session as alive. Any doubt answers False.
+    an idle session as alive. Any doubt answers False, and so does a pending batch (one stat):
+    only the full path reconciles it with the transcript.
     """
     if not safe_sid(sid):
         return False
     sessions = os.path.join(folder, "spool", "sessions")
+    if os.path.exists(os.path.join(sessions, sid + PENDING_SUFFIX)):
+        return False
     try:
         st = os.stat(os.path.join(sessions, sid + ".ndjson"))
         with open(os.path.join(sessions, sid + ".cursor"), "rb") as f:
@@ -137,7 +151,7 @@ def fast_identity(env: dict[str, str]) -> str | None:
 
 def handle(raw: str, env: dict[str, str]) -> dict[str, Any]:
     """Register if due, take the session's new mail, and say what Codex should do with it."""
-    event, sid = parse_payload(raw)
+    event, sid, transcript = parse_hook(raw)
     if event not in (*CONTEXT_EVENTS, STOP):
         return {}
     fast = fast_identity(env)
@@ -145,20 +159,23 @@ def handle(raw: str, env: dict[str, str]) -> dict[str, Any]:
         return {}
     from alarms.mailbox import identity_folder
 
-    return deliver(identity_folder(env), event, sid)
+    return deliver(identity_folder(env), event, sid, transcript)
 
 
-def deliver(folder: Path, event: str, sid: str) -> dict[str, Any]:
+def deliver(folder: Path, event: str, sid: str, transcript: str | None = None) -> dict[str, Any]:
+    """Lost batches again (see `alarms.pending`), then new mail, as Codex's answer to `event`."""
+    from alarms import pending
     from alarms.mailbox import SessionMail, host_pid
 
     mail = SessionMail(folder, sid)
     if should_register(event, mail.registered()):
         mail.register(HOST, host_pid(HOST_NAMES))
-    records = mail.take()
+    records = pending.take(mail.layout, mail.sid, transcript, record=transcript is not None)
     if not records:
         return {}
     from alarms.framing import frame
 
+    pending.hold_for_tests()
     return output_for(event, frame(records))
 
 

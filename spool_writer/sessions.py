@@ -125,7 +125,9 @@ def _retire(
         moved = handover.move(index, layout, unread, layout.inbox, max_bytes, generations)
         if records.pop(sid, None) is not None:
             registry.save(layout, records)
-        lines.remove([*oldest_first(spool), cursor_file, lock_path(cursor_file)])
+        # The hook alarms keep their pending batches next to the cursor; they die with it.
+        pending = spool.with_name(f"{sid}.pending.json")
+        lines.remove([*oldest_first(spool), cursor_file, lock_path(cursor_file), pending])
     return moved
 
 

@@ -518,3 +518,74 @@ def test_kill_9_of_the_monitor_in_claude_loses_nothing_and_repeats_nothing(
             fake_model.wait_for(needle, timeout=30, system=True)
         time.sleep(2)
         assert all(delivered_once(fake_model, n) for n in needles), fake_model.summary()
+
+
+# --- exactly once: a hook killed after taking mail -------------------------------------------------
+
+def test_monitor_reconciles_at_start_then_only_while_pending() -> None:
+    from alarms.claude_monitor import RECONCILE_S, reconcile_due
+
+    assert reconcile_due(None, 0.0, pending_exists=False)
+    assert not reconcile_due(10.0, 10.0 + RECONCILE_S, pending_exists=False)
+    assert not reconcile_due(10.0, 10.0 + RECONCILE_S / 2, pending_exists=True)
+    assert reconcile_due(10.0, 10.0 + RECONCILE_S, pending_exists=True)
+
+
+def test_transcript_path_is_found_by_session_id(tmp_path: Path) -> None:
+    from alarms.claude_session import transcript_path
+
+    folder = tmp_path / ".claude" / "projects" / "-some-project"
+    folder.mkdir(parents=True)
+    assert transcript_path("s-1", {"HOME": str(tmp_path)}) is None
+    (folder / "s-1.jsonl").write_text("{}\n")
+    assert transcript_path("s-1", {"HOME": str(tmp_path)}) == str(folder / "s-1.jsonl")
+    assert transcript_path("s-1", {"CLAUDE_CONFIG_DIR": str(tmp_path / "x")}) is None
+
+
+def hook_pids(root: int) -> list[int]:
+    found = []
+    for pid in descendants(root):
+        with contextlib.suppress(OSError):
+            if b"alarms.claude_hook" in Path(f"/proc/{pid}/cmdline").read_bytes():
+                found.append(pid)
+    return found
+
+
+@pytest.mark.hosts
+def test_stop_hook_killed_after_taking_mail_hands_it_on_next_prompt_exactly_once(
+    host_bin: Path, host_home: Path, host_procs: ProcessGroup, project: Path,
+    following: tuple[Agent, Agent, Path],
+) -> None:
+    """SIGKILL between the cursor's move and Claude Code reading the Stop hook's answer: the next
+    prompt of the session (`--resume`) finds the batch missing from the transcript and hands it on."""
+    from alarms.pending import MARGIN_S, SLEEP_ENV, pending_file
+
+    alice, bob, plugin = following
+    needle = f"KILLED-{uuid.uuid4().hex[:8]}"
+    with FakeModel(slow_delay=0.4) as model:
+        seed_claude_home(host_home, project)
+        env = host_env(host_home, **claude_env(model.url))
+        claude = host_procs.start(
+            [host_bin / "claude", "-p", "SLOW_REPLY please", "--plugin-dir", plugin], cwd=project,
+            env={**env, SLEEP_ENV: "120"}, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        )
+        model.wait_for("SLOW_REPLY", timeout=60)
+        sid = wait_for(lambda: live_session(bob), 10, "the session")["sid"]
+        alice.ok("send", "bob", f"during the turn: {needle}")
+        pending = Path(pending_file(str(bob.home / "bob" / "spool" / "sessions"), sid))
+        wait_for(pending.exists, 60, "the Stop hook to record the batch")
+        time.sleep(MARGIN_S + 0.5)  # so what Claude Code writes after the kill is well after the batch
+        (hook,) = hook_pids(claude.pid)
+        os.kill(hook, signal.SIGKILL)
+        claude.communicate(timeout=90)
+        assert not model.find(needle, system=True), model.summary()
+        resumed = host_procs.run([host_bin / "claude", "-p", "--resume", sid, "carry on", "--plugin-dir",
+                                  plugin], cwd=project, env=env, timeout=90)
+        assert resumed.returncode == 0, resumed.stderr
+        model.wait_for(needle, timeout=5, system=True)
+        assert delivered_once(model, needle), model.summary()
+        assert not pending.exists()  # the Stop hook of that turn found it in the transcript
+        again = host_procs.run([host_bin / "claude", "-p", "--resume", sid, "anything else", "--plugin-dir",
+                                plugin], cwd=project, env=env, timeout=90)
+        assert again.returncode == 0, again.stderr
+        assert delivered_once(model, needle), model.summary()

@@ -465,3 +465,126 @@ def test_idle_thread_is_woken_through_the_app_server(codex_setup: dict[str, Any]
         assert sum(t.count("PEER-IDLE") for t in seen["system_texts"] + seen["texts"]) == 1
         assert len(fake_model.requests) == 1
         assert mail.waiting() == 0 and wake(server, thread_id, mail) is None
+
+
+# --- exactly once: pending batches reconciled against the transcript -----------------------------
+
+def _batch(ids: tuple[str, ...], at: float = 100.0, mark: int = 0) -> Any:
+    from alarms.pending import Batch
+
+    return Batch(ids, at, 4242, 1, "/t.jsonl", mark)
+
+
+def test_reconcile_decision() -> None:
+    from alarms.pending import DELIVERED, LOST, MARGIN_S, WAIT, Seen, judge, missing
+
+    batch = _batch(("m1", "m2"))
+    later = 100.0 + MARGIN_S + 0.1
+    assert judge(batch, Seen(frozenset({"m1", "m2"}), later), taker_alive=True) == DELIVERED
+    assert judge(batch, Seen(frozenset({"m1", "m2"}), 100.0), taker_alive=False) == DELIVERED
+    # not (all) there: a live taker may still be printing; a dead one's host must have moved on
+    assert judge(batch, Seen(frozenset({"m1"}), later), taker_alive=True) == WAIT
+    assert judge(batch, Seen(frozenset(), 100.0 + MARGIN_S / 2), taker_alive=False) == WAIT
+    assert judge(batch, Seen(frozenset({"m1"}), later), taker_alive=False) == LOST
+    assert missing(batch, Seen(frozenset({"m1"}), later)) == ["m2"]
+    assert judge(batch, None, taker_alive=False) == WAIT  # no transcript: nothing to judge by
+
+
+def test_look_finds_markers_only_after_the_batchs_mark(tmp_path: Path) -> None:
+    from alarms.pending import Batch, look
+
+    t = tmp_path / "t.jsonl"
+    t.write_text('{"old": "id m1, seen before"}\n')
+    mark = t.stat().st_size
+    t.write_text(t.read_text() + '{"text": "message 1 of 1 from alice (fingerprint f, id m2, sent x)"}\n')
+    before = Batch(("m1", "m2"), 1.0, 1, None, str(t), mark)
+    unknown = Batch(("m1",), 1.0, 1, None, None, 0)  # a monitor's batch: the whole file counts
+    seen = look([before, unknown], str(t))
+    assert seen is not None
+    assert seen[0].found == frozenset({"m2"}) and seen[1].found == frozenset({"m1"})
+    assert look([before], str(tmp_path / "absent")) is None
+
+
+def test_pending_take_redelivers_a_lost_batch_once(folder: Path, tmp_path: Path) -> None:
+    """A batch taken by a process that is gone, missing from a transcript written since: again, once."""
+    from alarms import pending
+
+    mail = SessionMail(folder, "p1")
+    mail.register("codex", os.getpid())
+    Spool(folder / "spool").deliver(m := record("lost once"))
+    transcript = tmp_path / "rollout.jsonl"
+    transcript.write_text("{}\n")
+    assert [r["id"] for r in pending.take(mail.layout, "p1", str(transcript), record=True)] == [m["id"]]
+    path = Path(pending.pending_file(str(mail.layout.sessions_dir), "p1"))
+    (batch,) = pending.load(path)
+    assert batch.ids == (m["id"],) and batch.pid == os.getpid()
+    assert pending.take(mail.layout, "p1", str(transcript), record=True) == []  # the taker lives: wait
+    dead = subprocess.run([PYTHON, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    pending.save(path, [pending.Batch(batch.ids, batch.at - 10, int(dead.stdout), None, str(transcript), 0)])
+    again = pending.take(mail.layout, "p1", str(transcript), record=True)
+    assert [r["id"] for r in again] == [m["id"]] and again[0]["text"] == "lost once"
+    transcript.write_text(f'{{"hook": "id {m["id"]}, sent"}}\n')  # this time Codex wrote it down
+    assert pending.take(mail.layout, "p1", str(transcript), record=True) == [] and not path.exists()
+    assert codex_hook.nothing_new(folder, "p1")  # and the fast path is back
+
+
+def test_pending_suffix_matches_its_owner() -> None:
+    from alarms import pending
+
+    assert codex_hook.PENDING_SUFFIX == pending.SUFFIX
+
+
+def hook_pids(root: int, name: str) -> list[int]:
+    from tests.hosts.procs import descendants
+
+    found = []
+    for pid in descendants(root):
+        try:
+            if name.encode() in Path(f"/proc/{pid}/cmdline").read_bytes():
+                found.append(pid)
+        except OSError:
+            pass
+    return found
+
+
+@pytest.mark.hosts
+def test_stop_hook_killed_after_taking_mail_hands_it_on_next_run_exactly_once(
+    codex_setup: dict[str, Any], host_procs: Any, tmp_path: Path,
+) -> None:
+    """SIGKILL between the cursor's move and Codex reading the Stop hook's answer: the next run of
+    the session (a resume) finds the batch missing from the rollout and hands it on, once."""
+    from alarms.pending import MARGIN_S, SLEEP_ENV, pending_file
+    from tests.hosts.fake_model import FakeModel
+
+    s = codex_setup
+    with FakeModel(slow_delay=0.6) as model:
+        install_into(s, model.url)
+        log = tmp_path / "codex.log"
+        env = {**s["env"], SLEEP_ENV: "120"}  # the hook records the batch, then waits to be killed
+        proc = host_procs.start([s["codex"], "exec", "--skip-git-repo-check", "work on it SLOW_REPLY"],
+                                cwd=s["project"], env=env, stdout=log, stderr=log)
+        model.wait_for("SLOW_REPLY", timeout=60)
+        sid = codex_session(s["bob"])["sid"]
+        msg_id = s["alice"].ok("send", "bob", "PEER-KILLED-HOOK: rebase again", "--json").json()["id"]
+        pending = Path(pending_file(str(s["folder"] / "spool" / "sessions"), sid))
+        _wait(pending.exists, 60, "the Stop hook to record the batch")
+        assert SessionMail(s["folder"], sid).waiting() == 0  # the cursor has moved
+        time.sleep(MARGIN_S + 0.5)  # so what Codex writes after the kill is well after the batch
+        (hook,) = hook_pids(proc.pid, "codex_hook.py")
+        os.kill(hook, signal.SIGKILL)
+        proc.wait(timeout=120)
+        assert model.count("PEER-KILLED-HOOK") == 0 and not model.find(msg_id, system=True), model.summary()
+        resumed = host_procs.run([s["codex"], "exec", "resume", "--skip-git-repo-check", sid, "carry on"],
+                                 cwd=s["project"], env=s["env"], timeout=120)
+        assert resumed.returncode == 0, resumed.stderr
+        carried = [sum(t.count(msg_id) for t in r["texts"] + r["system_texts"]) for r in model.requests]
+        assert any(carried), model.summary()
+        first = next(i for i, c in enumerate(carried) if c)
+        assert carried[first:] == [1] * (len(carried) - first), (carried, model.summary())
+        assert model.count("PEER-KILLED-HOOK") <= 1
+        assert not pending.exists()  # the next hook run saw it in the rollout and forgot it
+        again = host_procs.run([s["codex"], "exec", "resume", "--skip-git-repo-check", sid, "anything else"],
+                               cwd=s["project"], env=s["env"], timeout=120)
+        assert again.returncode == 0, again.stderr
+        last = model.requests[-1]
+        assert sum(t.count(msg_id) for t in last["texts"] + last["system_texts"]) == 1  # not added again

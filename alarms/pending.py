@@ -1,0 +1,217 @@
+"""Exactly-once hand-over for alarms whose output the host writes into its own transcript.
+
+The hook and monitor alarms move the session's cursor *before* they print (a Stop hook must
+never see the same mail twice, or it would block forever). Alone, that is at-most-once: an
+alarm killed between the cursor's save and the host reading its output loses the batch. So,
+under the cursor's lock and before the cursor is saved (like `alarms.opencode_outbox`), the
+batch's ids go into `sessions/SID.pending.json` with when and by whom they were taken. Every
+later alarm run for the session first reconciles that file against the host's transcript:
+
+- every id's marker (`id MSGID`, which every framed message carries) appears in the
+  transcript after the batch was taken: delivered, forget it;
+- otherwise, if the process that took it is gone and the host has written to the transcript
+  well after the batch was taken (it has moved on without it): lost, hand the missing ids on
+  again, re-read from the session's spool;
+- otherwise wait: the taker may still be printing, or the host not yet have written it down.
+
+Verified (Codex 0.169.0, Claude Code 2.1.328): both write a hook's additionalContext and a
+Stop hook's reason into the transcript as they take it, and Claude Code writes each monitor
+line as a `queue-operation` entry when the line arrives, before the turn it starts.
+
+`judge` decides from values alone; `take` is the I/O around it.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from spool_writer import process
+from spool_writer.cursor import RECENT, load_state, lock_path, message_of, read_new
+from spool_writer.layout import SpoolLayout, flocked, generations, read_json, write_json
+
+SUFFIX = ".pending.json"
+VERSION = 1
+# How long after a batch was taken the host must still have been writing its transcript before
+# a missing batch counts as lost: both hosts write a hook's output within milliseconds of the
+# hook's exit, so two seconds of later activity mean it will never come.
+MARGIN_S = 2.0
+DELIVERED, LOST, WAIT = "delivered", "lost", "wait"
+SLEEP_ENV = "TALK_TEST_SLEEP_AFTER_PENDING"  # tests only: hold the output back so it can be killed
+
+
+def pending_file(sessions_dir: str, sid: str) -> str:
+    """Plain strings: the Codex hook's fast path checks this without importing pathlib."""
+    return os.path.join(sessions_dir, sid + SUFFIX)
+
+
+def marker(msg_id: str) -> bytes:
+    """What `alarms.framing` writes for a message in both its block and its one-line form."""
+    return f"id {msg_id}".encode()
+
+
+@dataclass(frozen=True)
+class Batch:
+    ids: tuple[str, ...]
+    at: float  # wall clock, comparable with the transcript's mtime
+    pid: int  # the alarm process that took the batch
+    start: int | None  # its start time, so a reused pid is not taken for it
+    transcript: str | None  # the transcript the output was meant for, if known
+    mark: int  # that transcript's size when the batch was taken: the output can only come after
+
+    def to_json(self) -> dict[str, Any]:
+        return {"ids": list(self.ids), "at": self.at, "pid": self.pid, "start": self.start,
+                "transcript": self.transcript, "mark": self.mark}
+
+    @classmethod
+    def from_json(cls, obj: dict[str, Any]) -> Batch:
+        start, transcript = obj.get("start"), obj.get("transcript")
+        return cls(tuple(map(str, obj["ids"])), float(obj["at"]), int(obj["pid"]),
+                   None if start is None else int(start), None if transcript is None else str(transcript),
+                   int(obj.get("mark", 0)))
+
+
+@dataclass(frozen=True)
+class Seen:
+    """What the transcript shows about one batch."""
+
+    found: frozenset[str]  # the batch's ids whose marker is in the transcript after its mark
+    mtime: float  # when the host last wrote the transcript
+
+
+def judge(batch: Batch, seen: Seen | None, taker_alive: bool, margin: float = MARGIN_S) -> str:
+    """DELIVERED, LOST (hand on the ids not in `seen.found` again) or WAIT.
+
+    `seen` None: no transcript to judge by. A live taker may still be printing (a monitor is
+    alive the whole session), so only a dead one's batch can be lost.
+    """
+    if seen is not None and all(i in seen.found for i in batch.ids):
+        return DELIVERED
+    if seen is None or taker_alive:
+        return WAIT  # nothing to judge by, or the taker may still be printing
+    return LOST if seen.mtime > batch.at + margin else WAIT
+
+
+def missing(batch: Batch, seen: Seen) -> list[str]:
+    return [i for i in batch.ids if i not in seen.found]
+
+
+def load(path: Path) -> list[Batch]:
+    data = read_json(path)
+    if not isinstance(data, dict):
+        return []
+    try:
+        return [Batch.from_json(b) for b in data.get("batches", [])]
+    except (KeyError, TypeError, ValueError):
+        return []  # a damaged file must not stop mail; its batches fall back to at-most-once
+
+
+def save(path: Path, batches: Sequence[Batch]) -> None:
+    if batches:
+        write_json(path, {"v": VERSION, "batches": [b.to_json() for b in batches]})
+    else:
+        path.unlink(missing_ok=True)  # no file is what keeps the Codex hook on its fast path
+
+
+def transcript_size(path: str | None) -> int:
+    try:
+        return os.stat(path).st_size if path else 0
+    except OSError:
+        return 0
+
+
+def look(batches: Sequence[Batch], transcript: str) -> list[Seen] | None:
+    """What `transcript` shows about each batch; None if it cannot be read (nothing is judged)."""
+    try:
+        with open(transcript, "rb") as f:
+            mtime = os.fstat(f.fileno()).st_mtime
+            base = min(b.mark if b.transcript == transcript else 0 for b in batches)
+            f.seek(base)
+            data = f.read()
+    except OSError:
+        return None
+    seen = []
+    for b in batches:
+        tail = data[max(0, b.mark - base):] if b.transcript == transcript else data
+        seen.append(Seen(frozenset(i for i in b.ids if marker(i) in tail), mtime))
+    return seen
+
+
+def records_by_id(spool_file: Path, ids: Iterable[str]) -> list[dict[str, Any]]:
+    """The records with these ids from the session's spool, current file and rotated ones."""
+    wanted = set(ids)
+    found: dict[str, dict[str, Any]] = {}
+    for path in [*reversed(generations(spool_file)), spool_file]:
+        try:
+            data = path.read_bytes()
+        except FileNotFoundError:
+            continue
+        for line in data.splitlines():
+            record = message_of(line)
+            if record is not None and record["id"] in wanted:
+                found.setdefault(record["id"], record)
+    return [found[i] for i in ids if i in found]
+
+
+def take(layout: SpoolLayout, sid: str, transcript: str | None, *, record: bool,
+         reconcile: bool = True) -> list[dict[str, Any]]:
+    """Lost batches again, then new mail; what is returned is pending before the cursor moves.
+
+    `record`: whether the caller's output will land in a transcript that can be checked (a Codex
+    thread without a rollout file cannot be: its mail stays at-most-once, as before).
+    `reconcile`: judge pending batches against `transcript` now (needs a transcript).
+    """
+    spool_file, cursor_file = layout.session_file(sid), layout.cursor_file(sid)
+    if not (spool_file.exists() or generations(spool_file)):
+        return []
+    path = Path(pending_file(str(layout.sessions_dir), sid))
+    with flocked(lock_path(cursor_file)) as fd:
+        os.utime(fd)  # read now, even if nothing was new: `talk gc` must not retire the session
+        batches = load(path)
+        kept, again = reconciled(batches, transcript if reconcile else None)
+        cursor = load_state(cursor_file)
+        taken = read_new(spool_file, cursor, RECENT)
+        fresh = taken.records if taken is not None else []
+        out = records_by_id(spool_file, again)
+        known = {r["id"] for r in out}
+        out += [r for r in fresh if r["id"] not in known]
+        if record and out:
+            kept.append(Batch(tuple(r["id"] for r in out), time.time(), os.getpid(),
+                              process.start_time(os.getpid()), transcript, transcript_size(transcript)))
+        if kept != batches:
+            save(path, kept)  # before the cursor: a crash between the two repeats nothing
+        if taken is not None and taken.state != cursor:
+            write_json(cursor_file, taken.state.to_json())
+    return out
+
+
+def reconciled(batches: list[Batch], transcript: str | None) -> tuple[list[Batch], list[str]]:
+    """The batches still pending, and the ids to hand on again."""
+    if not batches or transcript is None:
+        return list(batches), []
+    seen = look(batches, transcript)
+    if seen is None:
+        return list(batches), []
+    kept: list[Batch] = []
+    again: list[str] = []
+    for batch, s in zip(batches, seen, strict=True):
+        verdict = judge(batch, s, process.alive(batch.pid, batch.start))
+        if verdict == LOST:
+            again += missing(batch, s)
+        elif verdict == WAIT:
+            kept.append(batch)
+    return kept, again
+
+
+def hold_for_tests() -> None:
+    """Tests only (SLEEP_ENV): stay between recording the batch and printing it, to be killed there.
+
+    Read only once mail was taken, so a turn without mail pays nothing for it.
+    """
+    delay = os.environ.get(SLEEP_ENV)
+    if delay:
+        time.sleep(float(delay))
