@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import logging
 import math
 import time
 from collections.abc import AsyncIterator
@@ -40,6 +41,7 @@ from relay.store import DepositOutcome, RedeemOutcome, Store
 
 VERSION = "0.1.0"
 JSON_LIMIT = 256 * 1024
+log = logging.getLogger("talk.relay")
 
 
 def _path_hex(conn: HTTPConnection, name: str) -> str:
@@ -293,14 +295,19 @@ def create_app(store: Store, config: RelayConfig | None = None, hub: Hub | None 
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         async def purge_forever() -> None:
             while True:
-                await store.purge(time.time(), relay.config.ttl_s)
+                try:
+                    await store.purge(time.time(), relay.config.ttl_s)
+                except Exception as exc:  # a networked store's hiccup must not end purging for good
+                    log.warning("relay: purge failed (%s); retrying next interval", exc)
                 await asyncio.sleep(relay.config.purge_interval_s)
 
+        await relay.hub.start()
         task = asyncio.create_task(purge_forever())
         try:
             yield
         finally:
             task.cancel()
+            await relay.hub.stop()
             await store.close()
 
     routes = [

@@ -14,6 +14,12 @@ QUEUE_DEPTH = 64
 
 
 class Hub(Protocol):
+    async def start(self) -> None:
+        """Called once before the relay serves (a shared hub connects and subscribes here)."""
+        ...
+
+    async def stop(self) -> None: ...
+
     def subscribe(self, fp: str) -> asyncio.Queue[str]: ...
 
     def unsubscribe(self, fp: str, queue: asyncio.Queue[str]) -> None: ...
@@ -26,6 +32,12 @@ class Hub(Protocol):
 class LocalHub:
     def __init__(self) -> None:
         self._subs: dict[str, set[asyncio.Queue[str]]] = {}
+
+    async def start(self) -> None:
+        pass
+
+    async def stop(self) -> None:
+        pass
 
     def subscribe(self, fp: str) -> asyncio.Queue[str]:
         queue: asyncio.Queue[str] = asyncio.Queue(QUEUE_DEPTH)
@@ -46,3 +58,7 @@ class LocalHub:
 
     def streams(self, fp: str) -> int:
         return len(self._subs.get(fp, ()))
+
+    def mailboxes(self) -> list[str]:
+        """The mailboxes with at least one open stream here."""
+        return list(self._subs)

@@ -10,12 +10,18 @@ from pathlib import Path
 import uvicorn
 
 from relay.app import create_app
+from relay.backends import StoreKind, StoreSpec, open_backend
 from relay.config import RelayConfig
-from relay.sqlite_store import SqliteStore
 
 
-def build_server(host: str, port: int, db: Path, config: RelayConfig) -> uvicorn.Server:
-    app = create_app(SqliteStore(db), config)
+def build_server(
+    host: str, port: int, spec: StoreSpec | Path, config: RelayConfig
+) -> uvicorn.Server:
+    """`spec` may be a bare path: the SQLite file (what `talk demo` runs on)."""
+    if isinstance(spec, Path):
+        spec = StoreSpec(StoreKind.SQLITE, str(spec))
+    store, hub = open_backend(spec)
+    app = create_app(store, config, hub)
     uv_config = uvicorn.Config(
         app,
         host=host,
@@ -28,5 +34,5 @@ def build_server(host: str, port: int, db: Path, config: RelayConfig) -> uvicorn
     return uvicorn.Server(uv_config)
 
 
-def serve(host: str, port: int, db: Path, config: RelayConfig) -> None:
-    build_server(host, port, db, config).run()
+def serve(host: str, port: int, spec: StoreSpec, config: RelayConfig) -> None:
+    build_server(host, port, spec, config).run()

@@ -266,7 +266,11 @@ def join(
 def run_relay(
     host: Annotated[str, typer.Option(help="Address to listen on.")] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="Port to listen on.")] = 8765,
-    db: Annotated[Path | None, typer.Option(help="SQLite file (default: TALK_HOME/relay.db).")] = None,
+    store: Annotated[str | None, typer.Option(
+        help="sqlite:PATH or redis://HOST:PORT/DB[?prefix=talk:] (env TALK_RELAY_STORE; "
+        "default: sqlite:TALK_HOME/relay.db). Replicas share mail through one Redis.",
+    )] = None,
+    db: Annotated[Path | None, typer.Option(help="SQLite file: short for --store sqlite:PATH.")] = None,
     ttl: Annotated[float, typer.Option(help="Seconds undelivered mail is kept.")] = 7 * 86400,
     max_blob: Annotated[int | None, typer.Option(help="Largest accepted blob, bytes.")] = None,
     purge_interval: Annotated[float, typer.Option(help="Seconds between expiry sweeps.")] = 60.0,
@@ -274,10 +278,12 @@ def run_relay(
         int | None, typer.Option(min=1, help="Most undelivered messages per mailbox.")
     ] = None,
 ) -> None:
-    """Run a relay (SQLite store) until interrupted."""
+    """Run a relay (SQLite file, or Redis for several replicas) until interrupted."""
     import dataclasses
+    import os
 
     from keys.keystore import talk_home
+    from relay.backends import choose_store
     from relay.config import RelayConfig
     from relay.server import serve
 
@@ -286,9 +292,12 @@ def run_relay(
         config = dataclasses.replace(config, max_blob=max_blob)
     if max_mailbox is not None:
         config = dataclasses.replace(config, max_mailbox_messages=max_mailbox)
-    path = db or talk_home() / "relay.db"
-    warn(f"relay listening on http://{host}:{port} (store {path})")
-    serve(host, port, path, config)
+    try:
+        spec = choose_store(store, db, os.environ.get("TALK_RELAY_STORE"), talk_home() / "relay.db")
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc), param_hint="--store") from exc
+    warn(f"relay listening on http://{host}:{port} (store {spec.kind} {spec.describe()})")
+    serve(host, port, spec, config)
 
 
 @app.command()

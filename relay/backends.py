@@ -1,0 +1,77 @@
+"""Which store (and hub) a relay runs on, from one string: `sqlite:PATH` or `redis://HOST:PORT/DB`.
+
+A Redis URL may carry `?prefix=NAME:` (default `talk:`): every key and the notification channel
+start with it, so several relays, or tests, can share one Redis server without meeting.
+Replicas that serve the same mailboxes must use the same URL and prefix.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+from pathlib import Path
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+from relay.notify import Hub, LocalHub
+from relay.store import Store
+
+REDIS_SCHEMES = ("redis", "rediss", "unix")
+DEFAULT_PREFIX = "talk:"
+
+
+class StoreKind(StrEnum):
+    SQLITE = "sqlite"
+    REDIS = "redis"
+
+
+@dataclass(frozen=True)
+class StoreSpec:
+    kind: StoreKind
+    target: str  # the SQLite file, or the Redis URL without the prefix
+    prefix: str = DEFAULT_PREFIX
+
+    def describe(self) -> str:
+        return self.target if self.kind is StoreKind.SQLITE else f"{self.target} prefix {self.prefix}"
+
+
+def _redis_spec(url: str) -> StoreSpec:
+    parts = urlsplit(url)
+    query = parse_qsl(parts.query, keep_blank_values=True)
+    prefixes = [v for k, v in query if k == "prefix"]
+    rest = urlencode([(k, v) for k, v in query if k != "prefix"])
+    prefix = prefixes[-1] if prefixes else DEFAULT_PREFIX
+    if not prefix:
+        raise ValueError("the Redis key prefix must not be empty (drop ?prefix= for the default)")
+    return StoreSpec(StoreKind.REDIS, urlunsplit(parts._replace(query=rest)), prefix)
+
+
+def parse_store(spec: str) -> StoreSpec:
+    """Raises ValueError with what to write instead."""
+    scheme, sep, rest = spec.partition(":")
+    if sep and scheme == "sqlite" and rest:
+        return StoreSpec(StoreKind.SQLITE, rest)
+    if sep and scheme in REDIS_SCHEMES and rest.startswith("//"):
+        return _redis_spec(spec)
+    raise ValueError(f"unknown store {spec!r}: use sqlite:PATH or redis://HOST:PORT/DB")
+
+
+def choose_store(store: str | None, db: Path | None, env: str | None, default_db: Path) -> StoreSpec:
+    """--store or --db (not both), else TALK_RELAY_STORE, else the SQLite file in TALK_HOME."""
+    if store is not None and db is not None:
+        raise ValueError("give --store or --db, not both (--db PATH means --store sqlite:PATH)")
+    if db is not None:
+        return StoreSpec(StoreKind.SQLITE, str(db))
+    if store is not None or env:
+        return parse_store(store or env or "")
+    return StoreSpec(StoreKind.SQLITE, str(default_db))
+
+
+def open_backend(spec: StoreSpec) -> tuple[Store, Hub]:
+    if spec.kind is StoreKind.SQLITE:
+        from relay.sqlite_store import SqliteStore
+
+        return SqliteStore(Path(spec.target)), LocalHub()
+    from relay.redis_hub import RedisHub
+    from relay.redis_store import RedisStore
+
+    return RedisStore(spec.target, spec.prefix), RedisHub(spec.target, spec.prefix)

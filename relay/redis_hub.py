@@ -1,0 +1,91 @@
+"""Wake-ups across relay replicas: Redis pub/sub in front of each replica's `LocalHub`.
+
+One channel for all mailboxes (`PREFIX notify`, messages "FP TAG"), not one per mailbox:
+each replica subscribes once, before it serves, so a stream is listening the moment it says
+"ready" — a per-mailbox SUBSCRIBE would be sent after the stream opened, and mail deposited
+in between would wake nobody. The price is that every replica hears every deposit's ~70 bytes
+and drops those for mailboxes with no stream here: a dictionary lookup, cheap next to the
+deposit itself, at any size a handful of replicas serve.
+
+A notification only says "look". Pub/sub drops messages while a replica is disconnected from
+Redis, so after reconnecting the hub wakes every local stream once; a follower then fetches.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+
+from redis.asyncio import Redis
+from redis.asyncio.client import PubSub
+from redis.exceptions import RedisError
+
+from relay.notify import LocalHub
+
+log = logging.getLogger("talk.relay")
+RETRY_S = 0.5
+
+
+def parse_message(data: bytes | str) -> tuple[str, str] | None:
+    """(fingerprint, tag) from a notification, or None for anything malformed."""
+    text = data.decode(errors="replace") if isinstance(data, bytes) else data
+    fp, sep, tag = text.partition(" ")
+    return (fp, tag) if sep and fp else None
+
+
+class RedisHub:
+    def __init__(self, url: str, prefix: str = "talk:") -> None:
+        self.channel = f"{prefix}notify"
+        self.redis: Redis = Redis.from_url(url)
+        self._local = LocalHub()
+        self._task: asyncio.Task[None] | None = None
+
+    def subscribe(self, fp: str) -> asyncio.Queue[str]:
+        return self._local.subscribe(fp)
+
+    def unsubscribe(self, fp: str, queue: asyncio.Queue[str]) -> None:
+        self._local.unsubscribe(fp, queue)
+
+    def streams(self, fp: str) -> int:
+        return self._local.streams(fp)
+
+    async def publish(self, fp: str, tag: str) -> None:
+        # Through Redis even for this replica's own streams: one path, one delivery each.
+        await self.redis.publish(self.channel, f"{fp} {tag}")
+
+    async def start(self) -> None:
+        pubsub = self.redis.pubsub(ignore_subscribe_messages=True)
+        await pubsub.subscribe(self.channel)
+        self._task = asyncio.create_task(self._listen(pubsub))
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+        await self.redis.aclose()
+
+    async def _listen(self, pubsub: PubSub) -> None:
+        try:
+            while True:
+                try:
+                    async for message in pubsub.listen():
+                        await self._deliver(message.get("data", b""))
+                except (RedisError, OSError) as exc:
+                    log.warning("relay: lost the Redis notification channel (%s); reconnecting", exc)
+                await asyncio.sleep(RETRY_S)  # also when listen() ends: never spin
+                await self._reconnect(pubsub)
+        finally:
+            await pubsub.aclose()  # type: ignore[no-untyped-call]  # untyped in redis-py
+
+    async def _reconnect(self, pubsub: PubSub) -> None:
+        with contextlib.suppress(RedisError, OSError):
+            await pubsub.subscribe(self.channel)
+            for fp in self._local.mailboxes():
+                await self._local.publish(fp, "")  # whatever was published meanwhile is lost
+
+    async def _deliver(self, data: bytes | str) -> None:
+        parsed = parse_message(data)
+        if parsed is not None:
+            await self._local.publish(*parsed)

@@ -1,0 +1,158 @@
+"""The Lua scripts behind `RedisStore`: each one runs atomically on the Redis server.
+
+Where SQLite opens a transaction (deposit under the caps, redeem an invite), Redis runs one of
+these scripts, so two replicas racing for the last slot of a mailbox or for one invite cannot
+both win. Key names are built inside the scripts from the prefix: fine on a single Redis server
+(what the relay supports), not on Redis Cluster, whose keys would live in different slots.
+
+Per mailbox FP under PREFIX:
+    PREFIX blob:FP       hash   id -> sealed blob
+    PREFIX meta:FP       hash   id -> "CREATED TAG" (its length is the mailbox's message count)
+    PREFIX size:FP       string total blob bytes in the mailbox
+    PREFIX tag:FP:TAG    zset   ids with that tag, scored by id (fetch order)
+Shared:
+    PREFIX seq           string the last mail id handed out (INCR: unique across replicas)
+    PREFIX age           zset   "FP ID" scored by creation time (what purge sweeps)
+"""
+
+from __future__ import annotations
+
+# Shared by the deposit and redeem scripts. Returns the new id, or false at a cap.
+_LIB = """
+local function box(prefix, fp)
+  return prefix .. 'blob:' .. fp, prefix .. 'meta:' .. fp, prefix .. 'size:' .. fp
+end
+
+local function deposit(prefix, fp, tag, blob, now, max_messages, max_bytes)
+  local blobs, meta, size = box(prefix, fp)
+  local used = tonumber(redis.call('GET', size) or '0')
+  if redis.call('HLEN', meta) >= max_messages or used + #blob > max_bytes then
+    return false
+  end
+  local id = string.format('%d', redis.call('INCR', prefix .. 'seq'))
+  redis.call('HSET', blobs, id, blob)
+  redis.call('HSET', meta, id, now .. ' ' .. tag)
+  redis.call('INCRBY', size, #blob)
+  redis.call('ZADD', prefix .. 'tag:' .. fp .. ':' .. tag, id, id)
+  redis.call('ZADD', prefix .. 'age', now, fp .. ' ' .. id)
+  return id
+end
+
+local function remove(prefix, fp, id)
+  local blobs, meta, size = box(prefix, fp)
+  local row = redis.call('HGET', meta, id)
+  if not row then
+    return 0
+  end
+  local tag = string.sub(row, string.find(row, ' ', 1, true) + 1)
+  redis.call('DECRBY', size, redis.call('HSTRLEN', blobs, id))
+  redis.call('HDEL', blobs, id)
+  redis.call('HDEL', meta, id)
+  redis.call('ZREM', prefix .. 'tag:' .. fp .. ':' .. tag, id)
+  redis.call('ZREM', prefix .. 'age', fp .. ' ' .. id)
+  if redis.call('HLEN', meta) == 0 then
+    redis.call('DEL', size)  -- an emptied mailbox leaves no keys behind
+  end
+  return 1
+end
+"""
+
+# ARGV: prefix, fp, tag, blob, now, max_messages, max_bytes
+DEPOSIT = _LIB + """
+local id = deposit(ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5], tonumber(ARGV[6]), tonumber(ARGV[7]))
+return id or ''
+"""
+
+# ARGV: prefix, tag, blob, now, max_messages, max_bytes
+REDEEM = _LIB + """
+local slot = ARGV[1] .. 'invite:' .. ARGV[2]
+local fp, expires, used = unpack(redis.call('HMGET', slot, 'fp', 'expires', 'used'))
+if not fp then return 'unknown' end
+if used == '1' then return 'used' end
+if tonumber(ARGV[4]) >= tonumber(expires) then return 'expired' end
+if not deposit(ARGV[1], fp, ARGV[2], ARGV[3], ARGV[4], tonumber(ARGV[5]), tonumber(ARGV[6])) then
+  return 'mailbox_full'
+end
+redis.call('HSET', slot, 'used', '1')
+return 'stored'
+"""
+
+# ARGV: prefix, fp, since, limit, tag... -> flat list id, created, tag, blob, ...
+# Each tag's zset is read in id order, skipping mail created at or before `since` (expired but
+# not yet purged; the purge runs every minute, so there are few); the per-tag heads are merged.
+FETCH = """
+local prefix, fp, since, limit = ARGV[1], ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4])
+local meta = prefix .. 'meta:' .. fp
+local found, seen = {}, {}
+for i = 5, #ARGV do
+  local tag = ARGV[i]
+  if not seen[tag] then
+    seen[tag] = true
+    local taken, start = 0, 0
+    while taken < limit do
+      local ids = redis.call('ZRANGE', prefix .. 'tag:' .. fp .. ':' .. tag, start, start + limit - 1)
+      if #ids == 0 then break end
+      start = start + #ids
+      for _, id in ipairs(ids) do
+        local row = redis.call('HGET', meta, id)
+        local sep = row and string.find(row, ' ', 1, true)
+        if sep and tonumber(string.sub(row, 1, sep - 1)) > since and taken < limit then
+          taken = taken + 1
+          found[#found + 1] = {tonumber(id), id, string.sub(row, 1, sep - 1), tag}
+        end
+      end
+    end
+  end
+end
+table.sort(found, function(a, b) return a[1] < b[1] end)
+local out = {}
+for i = 1, math.min(limit, #found) do
+  local m = found[i]
+  local blob = redis.call('HGET', prefix .. 'blob:' .. fp, m[2])
+  out[#out + 1] = m[2]
+  out[#out + 1] = m[3]
+  out[#out + 1] = m[4]
+  out[#out + 1] = blob
+end
+return out
+"""
+
+# ARGV: prefix, fp, id... -> how many of the ids were in this mailbox and are now gone
+ACK = _LIB + """
+local gone = 0
+for i = 3, #ARGV do
+  gone = gone + remove(ARGV[1], ARGV[2], ARGV[i])
+end
+return gone
+"""
+
+# ARGV: prefix, cutoff, batch -> {index entries swept, blobs deleted}; created <= cutoff
+PURGE = _LIB + """
+local old = redis.call('ZRANGEBYSCORE', ARGV[1] .. 'age', '-inf', ARGV[2], 'LIMIT', 0, tonumber(ARGV[3]))
+local gone = 0
+for _, member in ipairs(old) do
+  local sep = string.find(member, ' ', 1, true)
+  local fp, id = string.sub(member, 1, sep - 1), string.sub(member, sep + 1)
+  local removed = remove(ARGV[1], fp, id)
+  if removed == 0 then
+    redis.call('ZREM', ARGV[1] .. 'age', member)  -- an index entry without mail: drop it too
+  end
+  gone = gone + removed
+end
+return {#old, gone}
+"""
+
+# KEYS: the slot. ARGV: fp, expires, expire_at_ms. The first creator of a tag keeps it, as in
+# SQLite's INSERT OR IGNORE.
+CREATE_INVITE = """
+if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
+redis.call('HSET', KEYS[1], 'fp', ARGV[1], 'expires', ARGV[2], 'used', '0')
+redis.call('PEXPIREAT', KEYS[1], ARGV[3])
+return 1
+"""
+
+# KEYS: the slot. ARGV: fp. Only the slot's owner may revoke it.
+REVOKE_INVITE = """
+if redis.call('HGET', KEYS[1], 'fp') ~= ARGV[1] then return 0 end
+return redis.call('DEL', KEYS[1])
+"""

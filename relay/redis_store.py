@@ -1,0 +1,124 @@
+"""The shared store: one Redis server behind several relay replicas.
+
+Every piece of state the relay keeps lives here, so any replica can answer any request. Mail
+is kept per mailbox (see `relay.redis_scripts` for the layout), so fetching one mailbox costs
+the same however many others there are; nothing on a request's path scans the keyspace.
+
+Expiry: nonces and invite slots carry native Redis TTLs and vanish on their own. Mail does not:
+its TTL is the relay's setting, known to `purge` (and `fetch`'s `since`), and a blob dropped by
+Redis behind the store's back would leave the mailbox's count, byte total and indexes wrong.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from redis.asyncio import Redis
+
+from relay import redis_scripts
+from relay.store import DepositOutcome, Mail, RedeemOutcome
+
+PURGE_BATCH = 500  # blobs per purge script call, so one sweep never blocks Redis for long
+INVITE_GRACE_S = 86400  # a used or expired slot answers "used"/"expired" this long, as in SQLite
+LAST_EXPIRY_MS = 253402300799000  # the end of year 9999: Redis refuses later expiry times
+
+
+def _num(value: float) -> str:
+    """A float as text Lua's tonumber and Python's float() read back exactly."""
+    return repr(float(value))
+
+
+def _mail_ids(ids: list[str]) -> list[str]:
+    """The ids that can name mail, in the canonical form the store holds them in ("007" -> "7")."""
+    return [str(int(i)) for i in ids if i.isascii() and i.isdigit() and len(i) <= 18]
+
+
+def _text(value: bytes | str) -> str:
+    return value.decode() if isinstance(value, bytes) else value
+
+
+def _slot_expiry_ms(expires: float) -> int:
+    return max(1, min(LAST_EXPIRY_MS, math.floor((expires + INVITE_GRACE_S) * 1000)))
+
+
+class RedisStore:
+    def __init__(self, url: str, prefix: str = "talk:") -> None:
+        self.prefix = prefix
+        self.redis: Redis = Redis.from_url(url, decode_responses=False)
+        register = self.redis.register_script
+        self._deposit = register(redis_scripts.DEPOSIT)
+        self._redeem = register(redis_scripts.REDEEM)
+        self._fetch = register(redis_scripts.FETCH)
+        self._ack = register(redis_scripts.ACK)
+        self._purge = register(redis_scripts.PURGE)
+        self._create_invite = register(redis_scripts.CREATE_INVITE)
+        self._revoke_invite = register(redis_scripts.REVOKE_INVITE)
+
+    def _key(self, *parts: str) -> str:
+        return self.prefix + ":".join(parts)
+
+    async def put_bundle(self, fp: str, bundle: str) -> None:
+        await self.redis.set(self._key("bundle", fp), bundle)
+
+    async def get_bundle(self, fp: str) -> str | None:
+        value = await self.redis.get(self._key("bundle", fp))
+        return None if value is None else _text(value)
+
+    async def deposit(
+        self, fp: str, tag: str, blob: bytes, now: float, max_messages: int, max_bytes: int
+    ) -> tuple[DepositOutcome, str]:
+        args: list[Any] = [self.prefix, fp, tag, blob, _num(now), max_messages, max_bytes]
+        mail_id = (await self._deposit(args=args)).decode()
+        if not mail_id:
+            return DepositOutcome.MAILBOX_FULL, ""
+        return DepositOutcome.STORED, str(mail_id)
+
+    async def fetch(self, fp: str, tags: list[str], limit: int, since: float) -> list[Mail]:
+        args: list[Any] = [self.prefix, fp, _num(since), limit, *tags]
+        flat = await self._fetch(args=args)
+        return [
+            Mail(flat[i].decode(), flat[i + 2].decode(), bytes(flat[i + 3]), float(flat[i + 1]))
+            for i in range(0, len(flat), 4)
+        ]
+
+    async def ack(self, fp: str, ids: list[str]) -> int:
+        numeric = _mail_ids(ids)
+        if not numeric:
+            return 0
+        return int(await self._ack(args=[self.prefix, fp, *numeric]))
+
+    async def remember_nonce(self, fp: str, nonce: str, now: float, window: float) -> bool:
+        seconds = max(1, math.ceil(window))
+        return bool(await self.redis.set(self._key("nonce", fp, nonce), b"1", nx=True, ex=seconds))
+
+    async def create_invite(self, fp: str, tag: str, expires: float) -> None:
+        args: list[Any] = [fp, _num(expires), _slot_expiry_ms(expires)]
+        await self._create_invite(keys=[self._key("invite", tag)], args=args)
+
+    async def revoke_invite(self, fp: str, tag: str) -> bool:
+        return bool(await self._revoke_invite(keys=[self._key("invite", tag)], args=[fp]))
+
+    async def invite_owner(self, tag: str) -> str | None:
+        value = await self.redis.hget(self._key("invite", tag), "fp")
+        return None if value is None else _text(value)
+
+    async def redeem_invite(
+        self, tag: str, blob: bytes, now: float, max_messages: int, max_bytes: int
+    ) -> RedeemOutcome:
+        args: list[Any] = [self.prefix, tag, blob, _num(now), max_messages, max_bytes]
+        return RedeemOutcome((await self._redeem(args=args)).decode())
+
+    async def purge(self, now: float, ttl: float) -> int:
+        gone = 0
+        while True:
+            swept, removed = await self._purge(args=[self.prefix, _num(now - ttl), PURGE_BATCH])
+            gone += int(removed)
+            if int(swept) < PURGE_BATCH:
+                return gone
+
+    async def ping(self) -> None:
+        await self.redis.ping()
+
+    async def close(self) -> None:
+        await self.redis.aclose()

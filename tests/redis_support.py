@@ -1,0 +1,82 @@
+"""A real Redis server for the store suite and for relays on it; never a mock.
+
+REDIS_URL picks the server (default redis://127.0.0.1:6379/0). Each user gets a fresh random
+key prefix and deletes its own keys afterwards: the server may be shared, so no FLUSHDB.
+Unreachable Redis skips the test with a message, or fails it when TALK_REQUIRE_REDIS=1 (CI).
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import subprocess
+import time
+import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+import pytest
+import redis
+
+from tests.conftest import TALK, RelayProcess
+
+REDIS_URL = os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0")
+
+
+def require_redis() -> str:
+    """REDIS_URL if a server answers there; otherwise skip, or fail under TALK_REQUIRE_REDIS=1."""
+    try:
+        with redis.Redis.from_url(REDIS_URL, socket_connect_timeout=2) as client:
+            client.ping()
+    except (redis.RedisError, OSError) as exc:
+        message = f"no Redis server at {REDIS_URL} ({exc}); set REDIS_URL or start redis-server"
+        if os.environ.get("TALK_REQUIRE_REDIS") == "1":
+            pytest.fail(message + " (TALK_REQUIRE_REDIS=1: Redis must be reachable here)")
+        pytest.skip(message)
+    return REDIS_URL
+
+
+def keys_under(prefix: str) -> list[bytes]:
+    with redis.Redis.from_url(REDIS_URL) as client:
+        return list(client.scan_iter(match=prefix + "*", count=1000))
+
+
+def drop_keys(prefix: str) -> None:
+    with redis.Redis.from_url(REDIS_URL) as client:
+        for key in client.scan_iter(match=prefix + "*", count=1000):
+            client.delete(key)
+
+
+@contextmanager
+def redis_prefix() -> Iterator[str]:
+    """A prefix no other test uses; its keys are gone afterwards."""
+    require_redis()
+    prefix = f"talk-test-{secrets.token_hex(6)}:"
+    try:
+        yield prefix
+    finally:
+        drop_keys(prefix)
+
+
+@dataclass
+class StoreRelay(RelayProcess):
+    """`talk relay --store URL` as a real process (RelayProcess runs the --db form)."""
+
+    store: str = ""
+
+    def start(self) -> StoreRelay:
+        cmd = [TALK, "relay", "--port", str(self.port), "--store", self.store, *self.extra]
+        self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        deadline = time.monotonic() + 15
+        while time.monotonic() < deadline:
+            try:
+                with urllib.request.urlopen(self.url + "/healthz", timeout=1) as r:
+                    if r.status == 200:
+                        return self
+            except OSError as exc:
+                if self.proc.poll() is not None:
+                    err = self.proc.stderr.read().decode() if self.proc.stderr else ""
+                    raise RuntimeError(f"relay exited: {err}") from exc
+                time.sleep(0.05)
+        raise RuntimeError("relay did not start")

@@ -1,0 +1,74 @@
+"""The relay's HTTP contract and the mail flow on `talk relay --store redis://...`.
+
+The route tests of test_relay_api are run again here, unchanged, against a relay process on a
+real Redis server, plus the whole send/receive path between two identities.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests import test_relay_api as api
+from tests.conftest import TALK, befriend, free_port, make_agent
+from tests.redis_support import StoreRelay, keys_under, redis_prefix, require_redis
+
+
+@pytest.fixture
+def redis_relay(tmp_path: Path) -> Iterator[StoreRelay]:
+    with redis_prefix() as prefix:
+        relay = StoreRelay(tmp_path / "unused.db", free_port(), store=f"{require_redis()}?prefix={prefix}")
+        yield relay.start()
+        relay.stop()
+
+
+@pytest.mark.parametrize("case", [
+    api.test_publish_and_fetch_a_key_bundle,
+    api.test_deposit_needs_published_keys,
+    api.test_deposit_then_fetch_returns_it,
+    api.test_owner_fetch_and_ack,
+    api.test_ack_of_ids_no_mail_can_have_deletes_nothing,
+    api.test_invite_slot_admits_one_request,
+    api.test_redeem_unknown_tag,
+    api.test_expired_slot_is_gone,
+    api.test_revoked_slot_is_unknown,
+    api.test_restart_keeps_mail_keys_and_seen_nonces,
+], ids=lambda case: case.__name__.removeprefix("test_"))
+def test_http_contract_on_redis(case: object, redis_relay: StoreRelay) -> None:
+    assert callable(case)
+    case(redis_relay)  # each case asserts the statuses, bodies and what is stored
+
+
+def test_send_and_receive_through_redis(tmp_path: Path, redis_relay: StoreRelay) -> None:
+    alice = make_agent(tmp_path, redis_relay, "alice", None)
+    bob = make_agent(tmp_path, redis_relay, "bob", None)
+    befriend(alice, bob)
+    sent = alice.ok("send", "bob", "over redis", "--json").json()["id"]
+    got = bob.ok("receive").lines()
+    assert [(m["id"], m["text"]) for m in got] == [(sent, "over redis")]
+    assert bob.ok("receive").lines() == []  # acked: gone from the store
+    prefix = redis_relay.store.partition("?prefix=")[2]
+    assert not [k for k in keys_under(prefix) if k.startswith(f"{prefix}blob:".encode())]
+
+
+def test_store_and_db_together_are_refused(tmp_path: Path) -> None:
+    p = subprocess.run(
+        [TALK, "relay", "--port", str(free_port()), "--db", str(tmp_path / "never.db"),
+         "--store", "redis://127.0.0.1:6379/0"],
+        capture_output=True, text=True, timeout=30,
+    )
+    assert p.returncode != 0 and "not both" in p.stderr
+    assert not (tmp_path / "never.db").exists()
+
+
+def test_unknown_store_is_refused(tmp_path: Path) -> None:
+    p = subprocess.run(
+        [TALK, "relay", "--port", str(free_port()), "--store", "postgres://localhost/x"],
+        capture_output=True, text=True, timeout=30,
+        env={**os.environ, "TALK_HOME": str(tmp_path / "talk")},
+    )
+    assert p.returncode != 0 and "sqlite:PATH or redis://" in p.stderr

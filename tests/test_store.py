@@ -1,0 +1,239 @@
+"""The store contract, run against every backend: SQLite and a real Redis server.
+
+Both stores must give the same answers, since any relay replica may serve any request.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import secrets
+from collections.abc import Awaitable, Callable, Iterator
+from pathlib import Path
+from typing import Any, TypeVar
+
+import pytest
+
+from relay.redis_store import RedisStore
+from relay.sqlite_store import SqliteStore
+from relay.store import DepositOutcome, RedeemOutcome, Store
+from tests.redis_support import keys_under, redis_prefix
+
+T = TypeVar("T")
+Run = Callable[[Awaitable[T]], T]
+NOW = 1_800_000_000.25
+BIG = 1_000_000
+
+
+@pytest.fixture
+def loop() -> Iterator[asyncio.AbstractEventLoop]:
+    """One event loop per test: a Redis connection belongs to the loop that opened it."""
+    loop = asyncio.new_event_loop()
+    yield loop
+    loop.close()
+
+
+@pytest.fixture
+def run(loop: asyncio.AbstractEventLoop) -> Run[Any]:
+    return loop.run_until_complete
+
+
+@pytest.fixture(params=["sqlite", "redis"])
+def store(request: pytest.FixtureRequest, tmp_path: Path, loop: asyncio.AbstractEventLoop) -> Iterator[Store]:
+    if request.param == "sqlite":
+        sqlite = SqliteStore(tmp_path / "relay.db")
+        yield sqlite
+        loop.run_until_complete(sqlite.close())
+        return
+    with redis_prefix() as prefix:
+        shared = RedisStore(request.getfixturevalue("redis_url"), prefix)
+        yield shared
+        loop.run_until_complete(shared.close())
+
+
+@pytest.fixture
+def redis_url() -> str:
+    from tests.redis_support import require_redis
+
+    return require_redis()
+
+
+def hexid() -> str:
+    return secrets.token_hex(16)
+
+
+def put(run: Run[Any], store: Store, fp: str, tag: str, blob: bytes, now: float = NOW) -> str:
+    outcome, mail_id = run(store.deposit(fp, tag, blob, now, BIG, BIG))
+    assert outcome is DepositOutcome.STORED and mail_id
+    return str(mail_id)
+
+
+def test_key_directory(store: Store, run: Run[Any]) -> None:
+    fp = hexid()
+    assert run(store.get_bundle(fp)) is None
+    run(store.put_bundle(fp, '{"v": 1}'))
+    run(store.put_bundle(fp, '{"v": 2}'))  # republishing replaces
+    assert run(store.get_bundle(fp)) == '{"v": 2}'
+    assert run(store.get_bundle(hexid())) is None
+
+
+def test_fetch_is_oldest_first_and_filtered_by_tag(store: Store, run: Run[Any]) -> None:
+    fp, a, b, c = hexid(), hexid(), hexid(), hexid()
+    ids = [put(run, store, fp, tag, f"m{i}".encode()) for i, tag in enumerate([a, b, a, c, b])]
+    assert len(set(ids)) == 5
+    got = run(store.fetch(fp, [a, b], 100, NOW - 60))
+    assert [m.id for m in got] == [ids[0], ids[1], ids[2], ids[4]]
+    assert [m.tag for m in got] == [a, b, a, b]
+    assert [m.blob for m in got] == [b"m0", b"m1", b"m2", b"m4"]
+    assert all(m.created == NOW for m in got)
+    assert [m.id for m in run(store.fetch(fp, [c, c], 100, NOW - 60))] == [ids[3]]
+    assert [m.id for m in run(store.fetch(fp, [b, a], 2, NOW - 60))] == ids[:2]  # limit
+    assert run(store.fetch(fp, [hexid()], 100, NOW - 60)) == []
+    assert run(store.fetch(hexid(), [a, b, c], 100, NOW - 60)) == []  # another mailbox
+
+
+def test_ids_increase_across_mailboxes(store: Store, run: Run[Any]) -> None:
+    tag = hexid()
+    ids = [int(put(run, store, hexid(), tag, b"x")) for _ in range(5)]
+    assert ids == sorted(ids) and len(set(ids)) == 5
+
+
+def test_binary_blobs_round_trip(store: Store, run: Run[Any]) -> None:
+    fp, tag, blob = hexid(), hexid(), bytes(range(256)) * 4 + b" \x00 "
+    put(run, store, fp, tag, blob)
+    assert [m.blob for m in run(store.fetch(fp, [tag], 10, NOW - 1))] == [blob]
+
+
+def test_since_hides_expired_mail_and_purge_drops_it(store: Store, run: Run[Any]) -> None:
+    fp, tag = hexid(), hexid()
+    old = put(run, store, fp, tag, b"old", now=NOW - 100)
+    new = put(run, store, fp, tag, b"new", now=NOW)
+    assert [m.id for m in run(store.fetch(fp, [tag], 1, NOW - 50))] == [new]  # limit after since
+    assert [m.id for m in run(store.fetch(fp, [tag], 10, NOW - 100))] == [new]  # created > since
+    assert [m.id for m in run(store.fetch(fp, [tag], 10, NOW - 101))] == [old, new]
+    assert run(store.purge(NOW, 100)) == 1  # created <= now - ttl goes
+    assert [m.id for m in run(store.fetch(fp, [tag], 10, 0))] == [new]
+    assert run(store.purge(NOW, 100)) == 0
+
+
+def test_purge_sweeps_more_than_one_batch(store: Store, run: Run[Any]) -> None:
+    fp, tag = hexid(), hexid()
+    for i in range(1203):
+        put(run, store, fp, tag, b"x", now=NOW - 1000 + i * 0.001)
+    keep = put(run, store, fp, tag, b"keep")
+    assert run(store.purge(NOW, 10)) == 1203
+    assert [m.id for m in run(store.fetch(fp, [tag], 10, 0))] == [keep]
+
+
+def test_caps_count_and_bytes(store: Store, run: Run[Any]) -> None:
+    fp, tag = hexid(), hexid()
+    for _ in range(2):
+        assert run(store.deposit(fp, tag, b"12345", NOW, 2, 100))[0] is DepositOutcome.STORED
+    assert run(store.deposit(fp, tag, b"1", NOW, 2, 100)) == (DepositOutcome.MAILBOX_FULL, "")
+    other = hexid()
+    assert run(store.deposit(other, tag, b"1234", NOW, 10, 10))[0] is DepositOutcome.STORED
+    assert run(store.deposit(other, tag, b"123456", NOW, 10, 10))[0] is DepositOutcome.STORED
+    assert run(store.deposit(other, tag, b"1", NOW, 10, 10)) == (DepositOutcome.MAILBOX_FULL, "")
+    ids = [m.id for m in run(store.fetch(other, [tag], 10, 0))]
+    assert run(store.ack(other, ids[:1])) == 1  # acking frees room
+    assert run(store.deposit(other, tag, b"1234", NOW, 10, 10))[0] is DepositOutcome.STORED
+    assert len(run(store.fetch(fp, [tag], 10, 0))) == 2
+
+
+def test_concurrent_deposits_never_pass_the_cap(store: Store, run: Run[Any]) -> None:
+    fp, tag = hexid(), hexid()
+
+    async def race() -> list[tuple[DepositOutcome, str]]:
+        return list(await asyncio.gather(*(store.deposit(fp, tag, b"x", NOW, 7, BIG) for _ in range(30))))
+
+    outcomes = [o for o, _ in run(race())]
+    assert outcomes.count(DepositOutcome.STORED) == 7
+    assert len(run(store.fetch(fp, [tag], 100, 0))) == 7
+
+
+def test_ack_deletes_only_the_owners_ids(store: Store, run: Run[Any]) -> None:
+    alice, mallory, tag = hexid(), hexid(), hexid()
+    mine = [put(run, store, alice, tag, b"a1"), put(run, store, alice, tag, b"a2")]
+    theirs = put(run, store, mallory, tag, b"m1")
+    assert run(store.ack(mallory, mine)) == 0  # another owner's ids delete nothing
+    assert [m.id for m in run(store.fetch(alice, [tag], 10, 0))] == mine
+    assert run(store.ack(alice, ["abc", "9" * 64, "\u00b2", "0", mine[0], mine[0]])) == 1
+    assert [m.id for m in run(store.fetch(alice, [tag], 10, 0))] == mine[1:]
+    assert run(store.ack(alice, [mine[1]])) == 1
+    assert run(store.ack(alice, [mine[1]])) == 0  # acking twice is harmless
+    assert run(store.fetch(alice, [tag], 10, 0)) == []
+    assert [m.id for m in run(store.fetch(mallory, [tag], 10, 0))] == [theirs]
+
+
+def test_nonce_replay(store: Store, run: Run[Any]) -> None:
+    fp, nonce = hexid(), hexid()
+    assert run(store.remember_nonce(fp, nonce, NOW, 120)) is True
+    assert run(store.remember_nonce(fp, nonce, NOW + 1, 120)) is False  # a replay
+    assert run(store.remember_nonce(hexid(), nonce, NOW, 120)) is True  # per mailbox
+    assert run(store.remember_nonce(fp, hexid(), NOW, 120)) is True
+
+
+def test_invite_outcomes(store: Store, run: Run[Any]) -> None:
+    fp, tag = hexid(), hexid()
+    assert run(store.redeem_invite(tag, b"req", NOW, BIG, BIG)) is RedeemOutcome.UNKNOWN
+    assert run(store.invite_owner(tag)) is None
+    run(store.create_invite(fp, tag, NOW + 600))
+    run(store.create_invite(hexid(), tag, NOW + 900))  # the first owner keeps a tag
+    assert run(store.invite_owner(tag)) == fp
+    assert run(store.redeem_invite(tag, b"req", NOW, BIG, BIG)) is RedeemOutcome.STORED
+    assert run(store.redeem_invite(tag, b"again", NOW, BIG, BIG)) is RedeemOutcome.USED
+    got = run(store.fetch(fp, [tag], 10, 0))
+    assert [(m.tag, m.blob) for m in got] == [(tag, b"req")]
+
+    late = hexid()
+    run(store.create_invite(fp, late, NOW - 1))
+    assert run(store.redeem_invite(late, b"req", NOW, BIG, BIG)) is RedeemOutcome.EXPIRED
+    assert run(store.fetch(fp, [late], 10, 0)) == []
+
+
+def test_invite_into_a_full_mailbox_stays_usable(store: Store, run: Run[Any]) -> None:
+    fp, tag = hexid(), hexid()
+    put(run, store, fp, hexid(), b"fills it")
+    run(store.create_invite(fp, tag, NOW + 600))
+    assert run(store.redeem_invite(tag, b"req", NOW, 1, BIG)) is RedeemOutcome.MAILBOX_FULL
+    assert run(store.redeem_invite(tag, b"req", NOW, 2, BIG)) is RedeemOutcome.STORED
+
+
+def test_revoke_only_by_the_owner(store: Store, run: Run[Any]) -> None:
+    fp, tag = hexid(), hexid()
+    run(store.create_invite(fp, tag, NOW + 600))
+    assert run(store.revoke_invite(hexid(), tag)) is False
+    assert run(store.invite_owner(tag)) == fp
+    assert run(store.revoke_invite(fp, tag)) is True
+    assert run(store.revoke_invite(fp, tag)) is False
+    assert run(store.redeem_invite(tag, b"req", NOW, BIG, BIG)) is RedeemOutcome.UNKNOWN
+
+
+def test_ping(store: Store, run: Run[Any]) -> None:
+    assert run(store.ping()) is None
+
+
+# ---------------------------------------------------------------- Redis only
+
+
+def test_redis_mailbox_leaves_no_keys_once_emptied(redis_url: str, run: Run[Any]) -> None:
+    with redis_prefix() as prefix:
+        store = RedisStore(redis_url, prefix)
+        fp, tag = hexid(), hexid()
+        ids = [put(run, store, fp, tag, b"x") for _ in range(3)]
+        assert {k.decode() for k in keys_under(prefix)} >= {f"{prefix}blob:{fp}", f"{prefix}size:{fp}"}
+        assert run(store.ack(fp, ids)) == 3
+        assert {k.decode() for k in keys_under(prefix)} == {f"{prefix}seq"}
+        run(store.close())
+
+
+def test_redis_nonces_and_spent_slots_expire_natively(redis_url: str, run: Run[Any]) -> None:
+    with redis_prefix() as prefix:
+        store = RedisStore(redis_url, prefix)
+        fp, nonce, tag = hexid(), hexid(), hexid()
+        run(store.remember_nonce(fp, nonce, NOW, 120))
+        run(store.create_invite(fp, tag, 2_000_000_000.0))
+        run(store.create_invite(fp, hexid(), 1e300))  # far future: kept, no overflowing TTL
+        ttl_nonce = run(store.redis.ttl(f"{prefix}nonce:{fp}:{nonce}"))
+        assert 100 < ttl_nonce <= 120
+        assert run(store.redis.ttl(f"{prefix}invite:{tag}")) > 0
+        run(store.close())
