@@ -76,6 +76,7 @@ class Relay:
     base_env: dict[str, str]
     port: int = field(default_factory=free_port)
     proc: subprocess.Popen[bytes] | None = None
+    store: str | None = None  # a `--store` spec (e.g. a Redis URL); None: the SQLite file `db`
 
     @property
     def url(self) -> str:
@@ -83,8 +84,8 @@ class Relay:
 
     def start(self, deadline: Deadline) -> None:
         self.db.parent.mkdir(parents=True, exist_ok=True)
-        cmd = [self.talk, "relay", "--host", "127.0.0.1", "--port", str(self.port),
-               "--db", str(self.db)]
+        where = ["--store", self.store] if self.store else ["--db", str(self.db)]
+        cmd = [self.talk, "relay", "--host", "127.0.0.1", "--port", str(self.port), *where]
         env = {**self.base_env, "TALK_HOME": str(self.db.parent)}
         with self.log.open("wb") as log:
             self.proc = subprocess.Popen(

@@ -1,6 +1,6 @@
 """The relay's HTTP routes: thin shells over the store, `keys.wire` auth and the limits.
 
-    GET  /healthz                          store reachable, version
+    GET  /healthz                          store reachable (503 if not), version, store kind
     PUT  /v1/keys/{fp}                     publish a self-signed key bundle (must hash to fp)
     GET  /v1/keys/{fp}                     fetch a bundle; the caller checks it against fp
     POST /v1/mail/{fp}/{tag}               anyone: deposit one sealed blob (raw body)
@@ -11,6 +11,9 @@
     POST /v1/redeem/{tag}                  anyone: the one contact request an invite admits
     WS   /v1/mail/{fp}/stream              owner: {"type":"ready"}, then {"type":"mail","tag"}
                                            each time mail is deposited in the mailbox
+
+Deposits and redemptions spend a token of the client's and of the tag's bucket (429 with
+Retry-After when empty); a mailbox holds at most `max_streams_per_mailbox` streams per process.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ from typing import Any
 
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
+from starlette.middleware import Middleware
 from starlette.requests import HTTPConnection, Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route, WebSocketRoute
@@ -34,13 +38,17 @@ from starlette.websockets import WebSocket, WebSocketDisconnect
 from keys.encoding import b64e, is_hex32
 from keys.identity import KeyBundle
 from keys.wire import AUTH_WINDOW_S, AuthVerdict, check_auth
+from relay import logsafe
 from relay.config import RelayConfig
 from relay.errors import ApiError, bad_request, not_found
+from relay.limits import Limiter, client_address, retry_after
+from relay.metrics import Metrics, TimedRoutes
 from relay.notify import Hub, LocalHub
 from relay.store import DepositOutcome, RedeemOutcome, Store
 
 VERSION = "0.1.0"
 JSON_LIMIT = 256 * 1024
+PING_TIMEOUT_S = 5.0  # a health check that hangs is as bad as one that fails
 log = logging.getLogger("talk.relay")
 
 
@@ -96,10 +104,30 @@ def _unix_seconds(value: object) -> float | None:
 
 
 class Relay:
-    def __init__(self, store: Store, config: RelayConfig, hub: Hub) -> None:
+    def __init__(
+        self, store: Store, config: RelayConfig, hub: Hub, metrics: Metrics, store_kind: str
+    ) -> None:
         self.store = store
         self.config = config
         self.hub = hub
+        self.metrics = metrics
+        self.store_kind = store_kind
+        self.per_client = Limiter(config.rate_per_client)
+        self.per_tag = Limiter(config.rate_per_tag)
+
+    def admit_deposit(self, conn: HTTPConnection, tag_key: str) -> None:
+        """Spend one token of the client's bucket and one of the tag's, or refuse with 429."""
+        now = time.monotonic()  # buckets measure intervals; wall-clock steps must not refill them
+        peer = conn.client.host if conn.client else None
+        client = client_address(peer, conn.headers.get("x-forwarded-for"), self.config.behind_proxy)
+        for limiter, key, what in ((self.per_client, client, "from this client"),
+                                   (self.per_tag, tag_key, "into this channel")):
+            wait = limiter.take(key, now)
+            if wait:
+                log.info("relay: rate limited %s %s", what, logsafe.hide(key))
+                after = retry_after(wait)
+                raise ApiError(429, "rate_limited", f"too many deposits {what}; retry in {after} s",
+                               {"Retry-After": after})
 
     async def owner_request(self, request: Request, limit: int = JSON_LIMIT) -> tuple[str, bytes]:
         """Authenticate the mailbox owner; return (fingerprint, body)."""
@@ -129,8 +157,13 @@ class Relay:
             raise ApiError(401, "unauthorized", "replayed request: this signature was already used")
 
     async def healthz(self, request: Request) -> Response:
-        await self.store.ping()
-        return JSONResponse({"ok": True, "version": VERSION})
+        try:
+            await asyncio.wait_for(self.store.ping(), PING_TIMEOUT_S)
+        except Exception as exc:  # any failure of the store is the answer this route exists for
+            log.warning("relay: health check failed: %r", exc)
+            raise ApiError(503, "store_unavailable",
+                           f"the {self.store_kind} store does not answer; see the relay's log") from exc
+        return JSONResponse({"ok": True, "version": VERSION, "store": self.store_kind})
 
     async def put_keys(self, request: Request) -> Response:
         fp = _path_hex(request, "fp")
@@ -152,6 +185,7 @@ class Relay:
 
     async def deposit(self, request: Request) -> Response:
         fp, tag = _path_hex(request, "fp"), _path_hex(request, "tag")
+        self.admit_deposit(request, f"{fp}/{tag}")
         blob = await _body(request, self.config.max_blob)
         if not blob:
             raise bad_request("empty body: deposit one sealed blob")
@@ -163,6 +197,7 @@ class Relay:
         )
         if outcome is DepositOutcome.MAILBOX_FULL:
             raise ApiError(507, "mailbox_full", "the recipient's mailbox is full; retry later")
+        self.count_deposit(blob)
         await self.hub.publish(fp, tag)
         return JSONResponse({"id": mail_id}, status_code=201)
 
@@ -177,12 +212,15 @@ class Relay:
         since = time.time() - self.config.ttl_s
         mail = await self.store.fetch(fp, tags, limit + 1, since)
         messages = [{"id": m.id, "tag": m.tag, "blob": b64e(m.blob), "ts": m.created} for m in mail]
+        self.metrics.deliveries.inc(min(limit, len(messages)))
         return JSONResponse({"messages": messages[:limit], "more": len(messages) > limit})
 
     async def ack(self, request: Request) -> Response:
         fp, body = await self.owner_request(request)
         ids = _hex_list(_json_object(body), "ids", 1000)
-        return JSONResponse({"deleted": await self.store.ack(fp, ids)})
+        deleted = await self.store.ack(fp, ids)
+        self.metrics.acks.inc(deleted)
+        return JSONResponse({"deleted": deleted})
 
     async def open_invite(self, request: Request) -> Response:
         fp, body = await self.owner_request(request)
@@ -202,6 +240,7 @@ class Relay:
 
     async def redeem(self, request: Request) -> Response:
         tag = _path_hex(request, "tag")
+        self.admit_deposit(request, tag)
         blob = await _body(request, self.config.max_blob)
         if not blob:
             raise bad_request("empty body: deposit one sealed contact request")
@@ -209,6 +248,7 @@ class Relay:
             tag, blob, time.time(), self.config.max_mailbox_messages, self.config.max_mailbox_bytes
         )
         if outcome is RedeemOutcome.STORED:
+            self.count_deposit(blob)
             fp = await self.store.invite_owner(tag)
             if fp is not None:
                 await self.hub.publish(fp, tag)
@@ -220,16 +260,29 @@ class Relay:
             RedeemOutcome.MAILBOX_FULL: ApiError(507, "mailbox_full", "inviter's mailbox is full"),
         }[outcome]
 
+    def count_deposit(self, blob: bytes) -> None:
+        self.metrics.deposits.inc()
+        self.metrics.deposit_bytes.inc(len(blob))
+
+    def check_stream_room(self, fp: str) -> None:
+        if self.hub.streams(fp) >= self.config.max_streams_per_mailbox:
+            log.info("relay: refused a push stream to mailbox %s: at the cap", logsafe.hide(fp))
+            cap = self.config.max_streams_per_mailbox
+            raise ApiError(429, "too_many_streams",
+                           f"this mailbox already has {cap} push streams open; close one first")
 
     async def stream(self, ws: WebSocket) -> None:
         """Push a wake-up to the mailbox owner each time mail is deposited for it."""
         try:
             fp = _path_hex(ws, "fp")
             await self.check_owner(fp, "GET", ws.url.path, ws.headers.items(), b"")
+            # No await between this check and subscribe: two handshakes cannot both take the last slot.
+            self.check_stream_room(fp)
         except ApiError as exc:
-            await _deny(ws, exc)
+            await self.deny(ws, exc)
             return
         queue = self.hub.subscribe(fp)
+        self.metrics.streams.inc()
         try:
             await ws.accept()
             await ws.send_json({"type": "ready"})
@@ -237,15 +290,33 @@ class Relay:
         except WebSocketDisconnect:
             pass
         finally:
+            self.metrics.streams.dec()
             self.hub.unsubscribe(fp, queue)
 
+    async def deny(self, ws: WebSocket, exc: ApiError) -> None:
+        """Refuse the handshake with the same HTTP status and JSON as any other route."""
+        self.metrics.errors.labels(exc.code).inc()
+        if "websocket.http.response" in ws.scope.get("extensions", {}):
+            await ws.send_denial_response(_error_response(exc.status, exc.code, exc.message, exc.headers))
+        else:
+            await ws.close(code=1008, reason=exc.message[:120])
 
-async def _deny(ws: WebSocket, exc: ApiError) -> None:
-    """Refuse the handshake with the same HTTP status and JSON as any other route."""
-    if "websocket.http.response" in ws.scope.get("extensions", {}):
-        await ws.send_denial_response(_error_response(exc.status, exc.code, exc.message))
-    else:
-        await ws.close(code=1008, reason=exc.message[:120])
+    async def api_error(self, request: Request, exc: Exception) -> Response:
+        assert isinstance(exc, ApiError)
+        self.metrics.errors.labels(exc.code).inc()
+        return _error_response(exc.status, exc.code, exc.message, exc.headers)
+
+    async def http_error(self, request: Request, exc: Exception) -> Response:
+        assert isinstance(exc, HTTPException)
+        codes = {404: "not_found", 405: "method_not_allowed"}
+        message = {404: "no such route", 405: "method not allowed on this route"}
+        code = codes.get(exc.status_code, "http_error")
+        self.metrics.errors.labels(code).inc()
+        return _error_response(exc.status_code, code, message.get(exc.status_code, str(exc.detail)))
+
+    async def internal_error(self, request: Request, exc: Exception) -> Response:
+        self.metrics.errors.labels("internal").inc()
+        return _error_response(500, "internal", "internal relay error; the operator's log has details")
 
 
 async def _pump(ws: WebSocket, queue: asyncio.Queue[str]) -> None:
@@ -267,29 +338,18 @@ async def _pump(ws: WebSocket, queue: asyncio.Queue[str]) -> None:
         listener.cancel()
 
 
-def _error_response(status: int, code: str, message: str) -> JSONResponse:
-    return JSONResponse({"error": code, "message": message}, status_code=status)
+def _error_response(
+    status: int, code: str, message: str, headers: dict[str, str] | None = None
+) -> JSONResponse:
+    return JSONResponse({"error": code, "message": message}, status_code=status, headers=headers)
 
 
-async def _api_error(request: Request, exc: Exception) -> Response:
-    assert isinstance(exc, ApiError)
-    return _error_response(exc.status, exc.code, exc.message)
-
-
-async def _http_error(request: Request, exc: Exception) -> Response:
-    assert isinstance(exc, HTTPException)
-    codes = {404: "not_found", 405: "method_not_allowed"}
-    message = {404: "no such route", 405: "method not allowed on this route"}
-    code = codes.get(exc.status_code, "http_error")
-    return _error_response(exc.status_code, code, message.get(exc.status_code, str(exc.detail)))
-
-
-async def _internal_error(request: Request, exc: Exception) -> Response:
-    return _error_response(500, "internal", "internal relay error; the operator's log has details")
-
-
-def create_app(store: Store, config: RelayConfig | None = None, hub: Hub | None = None) -> Starlette:
-    relay = Relay(store, config or RelayConfig(), hub or LocalHub())
+def create_app(
+    store: Store, config: RelayConfig | None = None, hub: Hub | None = None,
+    metrics: Metrics | None = None, store_kind: str = "sqlite",
+) -> Starlette:
+    """`metrics` is always counted; only `relay.metrics.serve_metrics` makes it visible."""
+    relay = Relay(store, config or RelayConfig(), hub or LocalHub(), metrics or Metrics(), store_kind)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
@@ -322,5 +382,7 @@ def create_app(store: Store, config: RelayConfig | None = None, hub: Hub | None 
         Route("/v1/redeem/{tag}", relay.redeem, methods=["POST"]),
         WebSocketRoute("/v1/mail/{fp}/stream", relay.stream),
     ]
-    handlers = {ApiError: _api_error, HTTPException: _http_error, Exception: _internal_error}
-    return Starlette(routes=routes, exception_handlers=handlers, lifespan=lifespan)
+    handlers = {ApiError: relay.api_error, HTTPException: relay.http_error,
+                Exception: relay.internal_error}
+    timed = [Middleware(TimedRoutes, metrics=relay.metrics)]
+    return Starlette(routes=routes, exception_handlers=handlers, middleware=timed, lifespan=lifespan)

@@ -8,19 +8,25 @@
     ├── 409 invite_used       an invite code that was already redeemed
     ├── 410 invite_expired    an invite past its expiry
     ├── 413 too_large         a body over the blob limit
+    ├── 429 rate_limited      too many deposits from one client or into one tag; see Retry-After
+    ├── 429 too_many_streams  the mailbox already has the most push streams a relay allows
     ├── 507 mailbox_full      the recipient's mailbox is at its cap; retry later
-    └── 500 internal          a bug; never for bad input
+    ├── 500 internal          a bug; never for bad input
+    └── 503 store_unavailable GET /healthz: the store does not answer
 """
 
 from __future__ import annotations
 
 
 class ApiError(Exception):
-    def __init__(self, status: int, code: str, message: str) -> None:
+    def __init__(
+        self, status: int, code: str, message: str, headers: dict[str, str] | None = None
+    ) -> None:
         super().__init__(message)
         self.status = status
         self.code = code
         self.message = message
+        self.headers = headers or {}
 
 
 def bad_request(message: str) -> ApiError:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -15,6 +15,9 @@ from talk.install_codex import install_codex_command
 from talk.options import Json, PassFile, Relay, User
 from talk.output import LOUD_NO_PASSPHRASE, emit_json, result, warn
 from talk.spool_cli import gc_command, log_command, session_app
+
+if TYPE_CHECKING:
+    from relay.config import RelayConfig
 
 app = typer.Typer(
     name="talk",
@@ -271,33 +274,78 @@ def run_relay(
         "default: sqlite:TALK_HOME/relay.db). Replicas share mail through one Redis.",
     )] = None,
     db: Annotated[Path | None, typer.Option(help="SQLite file: short for --store sqlite:PATH.")] = None,
-    ttl: Annotated[float, typer.Option(help="Seconds undelivered mail is kept.")] = 7 * 86400,
-    max_blob: Annotated[int | None, typer.Option(help="Largest accepted blob, bytes.")] = None,
+    ttl: Annotated[float, typer.Option(
+        envvar="TALK_RELAY_TTL", help="Seconds undelivered mail is kept.")] = 7 * 86400,
+    max_blob: Annotated[int | None, typer.Option(
+        min=1, envvar="TALK_RELAY_MAX_BLOB", help="Largest accepted blob, bytes (413 above).")] = None,
     purge_interval: Annotated[float, typer.Option(help="Seconds between expiry sweeps.")] = 60.0,
-    max_mailbox: Annotated[
-        int | None, typer.Option(min=1, help="Most undelivered messages per mailbox.")
-    ] = None,
+    max_mailbox: Annotated[int | None, typer.Option(
+        min=1, envvar="TALK_RELAY_MAX_MAILBOX",
+        help="Most undelivered messages per mailbox (507 above).")] = None,
+    rate_per_client: Annotated[str, typer.Option(
+        envvar="TALK_RELAY_RATE_PER_CLIENT",
+        help="Deposits per client address: N/S[:BURST] (429 above), or off.")] = "50/1:200",
+    rate_per_tag: Annotated[str, typer.Option(
+        envvar="TALK_RELAY_RATE_PER_TAG",
+        help="Deposits per channel tag: N/S[:BURST] (429 above), or off.")] = "20/1:100",
+    max_streams: Annotated[int, typer.Option(
+        min=1, envvar="TALK_RELAY_MAX_STREAMS",
+        help="Open push streams per mailbox on this process (429 above).")] = 8,
+    behind_proxy: Annotated[bool, typer.Option(
+        envvar="TALK_RELAY_BEHIND_PROXY",
+        help="Limit by the first X-Forwarded-For hop: only behind a proxy that sets it.")] = False,
+    metrics_port: Annotated[int | None, typer.Option(
+        min=1, max=65535, envvar="TALK_RELAY_METRICS_PORT",
+        help="Serve Prometheus metrics on 127.0.0.1:PORT (off unless given).")] = None,
 ) -> None:
     """Run a relay (SQLite file, or Redis for several replicas) until interrupted."""
-    import dataclasses
     import os
 
     from keys.keystore import talk_home
     from relay.backends import choose_store
-    from relay.config import RelayConfig
     from relay.server import serve
 
-    config = RelayConfig(ttl_s=ttl, purge_interval_s=purge_interval)
-    if max_blob is not None:
-        config = dataclasses.replace(config, max_blob=max_blob)
-    if max_mailbox is not None:
-        config = dataclasses.replace(config, max_mailbox_messages=max_mailbox)
+    config = _relay_config(ttl, max_blob, purge_interval, max_mailbox, rate_per_client, rate_per_tag,
+                           max_streams, behind_proxy)
     try:
         spec = choose_store(store, db, os.environ.get("TALK_RELAY_STORE"), talk_home() / "relay.db")
     except ValueError as exc:
         raise typer.BadParameter(str(exc), param_hint="--store") from exc
     warn(f"relay listening on http://{host}:{port} (store {spec.kind} {spec.describe()})")
-    serve(host, port, spec, config)
+    if metrics_port is not None:
+        warn(f"relay metrics on http://127.0.0.1:{metrics_port}/metrics")
+    serve(host, port, spec, config, metrics_port)
+
+
+def _relay_config(
+    ttl: float, max_blob: int | None, purge_interval: float, max_mailbox: int | None,
+    rate_per_client: str, rate_per_tag: str, max_streams: int, behind_proxy: bool,
+) -> RelayConfig:
+    """The RelayConfig the flags describe; a bad rate is a usage error naming its flag."""
+    import dataclasses
+
+    from relay.config import RelayConfig
+    from relay.limits import Rate
+
+    rates = {}
+    for flag, text in (("--rate-per-client", rate_per_client), ("--rate-per-tag", rate_per_tag)):
+        try:
+            rates[flag] = Rate.parse(text)
+        except ValueError as exc:
+            raise typer.BadParameter(str(exc), param_hint=flag) from exc
+    try:
+        config = RelayConfig(
+            ttl_s=ttl, purge_interval_s=purge_interval, rate_per_client=rates["--rate-per-client"],
+            rate_per_tag=rates["--rate-per-tag"], max_streams_per_mailbox=max_streams,
+            behind_proxy=behind_proxy,
+        )
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc), param_hint="--ttl") from exc
+    if max_blob is not None:
+        config = dataclasses.replace(config, max_blob=max_blob)
+    if max_mailbox is not None:
+        config = dataclasses.replace(config, max_mailbox_messages=max_mailbox)
+    return config
 
 
 @app.command()

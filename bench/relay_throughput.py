@@ -1,0 +1,442 @@
+"""Relay throughput: N senders and M receivers against ONE relay worker, next to a minimal endpoint.
+
+Clients are the real `follower.client.RelayClient` (one kept-alive connection per thread), spread
+over a few processes so the client's GIL is not the bottleneck; the relay is a `talk relay`
+process on a free 127.0.0.1 port. Sender i deposits pre-sealed blobs (sealed before timing, so
+the client's crypto is not measured) into receiver i mod M's mailbox under their channel tag;
+each receiver loops signed fetch (a page of up to 100) and one signed ack for the page, and
+sleeps --idle-ms when its mailbox is empty. Senders pause while more than --window messages
+are deposited but not yet delivered, so the backlog stays bounded and latency means something.
+
+Cases, measured in the same run, each after --warmup seconds, for --seconds:
+
+  baseline   a minimal Starlette app (in this file: POST stores a blob in a dict of deques,
+             GET pops one) under uvicorn with the relay's settings (one worker, uvloop,
+             httptools, no access log), driven by the same clients over the same HTTP code
+  sqlite     `talk relay --store sqlite:FILE`
+  redis      `talk relay --store redis://127.0.0.1:6379/0?prefix=<unique>`  (not with --skip-redis)
+  redis x2   two replicas on that Redis: senders to A, receivers to B
+
+The relay's deposit rate limits (per client address, per tag) are turned off through their
+environment variables: with every client on 127.0.0.1 they would measure the limiter.
+Latency is deposit returned → the fetch that brought the message returned, p50/p99 over
+messages delivered in the window. Every process started is stopped by its PID; the Redis keys
+under the run's prefix are deleted afterwards (never FLUSHDB). Loopback only.
+
+    .venv/bin/python bench/relay_throughput.py [--seconds 10] [--senders 16] [--receivers 16]
+                                              [--skip-redis]
+
+A table goes to stderr; stdout ends with one JSON line for the SQLite single-worker case:
+    {"deposits_per_s":…,"deliveries_per_s":…,"baseline_per_s":…,"ratio":…,"p50_ms":…,"p99_ms":…}
+(other cases as extra keys). Targets: ≥ 5,000 deposits/s and deliveries/s, ratio ≥ 0.30.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import multiprocessing as mp
+import os
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.request
+import uuid
+from collections import defaultdict, deque
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from common import BenchError, Deadline, Relay, base_env, find_talk, free_port
+from nacl.public import PublicKey
+
+from follower.client import RelayClient
+from follower.http11 import Connection
+from keys.envelope import channel_tag, new_message, seal
+from keys.identity import Identity
+
+REDIS_URL = "redis://127.0.0.1:6379/0"
+POOL = 64  # distinct pre-sealed blobs per sender, reused in turn
+PAGE = 100
+
+
+# ---- the minimal endpoint (served in a child process: `--serve-baseline PORT`) -------------
+
+def baseline_app() -> Any:
+    from starlette.applications import Starlette
+    from starlette.requests import Request
+    from starlette.responses import Response
+    from starlette.routing import Route
+
+    boxes: dict[str, deque[bytes]] = defaultdict(deque)
+    counter = iter(range(1, 1 << 62))
+
+    async def post(request: Request) -> Response:
+        mail_id = str(next(counter)).encode()
+        boxes[request.path_params["r"]].append(mail_id + b" " + await request.body())
+        return Response(mail_id, status_code=201)
+
+    async def pop(request: Request) -> Response:
+        box = boxes.get(request.path_params["r"])
+        return Response(box.popleft() if box else b"")  # empty: nothing waiting
+
+    async def healthz(request: Request) -> Response:
+        return Response(b"ok")
+
+    return Starlette(routes=[
+        Route("/healthz", healthz, methods=["GET"]),
+        Route("/box/{r}", post, methods=["POST"]),
+        Route("/box/{r}", pop, methods=["GET"]),
+    ])
+
+
+def serve_baseline(port: int) -> None:
+    import uvicorn
+
+    uvicorn.run(baseline_app(), host="127.0.0.1", port=port, access_log=False,
+                log_level="warning", server_header=False)
+
+
+@dataclass
+class Server:
+    """The baseline endpoint as a child process, stopped by its PID."""
+
+    port: int = field(default_factory=free_port)
+    proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def start(self, deadline: Deadline) -> None:
+        self.proc = subprocess.Popen(
+            [sys.executable, __file__, "--serve-baseline", str(self.port)],
+            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, env=base_env(None),
+        )
+        wait_healthy(self.url, self.proc, deadline)
+
+    def stop(self) -> None:
+        proc, self.proc = self.proc, None
+        if proc is not None and proc.poll() is None:
+            os.kill(proc.pid, signal.SIGTERM)
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                os.kill(proc.pid, signal.SIGKILL)
+                proc.wait(timeout=10)
+
+
+def wait_healthy(url: str, proc: subprocess.Popen[bytes], deadline: Deadline) -> None:
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+    stop = time.monotonic() + deadline.timeout(15)
+    while time.monotonic() < stop:
+        if proc.poll() is not None:
+            raise BenchError(f"server at {url} exited with {proc.returncode}")
+        try:
+            with opener.open(url + "/healthz", timeout=1):
+                return
+        except OSError:
+            time.sleep(0.05)
+    raise BenchError(f"server at {url} did not answer /healthz in time")
+
+
+# ---- the load: worker processes, each running a few client threads ---------------------------
+
+@dataclass
+class Plan:
+    """What every client thread needs; built before forking, so children inherit it."""
+
+    send_url: str
+    recv_url: str
+    baseline: bool
+    senders: list[tuple[str, str, list[bytes]]]  # (recipient fp, tag, pre-sealed blobs)
+    receivers: list[tuple[Identity, list[str]]]  # (identity, the tags it fetches)
+    window: int
+    idle_s: float
+    t0: float = 0.0  # measurement window, time.monotonic() (system-wide on Linux)
+    t1: float = 0.0
+
+
+class Shared:
+    """Per-thread counters in shared memory: the senders' backlog gate reads their sums."""
+
+    def __init__(self, senders: int, receivers: int) -> None:
+        self.deposited = mp.Array("q", senders, lock=False)
+        self.delivered = mp.Array("q", receivers, lock=False)
+        self.stop = mp.Event()
+
+    def backlog(self) -> int:
+        return sum(self.deposited) - sum(self.delivered)
+
+
+def send_loop(plan: Plan, shared: Shared, i: int, out: dict[str, Any]) -> None:
+    fp, tag, blobs = plan.senders[i]
+    client = RelayClient(plan.send_url)
+    conn = Connection("127.0.0.1", int(plan.send_url.rsplit(":", 1)[1]), 10.0)
+    times: list[tuple[str, float]] = out["deposits"]
+    n = 0
+    try:
+        while not shared.stop.is_set():
+            if shared.backlog() > plan.window:
+                time.sleep(0.0005)
+                continue
+            blob = blobs[n % len(blobs)]
+            if plan.baseline:
+                status, body = conn.exchange("POST", f"/box/{fp}", blob,
+                                             {"content-type": "application/octet-stream"})
+                if status != 201:
+                    raise BenchError(f"baseline POST answered {status}")
+                mail_id = body.decode()
+            else:
+                mail_id = client.deposit(fp, tag, blob)
+            times.append((mail_id, time.monotonic()))
+            n += 1
+            shared.deposited[i] = n
+    finally:
+        client.close()
+        conn.close()
+
+
+def receive_loop(plan: Plan, shared: Shared, j: int, out: dict[str, Any]) -> None:
+    me, tags = plan.receivers[j]
+    client = RelayClient(plan.recv_url)
+    conn = Connection("127.0.0.1", int(plan.recv_url.rsplit(":", 1)[1]), 10.0)
+    times: list[tuple[str, float]] = out["deliveries"]
+    n = 0
+    try:
+        while not shared.stop.is_set():
+            if plan.baseline:
+                status, body = conn.exchange("GET", f"/box/{me.fingerprint}", b"", {})
+                ids = [body.split(b" ", 1)[0].decode()] if status == 200 and body else []
+            else:
+                mail, _ = client.fetch(me, tags, PAGE)
+                ids = [m.id for m in mail]
+                if ids:
+                    client.ack(me, ids)
+            if not ids:
+                time.sleep(plan.idle_s)
+                continue
+            now = time.monotonic()
+            times.extend((mail_id, now) for mail_id in ids)
+            n += len(ids)
+            shared.delivered[j] = n
+    finally:
+        client.close()
+        conn.close()
+
+
+def worker(plan: Plan, shared: Shared, role: str, indexes: list[int], results: Any) -> None:
+    out: dict[str, Any] = {"deposits": [], "deliveries": [], "errors": []}
+    loop = send_loop if role == "send" else receive_loop
+
+    def guarded(k: int) -> None:
+        try:
+            loop(plan, shared, k, out)
+        except Exception as exc:  # reported in the table, not swallowed
+            out["errors"].append(f"{role} {k}: {exc}")
+
+    threads = [threading.Thread(target=guarded, args=(k,)) for k in indexes]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    results.put(out)
+
+
+def drive(plan: Plan, procs: int, warmup: float, seconds: float) -> dict[str, Any]:
+    shared = Shared(len(plan.senders), len(plan.receivers))
+    plan.t0 = time.monotonic() + warmup
+    plan.t1 = plan.t0 + seconds
+    results: Any = mp.get_context("fork").Queue()
+    half = max(1, procs // 2)
+    groups = [("send", list(range(len(plan.senders)))[k::half]) for k in range(half)]
+    groups += [("recv", list(range(len(plan.receivers)))[k::half]) for k in range(half)]
+    groups = [g for g in groups if g[1]]
+    ctx = mp.get_context("fork")
+    children = [ctx.Process(target=worker, args=(plan, shared, role, idx, results))
+                for role, idx in groups]
+    for c in children:
+        c.start()
+    try:
+        time.sleep(max(0.0, plan.t1 - time.monotonic()))
+    finally:
+        shared.stop.set()
+        outs = [results.get(timeout=60) for _ in children]
+        for c in children:
+            c.join(timeout=30)
+            if c.is_alive():
+                os.kill(c.pid or 0, signal.SIGKILL)
+                c.join()
+    return summarize(plan, outs)
+
+
+def pct(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))] if ordered else float("nan")
+
+
+def summarize(plan: Plan, outs: list[dict[str, Any]]) -> dict[str, Any]:
+    deposited = {i: t for o in outs for i, t in o["deposits"]}
+    delivered = [(i, t) for o in outs for i, t in o["deliveries"]]
+    span = plan.t1 - plan.t0
+    in_window = [(i, t) for i, t in delivered if plan.t0 <= t <= plan.t1]
+    lat = [(t - deposited[i]) * 1000 for i, t in in_window if i in deposited]
+    return {
+        "deposits_per_s": round(sum(plan.t0 <= t <= plan.t1 for t in deposited.values()) / span),
+        "deliveries_per_s": round(len(in_window) / span),
+        "p50_ms": round(statistics.median(lat), 2) if lat else float("nan"),
+        "p99_ms": round(pct(lat, 0.99), 2),
+        "errors": [e for o in outs for e in o["errors"]][:5],
+    }
+
+
+# ---- the setup: identities, tags, pre-sealed blobs --------------------------------------------
+
+def make_plan(args: argparse.Namespace, send_url: str, recv_url: str, baseline: bool) -> Plan:
+    receivers = [Identity.generate(f"r{j}") for j in range(args.receivers)]
+    senders = [Identity.generate(f"s{i}") for i in range(args.senders)]
+    tags: dict[int, list[str]] = defaultdict(list)
+    jobs = []
+    for i, s in enumerate(senders):
+        j = i % len(receivers)
+        peer = PublicKey(receivers[j].box_public)
+        tag = channel_tag(s.box_secret, peer, receivers[j].fingerprint)
+        tags[j].append(tag)
+        blobs = [seal(new_message(s.fingerprint, receivers[j].fingerprint, f"throughput {i}.{k}"),
+                      s.box_secret, peer) for k in range(POOL)]
+        jobs.append((receivers[j].fingerprint, tag, blobs))
+    if not baseline:
+        with RelayClient(send_url) as client:
+            for r in receivers:
+                client.publish(r.bundle())
+    plan_receivers = [(r, tags[j] or ["0" * 32]) for j, r in enumerate(receivers)]
+    return Plan(send_url, recv_url, baseline, jobs, plan_receivers, args.window, args.idle_ms / 1000)
+
+
+def run_case(name: str, args: argparse.Namespace, urls: tuple[str, str], baseline: bool) -> dict[str, Any]:
+    plan = make_plan(args, urls[0], urls[1], baseline)
+    result = drive(plan, args.procs, args.warmup, args.seconds)
+    result["case"] = name
+    return result
+
+
+def delete_redis_keys(prefix: str) -> int:
+    from redis import Redis
+
+    client = Redis.from_url(REDIS_URL)
+    try:
+        keys = list(client.scan_iter(match=prefix + "*", count=1000))
+        for k in range(0, len(keys), 1000):
+            client.delete(*keys[k:k + 1000])
+        return len(keys)
+    finally:
+        client.close()
+
+
+def relay_env() -> dict[str, str]:
+    """The relay's deposit rate limits are off: this measures capacity, not the limiter."""
+    return {**base_env(None), "TALK_RELAY_RATE_PER_CLIENT": "off", "TALK_RELAY_RATE_PER_TAG": "off"}
+
+
+def run(args: argparse.Namespace) -> list[dict[str, Any]]:
+    deadline = Deadline(args.timeout)
+    talk = find_talk()
+    results = []
+    with tempfile.TemporaryDirectory(prefix="talk-throughput-") as tmp:
+        root = Path(tmp)
+        server = Server()
+        server.start(deadline)
+        try:
+            results.append(run_case("baseline", args, (server.url, server.url), True))
+        finally:
+            server.stop()
+        relay = Relay(talk, root / "sqlite" / "relay.db", root / "sqlite.log", relay_env())
+        relay.start(deadline)
+        try:
+            results.append(run_case("sqlite", args, (relay.url, relay.url), False))
+        finally:
+            relay.stop()
+        if not args.skip_redis:
+            results += run_redis(args, talk, root, deadline)
+    return results
+
+
+def run_redis(args: argparse.Namespace, talk: str, root: Path, deadline: Deadline) -> list[dict[str, Any]]:
+    results = []
+    for replicas in (1, 2):
+        prefix = f"talk-bench-{uuid.uuid4().hex[:12]}:"
+        store = f"{REDIS_URL}?prefix={prefix}"
+        relays = [Relay(talk, root / f"redis{replicas}{k}" / "unused.db", root / f"redis{replicas}{k}.log",
+                        relay_env(), store=store) for k in range(replicas)]
+        try:
+            for r in relays:
+                r.start(deadline)
+            urls = (relays[0].url, relays[-1].url)
+            name = "redis" if replicas == 1 else "redis x2 (A→B)"
+            results.append(run_case(name, args, urls, False))
+        finally:
+            for r in relays:
+                r.stop()
+            delete_redis_keys(prefix)
+    return results
+
+
+def report(results: list[dict[str, Any]], args: argparse.Namespace) -> dict[str, Any]:
+    base = next(r for r in results if r["case"] == "baseline")["deliveries_per_s"]
+    print(f"{args.senders} senders, {args.receivers} receivers, {args.procs} client processes, "
+          f"window {args.window}, {args.seconds:g} s after {args.warmup:g} s warm-up", file=sys.stderr)
+    print(f"{'case':<16}{'deposits/s':>12}{'deliveries/s':>14}{'p50 ms':>9}{'p99 ms':>9}{'vs base':>9}",
+          file=sys.stderr)
+    for r in results:
+        ratio = r["deliveries_per_s"] / base if base else float("nan")
+        print(f"{r['case']:<16}{r['deposits_per_s']:>12,}{r['deliveries_per_s']:>14,}"
+              f"{r['p50_ms']:>9}{r['p99_ms']:>9}{ratio:>9.2f}", file=sys.stderr)
+        for e in r["errors"]:
+            print(f"  error: {e}", file=sys.stderr)
+    sq = next(r for r in results if r["case"] == "sqlite")
+    line: dict[str, Any] = {
+        "deposits_per_s": sq["deposits_per_s"], "deliveries_per_s": sq["deliveries_per_s"],
+        "baseline_per_s": base, "ratio": round(sq["deliveries_per_s"] / base, 3) if base else None,
+        "p50_ms": sq["p50_ms"], "p99_ms": sq["p99_ms"],
+    }
+    for r in results:
+        if r["case"].startswith("redis"):
+            key = "redis2" if "x2" in r["case"] else "redis"
+            line[f"{key}_deposits_per_s"] = r["deposits_per_s"]
+            line[f"{key}_deliveries_per_s"] = r["deliveries_per_s"]
+            line[f"{key}_p50_ms"], line[f"{key}_p99_ms"] = r["p50_ms"], r["p99_ms"]
+    line["errors"] = sum(len(r["errors"]) for r in results)
+    return line
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seconds", type=float, default=10.0)
+    parser.add_argument("--warmup", type=float, default=2.0)
+    parser.add_argument("--senders", type=int, default=16)
+    parser.add_argument("--receivers", type=int, default=16)
+    parser.add_argument("--procs", type=int, default=4, help="client processes (half send, half receive)")
+    parser.add_argument("--window", type=int, default=1600, help="most messages deposited, not delivered")
+    parser.add_argument("--idle-ms", type=float, default=2.0, help="a receiver's sleep on an empty fetch")
+    parser.add_argument("--skip-redis", action="store_true")
+    parser.add_argument("--timeout", type=float, default=600.0)
+    parser.add_argument("--serve-baseline", type=int, metavar="PORT", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.serve_baseline:
+        serve_baseline(args.serve_baseline)
+        return 0
+    try:
+        results = run(args)
+    except BenchError as exc:
+        print(f"relay_throughput: {exc}", file=sys.stderr)
+        return 1
+    print(json.dumps(report(results, args)))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
