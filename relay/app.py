@@ -24,6 +24,7 @@ import json
 import logging
 import math
 import time
+from collections import OrderedDict
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -49,6 +50,7 @@ from relay.store import DepositOutcome, RedeemOutcome, Store
 VERSION = "0.1.0"
 JSON_LIMIT = 256 * 1024
 PING_TIMEOUT_S = 5.0  # a health check that hangs is as bad as one that fails
+SIGN_KEY_CACHE = 100_000  # ~10 MB at most: 32-byte keys under 32-character fingerprints
 log = logging.getLogger("talk.relay")
 
 
@@ -114,6 +116,7 @@ class Relay:
         self.store_kind = store_kind
         self.per_client = Limiter(config.rate_per_client)
         self.per_tag = Limiter(config.rate_per_tag)
+        self._sign_keys: OrderedDict[str, bytes] = OrderedDict()
 
     def admit_deposit(self, conn: HTTPConnection, tag_key: str) -> None:
         """Spend one token of the client's bucket and one of the tag's, or refuse with 429."""
@@ -136,13 +139,28 @@ class Relay:
         await self.check_owner(fp, request.method, request.url.path, request.headers.items(), body)
         return fp, body
 
+    async def sign_key(self, fp: str) -> bytes | None:
+        """The mailbox owner's signing key, cached: a fingerprint is the hash of its keys, so
+        the key for a fingerprint can never change and a cached entry is never stale."""
+        key = self._sign_keys.get(fp)
+        if key is not None:
+            self._sign_keys.move_to_end(fp)
+            return key
+        stored = await self.store.get_bundle(fp)
+        if stored is None:
+            return None
+        key = KeyBundle.from_json(json.loads(stored)).sign_key
+        self._sign_keys[fp] = key
+        if len(self._sign_keys) > SIGN_KEY_CACHE:
+            self._sign_keys.popitem(last=False)
+        return key
+
     async def check_owner(
         self, fp: str, method: str, path: str, raw_headers: Any, body: bytes
     ) -> None:
-        stored = await self.store.get_bundle(fp)
-        if stored is None:
+        sign_key = await self.sign_key(fp)
+        if sign_key is None:
             raise not_found("unknown mailbox: its owner has not published keys on this relay")
-        sign_key = KeyBundle.from_json(json.loads(stored)).sign_key
         now = time.time()
         headers = {k.lower(): v for k, v in raw_headers}
         verdict = check_auth(sign_key, method, path, headers, body, now)
@@ -189,7 +207,7 @@ class Relay:
         blob = await _body(request, self.config.max_blob)
         if not blob:
             raise bad_request("empty body: deposit one sealed blob")
-        if await self.store.get_bundle(fp) is None:
+        if await self.sign_key(fp) is None:
             raise not_found("no such mailbox: the recipient has not published keys on this relay")
         outcome, mail_id = await self.store.deposit(
             fp, tag, blob, time.time(), self.config.max_mailbox_messages,
