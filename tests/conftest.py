@@ -42,8 +42,11 @@ class RelayProcess:
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
+    def store_args(self) -> list[str]:
+        return ["--db", str(self.db)]
+
     def start(self) -> RelayProcess:
-        cmd = [TALK, "relay", "--port", str(self.port), "--db", str(self.db), *self.extra]
+        cmd = [TALK, "relay", "--port", str(self.port), *self.store_args(), *self.extra]
         self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         deadline = time.monotonic() + 15
         while time.monotonic() < deadline:

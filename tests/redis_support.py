@@ -9,9 +9,6 @@ from __future__ import annotations
 
 import os
 import secrets
-import subprocess
-import time
-import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -19,7 +16,7 @@ from dataclasses import dataclass
 import pytest
 import redis
 
-from tests.conftest import TALK, RelayProcess
+from tests.conftest import RelayProcess
 
 REDIS_URL = os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0")
 
@@ -65,18 +62,5 @@ class StoreRelay(RelayProcess):
 
     store: str = ""
 
-    def start(self) -> StoreRelay:
-        cmd = [TALK, "relay", "--port", str(self.port), "--store", self.store, *self.extra]
-        self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-        deadline = time.monotonic() + 15
-        while time.monotonic() < deadline:
-            try:
-                with urllib.request.urlopen(self.url + "/healthz", timeout=1) as r:
-                    if r.status == 200:
-                        return self
-            except OSError as exc:
-                if self.proc.poll() is not None:
-                    err = self.proc.stderr.read().decode() if self.proc.stderr else ""
-                    raise RuntimeError(f"relay exited: {err}") from exc
-                time.sleep(0.05)
-        raise RuntimeError("relay did not start")
+    def store_args(self) -> list[str]:
+        return ["--store", self.store]
