@@ -237,3 +237,42 @@ def test_redis_nonces_and_spent_slots_expire_natively(redis_url: str, run: Run[A
         assert 100 < ttl_nonce <= 120
         assert run(store.redis.ttl(f"{prefix}invite:{tag}")) > 0
         run(store.close())
+
+
+def test_sqlite_running_totals_follow_acks_purges_and_restarts(tmp_path: Path) -> None:
+    """The SQLite caps read running totals: they must match the mail through every change."""
+    import sqlite3
+
+    from relay.sqlite_store import SqliteStore
+    from relay.store import DepositOutcome
+
+    path = tmp_path / "totals.db"
+
+    def totals() -> dict[str, tuple[int, int]]:
+        with sqlite3.connect(path) as db:
+            kept = db.execute("SELECT fp, count, bytes FROM boxes WHERE count > 0").fetchall()
+            real = db.execute("SELECT fp, COUNT(*), SUM(LENGTH(blob)) FROM mail GROUP BY fp").fetchall()
+        assert sorted(kept) == sorted(real)
+        return {fp: (n, b) for fp, n, b in kept}
+
+    async def scenario() -> None:
+        store = SqliteStore(path)
+        fp, tag = "ab" * 16, "cd" * 16
+        ids = []
+        for i in range(5):
+            outcome, mail_id = await store.deposit(fp, tag, b"x" * (10 + i), 100.0 + i, 5, 10**6)
+            assert outcome is DepositOutcome.STORED
+            ids.append(mail_id)
+        assert (await store.deposit(fp, tag, b"y", 200.0, 5, 10**6))[0] is DepositOutcome.MAILBOX_FULL
+        assert totals() == {fp: (5, 60)}
+        assert await store.ack(fp, ids[:2]) == 2
+        assert totals() == {fp: (3, 39)}
+        assert (await store.deposit(fp, tag, b"z" * 7, 300.0, 5, 10**6))[0] is DepositOutcome.STORED
+        assert await store.purge(now=103.5, ttl=0.0) == 2  # the deposits at 102 and 103 expire
+        assert totals() == {fp: (2, 21)}
+        await store.close()
+        reopened = SqliteStore(path)  # a restart rebuilds the totals from the mail
+        assert totals() == {fp: (2, 21)}
+        await reopened.close()
+
+    asyncio.run(scenario())
