@@ -209,3 +209,9 @@ def befriend(inviter: Agent, joiner: Agent, deadline: Deadline) -> None:
             raise BenchError(f"{agent.name}: expected one contact_accepted, got {kinds}")
 
 
+
+
+def relay_env() -> dict[str, str]:
+    """A relay for benchmarks: deposit rate limits off, so they measure the path, not the limiter
+    (every benchmark client comes from 127.0.0.1 and sends faster than any agent would)."""
+    return {**base_env(None), "TALK_RELAY_RATE_PER_CLIENT": "off", "TALK_RELAY_RATE_PER_TAG": "off"}

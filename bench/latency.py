@@ -28,7 +28,17 @@ import threading
 import time
 from pathlib import Path
 
-from common import Agent, BenchError, Deadline, Relay, base_env, befriend, find_talk, make_agent
+from common import (
+    Agent,
+    BenchError,
+    Deadline,
+    Relay,
+    base_env,
+    befriend,
+    find_talk,
+    make_agent,
+    relay_env,
+)
 from nacl.public import PublicKey
 
 from follower.client import RelayClient
@@ -110,7 +120,7 @@ def run(args: argparse.Namespace) -> dict[str, float]:
     talk = find_talk()
     with tempfile.TemporaryDirectory(prefix="talk-bench-") as tmp:
         root = Path(tmp)
-        relay = Relay(talk, root / "relay" / "relay.db", root / "relay.log", base_env(None))
+        relay = Relay(talk, root / "relay" / "relay.db", root / "relay.log", relay_env())
         relay.start(deadline)
         try:
             alice = make_agent(talk, root, relay, "alice", None, deadline)

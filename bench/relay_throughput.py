@@ -51,7 +51,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from common import BenchError, Deadline, Relay, base_env, find_talk, free_port
+from common import BenchError, Deadline, Relay, base_env, find_talk, free_port, relay_env
 from nacl.public import PublicKey
 
 from follower.client import RelayClient
@@ -335,11 +335,6 @@ def delete_redis_keys(prefix: str) -> int:
         return len(keys)
     finally:
         client.close()
-
-
-def relay_env() -> dict[str, str]:
-    """The relay's deposit rate limits are off: this measures capacity, not the limiter."""
-    return {**base_env(None), "TALK_RELAY_RATE_PER_CLIENT": "off", "TALK_RELAY_RATE_PER_TAG": "off"}
 
 
 def run(args: argparse.Namespace) -> list[dict[str, Any]]:
