@@ -113,15 +113,19 @@ class Relay:
 
     def stop(self) -> None:
         proc, self.proc = self.proc, None
-        if proc is None:
-            return
-        if proc.poll() is None:
-            os.kill(proc.pid, signal.SIGTERM)
-            try:
-                proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                os.kill(proc.pid, signal.SIGKILL)
-                proc.wait(timeout=10)
+        stop_process(proc)
+
+
+def stop_process(proc: subprocess.Popen[bytes] | None) -> None:
+    """SIGTERM by pid, SIGKILL if it lingers: every benchmark server is stopped this way."""
+    if proc is None or proc.poll() is not None:
+        return
+    os.kill(proc.pid, signal.SIGTERM)
+    try:
+        proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=10)
 
 
 @dataclass

@@ -51,7 +51,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from common import BenchError, Deadline, Relay, base_env, find_talk, free_port, relay_env
+from common import BenchError, Deadline, Relay, base_env, find_talk, free_port, relay_env, stop_process
 from nacl.public import PublicKey
 
 from follower.client import RelayClient
@@ -121,13 +121,7 @@ class Server:
 
     def stop(self) -> None:
         proc, self.proc = self.proc, None
-        if proc is not None and proc.poll() is None:
-            os.kill(proc.pid, signal.SIGTERM)
-            try:
-                proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                os.kill(proc.pid, signal.SIGKILL)
-                proc.wait(timeout=10)
+        stop_process(proc)
 
 
 def wait_healthy(url: str, proc: subprocess.Popen[bytes], deadline: Deadline) -> None:
