@@ -8,14 +8,19 @@ from __future__ import annotations
 
 import json
 import socket
+import time
 from typing import Any, Protocol
 from urllib.parse import urlsplit
+
+from nacl.exceptions import CryptoError
 
 from follower.http11 import Connection
 from keys.encoding import b64d
 from keys.errors import RelayError, UserError
 from keys.identity import KeyBundle
-from keys.wire import API, auth_headers
+from keys.wire import API, SESSION_KEY_BYTES, auth_headers, session_headers
+
+SESSION_MARGIN_S = 60  # renew a session this long before the relay would forget it
 
 
 class Transport(Protocol):
@@ -59,6 +64,24 @@ class Signer(Protocol):
     def sign(self, message: bytes) -> bytes: ...
 
 
+class SessionOwner(Signer, Protocol):
+    """A signer that can also open what is sealed to it: needed to take a session key."""
+
+    def unseal(self, blob: bytes) -> bytes: ...
+
+
+class _Session:
+    __slots__ = ("counter", "expires", "key", "sid")
+
+    def __init__(self, sid: str, key: bytes, expires: float) -> None:
+        self.sid, self.key, self.expires = sid, key, expires
+        self.counter = 0
+
+    def headers(self, method: str, path: str, body: bytes) -> dict[str, str]:
+        self.counter += 1
+        return session_headers(self.sid, self.key, self.counter, method, path, body)
+
+
 def check_relay_url(url: str) -> str:
     parts = urlsplit(url)
     if parts.scheme not in ("http", "https") or not parts.hostname:
@@ -67,7 +90,10 @@ def check_relay_url(url: str) -> str:
 
 
 class RelayClient:
-    def __init__(self, url: str, timeout: float = 10.0) -> None:
+    """`sessions=True` (for long-lived clients such as the follower): the first owner request
+    opens a session, later ones are MACed instead of signed (see `keys.wire`)."""
+
+    def __init__(self, url: str, timeout: float = 10.0, sessions: bool = False) -> None:
         self.url = check_relay_url(url)
         parts = urlsplit(self.url)
         self._https = parts.scheme == "https"
@@ -76,6 +102,8 @@ class RelayClient:
         self._prefix = parts.path
         self._timeout = timeout
         self._conn: Transport | None = None
+        self._use_sessions = sessions
+        self._sessions: dict[str, _Session] = {}
 
     def __enter__(self) -> RelayClient:
         return self
@@ -120,8 +148,41 @@ class RelayClient:
         content_type: str = "application/json",
     ) -> Any:
         headers = {"content-type": content_type}
-        if signer is not None:
+        if signer is None:
+            return self._checked(method, path, body, headers)
+        if not self._use_sessions or not hasattr(signer, "unseal"):
             headers.update(auth_headers(signer.sign, method, self._prefix + path, body))
+            return self._checked(method, path, body, headers)
+        for attempt in (1, 2):
+            session = self._session(signer)  # type: ignore[arg-type]
+            headers.update(session.headers(method, self._prefix + path, body))
+            try:
+                return self._checked(method, path, body, headers)
+            except RelayError as exc:
+                # The relay restarted, or this is another replica: it knows no session of ours.
+                if exc.code != "session_expired" or attempt == 2:
+                    raise
+                self._sessions.pop(signer.fingerprint, None)
+        raise AssertionError("unreachable")
+
+    def _session(self, owner: SessionOwner) -> _Session:
+        session = self._sessions.get(owner.fingerprint)
+        if session is None or session.expires - SESSION_MARGIN_S <= time.time():
+            path = f"{API}/mail/{owner.fingerprint}/session"
+            headers = {"content-type": "application/json",
+                       **auth_headers(owner.sign, "POST", self._prefix + path, b"")}
+            data = self._checked("POST", path, b"", headers)
+            try:
+                key = owner.unseal(b64d(data["key"]))
+                session = _Session(str(data["session"]), key, float(data["expires"]))
+            except (KeyError, TypeError, ValueError, CryptoError) as exc:
+                raise RelayError(f"the relay sent a malformed session: {exc}") from exc
+            if len(key) != SESSION_KEY_BYTES:
+                raise RelayError("the relay sent a session key of the wrong size")
+            self._sessions[owner.fingerprint] = session
+        return session
+
+    def _checked(self, method: str, path: str, body: bytes, headers: dict[str, str]) -> Any:
         status, raw = self._exchange(method, path, body, headers)
         payload = _parse(raw)
         if status >= 400:
@@ -153,8 +214,14 @@ class RelayClient:
         )
         return str(data["id"])
 
-    def fetch(self, signer: Signer, tags: list[str], limit: int = 100) -> tuple[list[Fetched], bool]:
-        body = json.dumps({"tags": tags, "limit": limit}).encode()
+    def fetch(
+        self, signer: Signer, tags: list[str], limit: int = 100, ack: list[str] | None = None
+    ) -> tuple[list[Fetched], bool]:
+        """The oldest waiting mail; `ack` deletes those ids first, in the same request."""
+        request: dict[str, Any] = {"tags": tags, "limit": limit}
+        if ack:
+            request["ack"] = ack
+        body = json.dumps(request).encode()
         data = self.request("POST", f"{API}/mail/{signer.fingerprint}/fetch", body, signer=signer)
         try:
             mail = [Fetched(m["id"], m["tag"], b64d(m["blob"])) for m in data["messages"]]

@@ -47,11 +47,12 @@ class Follower:
     def __init__(self, identity: Identity, folder: Path, relay: str) -> None:
         self.identity = identity
         self.folder = folder
-        self.client = RelayClient(relay)
+        # A long-lived client: one signed request opens a session, later fetches are MACed.
+        self.client = RelayClient(relay, sessions=True)
         self.contacts = ContactBook(folder)
         self.spool = Spool(folder / "spool")
         self.inbox = Inbox(identity, self.client, self.contacts, InviteBook(folder),
-                           SpoolDedup(self.spool))
+                           SpoolDedup(self.spool), batch_acks=True)
         self.wake = threading.Event()
         self.stopping = False
         self.reload = True

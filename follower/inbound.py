@@ -57,6 +57,7 @@ class Inbox:
     contacts: ContactBook
     invites: InviteBook
     seen: Dedup
+    batch_acks: bool = False
 
     def routes(self, peers: list[Contact] | None) -> tuple[dict[str, Contact], dict[str, InviteCode]]:
         """The tags to fetch: the chosen contacts' channels to us, plus our live invites."""
@@ -69,25 +70,33 @@ class Inbox:
         return channels, invites
 
     def receive(self, emit: Emit, peers: list[Contact] | None = None, limit: int = 100) -> Report:
+        """Take all waiting mail. With `batch_acks`, a page is acked by the next fetch (one
+        request per page instead of one per message); otherwise each message is acked at once,
+        so a one-shot `talk receive` cut off mid-way leaves only the unacked rest behind."""
         report = Report()
         channels, invites = self.routes(peers)
         tags = [*channels, *invites]
         if not tags:
             return report
         handled: set[str] = set()
+        taken: list[str] = []
         more = True
-        while more:
-            mail, more = self.client.fetch(self.identity, tags, limit)
+        while more or taken:
+            mail, more = self.client.fetch(self.identity, tags, limit, ack=taken)
+            taken = []
             fresh = [m for m in mail if m.id not in handled]
             for item in fresh:
                 handled.add(item.id)
                 outcome = self.take(item, channels, invites, emit, report)
-                self.client.ack(self.identity, [item.id])
+                if self.batch_acks:
+                    taken.append(item.id)
+                else:
+                    self.client.ack(self.identity, [item.id])
                 if outcome is Outcome.DELIVERED:
                     report.delivered += 1
                 elif outcome is Outcome.DUPLICATE:
                     report.duplicates += 1
-            if not fresh:
+            if not fresh and not taken:
                 break  # the relay keeps serving what we acked: stop rather than spin
         return report
 

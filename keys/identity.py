@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from nacl.exceptions import BadSignatureError
-from nacl.public import PrivateKey
+from nacl.public import PrivateKey, SealedBox
 from nacl.signing import SigningKey, VerifyKey
 
 from keys.encoding import b64d, b64e, canonical_json, is_hex32
@@ -133,6 +133,10 @@ class Identity:
 
     def sign(self, message: bytes) -> bytes:
         return bytes(self.signing_key.sign(message).signature)
+
+    def unseal(self, blob: bytes) -> bytes:
+        """Open a SealedBox addressed to this identity (raises nacl's CryptoError if not)."""
+        return bytes(SealedBox(self.box_secret).decrypt(blob))
 
 
 def parse_fingerprint(text: str) -> str:

@@ -4,7 +4,9 @@
     PUT  /v1/keys/{fp}                     publish a self-signed key bundle (must hash to fp)
     GET  /v1/keys/{fp}                     fetch a bundle; the caller checks it against fp
     POST /v1/mail/{fp}/{tag}               anyone: deposit one sealed blob (raw body)
-    POST /v1/mail/{fp}/fetch               owner: {"tags": [...], "limit": n} → oldest first
+    POST /v1/mail/{fp}/session             owner (signed): a session key sealed to the owner
+    POST /v1/mail/{fp}/fetch               owner: {"tags": [...], "limit": n, "ack": [...]?}
+                                           → delete the acked ids, then the oldest mail first
     POST /v1/mail/{fp}/ack                 owner: {"ids": [...]} → delete them
     POST /v1/invites/{fp}                  owner: open an invite slot {"tag", "expires"}
     POST /v1/invites/{fp}/revoke           owner: {"tag"}
@@ -12,6 +14,7 @@
     WS   /v1/mail/{fp}/stream              owner: {"type":"ready"}, then {"type":"mail","tag"}
                                            each time mail is deposited in the mailbox
 
+Owner requests are signed, or MACed inside a session (`keys.wire`, `relay.sessions`).
 Deposits and redemptions spend a token of the client's and of the tag's bucket (429 with
 Retry-After when empty); a mailbox holds at most `max_streams_per_mailbox` streams per process.
 """
@@ -28,6 +31,7 @@ from collections import OrderedDict
 from collections.abc import AsyncIterator
 from typing import Any
 
+from nacl.public import PublicKey, SealedBox
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
@@ -38,18 +42,27 @@ from starlette.websockets import WebSocket, WebSocketDisconnect
 
 from keys.encoding import b64e, is_hex32
 from keys.identity import KeyBundle
-from keys.wire import AUTH_WINDOW_S, AuthVerdict, check_auth
+from keys.wire import (
+    AUTH_WINDOW_S,
+    NONCE_HEADER,
+    SESSION_HEADER,
+    AuthVerdict,
+    check_auth,
+    check_session_mac,
+)
 from relay import logsafe
 from relay.config import RelayConfig
 from relay.errors import ApiError, bad_request, not_found
 from relay.limits import Limiter, client_address, retry_after
 from relay.metrics import Metrics, TimedRoutes
 from relay.notify import Hub, LocalHub
+from relay.sessions import SessionTable
 from relay.store import DepositOutcome, RedeemOutcome, Store
 
 VERSION = "0.1.0"
 JSON_LIMIT = 256 * 1024
 PING_TIMEOUT_S = 5.0  # a health check that hangs is as bad as one that fails
+DEPTH_INTERVAL_S = 5.0  # how often the stored-messages gauge is sampled
 SIGN_KEY_CACHE = 100_000  # ~10 MB at most: 32-byte keys under 32-character fingerprints
 log = logging.getLogger("talk.relay")
 
@@ -117,6 +130,7 @@ class Relay:
         self.per_client = Limiter(config.rate_per_client)
         self.per_tag = Limiter(config.rate_per_tag)
         self._sign_keys: OrderedDict[str, bytes] = OrderedDict()
+        self.sessions = SessionTable()
 
     def admit_deposit(self, conn: HTTPConnection, tag_key: str) -> None:
         """Spend one token of the client's bucket and one of the tag's, or refuse with 429."""
@@ -158,21 +172,44 @@ class Relay:
     async def check_owner(
         self, fp: str, method: str, path: str, raw_headers: Any, body: bytes
     ) -> None:
+        headers = {k.lower(): v for k, v in raw_headers}
+        now = time.time()
+        sid = headers.get(SESSION_HEADER)
+        if sid is not None:
+            self.check_session(fp, sid, method, path, headers, body, now)
+            return
         sign_key = await self.sign_key(fp)
         if sign_key is None:
             raise not_found("unknown mailbox: its owner has not published keys on this relay")
-        now = time.time()
-        headers = {k.lower(): v for k, v in raw_headers}
-        verdict = check_auth(sign_key, method, path, headers, body, now)
-        if verdict is AuthVerdict.MISSING:
-            raise ApiError(401, "unauthorized", "owner signature headers missing or malformed")
-        if verdict is AuthVerdict.STALE:
-            raise ApiError(401, "unauthorized", "request time outside the window; check your clock")
-        if verdict is AuthVerdict.BAD_SIGNATURE:
-            raise ApiError(403, "forbidden", "signature is not the mailbox owner's")
-        nonce = headers["x-talk-nonce"]
-        if not await self.store.remember_nonce(fp, nonce, now, 2 * AUTH_WINDOW_S):
-            raise ApiError(401, "unauthorized", "replayed request: this signature was already used")
+        _refuse(check_auth(sign_key, method, path, headers, body, now))
+        if not await self.store.remember_nonce(fp, headers[NONCE_HEADER], now, 2 * AUTH_WINDOW_S):
+            raise _replayed()
+
+    def check_session(
+        self, fp: str, sid: str, method: str, path: str, headers: dict[str, str], body: bytes, now: float
+    ) -> None:
+        session = self.sessions.get(sid, now)
+        if session is None:
+            raise ApiError(401, "session_expired",
+                           "session unknown or expired (the relay may have restarted); open a new one")
+        if session.fp != fp:
+            raise ApiError(403, "forbidden", "this session belongs to another mailbox")
+        _refuse(check_session_mac(session.key, method, path, headers, body, now))
+        counter = headers[NONCE_HEADER]
+        if not (counter.isdigit() and session.fresh_counter(int(counter))):
+            raise _replayed()
+
+    async def open_session(self, request: Request) -> Response:
+        """One signed request buys a session key, sealed so that only the owner can open it."""
+        fp, _ = await self.owner_request(request)
+        stored = await self.store.get_bundle(fp)
+        if stored is None:  # deleted between the auth and now: nothing to seal to
+            raise not_found("unknown mailbox: its owner has not published keys on this relay")
+        box_key = KeyBundle.from_json(json.loads(stored)).box_key
+        sid, session = self.sessions.open(fp)
+        sealed = SealedBox(PublicKey(box_key)).encrypt(session.key)
+        return JSONResponse({"session": sid, "key": b64e(sealed), "expires": int(session.expires)},
+                            status_code=201)
 
     async def healthz(self, request: Request) -> Response:
         try:
@@ -227,11 +264,15 @@ class Relay:
         if not isinstance(limit, int) or isinstance(limit, bool) or limit < 1:
             raise bad_request("'limit' must be a positive integer")
         limit = min(limit, self.config.fetch_limit)
+        # Acking the previous page in the same request halves a follower's requests under load.
+        deleted = await self.store.ack(fp, _hex_list(data, "ack", 1000)) if data.get("ack") else 0
+        self.metrics.acks.inc(deleted)
         since = time.time() - self.config.ttl_s
         mail = await self.store.fetch(fp, tags, limit + 1, since)
         messages = [{"id": m.id, "tag": m.tag, "blob": b64e(m.blob), "ts": m.created} for m in mail]
         self.metrics.deliveries.inc(min(limit, len(messages)))
-        return JSONResponse({"messages": messages[:limit], "more": len(messages) > limit})
+        return JSONResponse({"messages": messages[:limit], "more": len(messages) > limit,
+                             "deleted": deleted})
 
     async def ack(self, request: Request) -> Response:
         fp, body = await self.owner_request(request)
@@ -337,6 +378,19 @@ class Relay:
         return _error_response(500, "internal", "internal relay error; the operator's log has details")
 
 
+def _replayed() -> ApiError:
+    return ApiError(401, "unauthorized", "replayed request: this signature was already used")
+
+
+def _refuse(verdict: AuthVerdict) -> None:
+    if verdict is AuthVerdict.MISSING:
+        raise ApiError(401, "unauthorized", "owner signature headers missing or malformed")
+    if verdict is AuthVerdict.STALE:
+        raise ApiError(401, "unauthorized", "request time outside the window; check your clock")
+    if verdict is AuthVerdict.BAD_SIGNATURE:
+        raise ApiError(403, "forbidden", "signature is not the mailbox owner's")
+
+
 async def _pump(ws: WebSocket, queue: asyncio.Queue[str]) -> None:
     """Forward wake-ups until the client goes away (a client never needs to send anything)."""
     listener = asyncio.ensure_future(ws.receive())
@@ -379,12 +433,21 @@ def create_app(
                     log.warning("relay: purge failed (%s); retrying next interval", exc)
                 await asyncio.sleep(relay.config.purge_interval_s)
 
+        async def sample_depth_forever() -> None:
+            while True:
+                try:
+                    relay.metrics.stored.set(await store.stored())
+                except Exception as exc:  # the health check reports a dead store; keep sampling
+                    log.info("relay: cannot sample the store's depth (%s)", exc)
+                await asyncio.sleep(DEPTH_INTERVAL_S)
+
         await relay.hub.start()
-        task = asyncio.create_task(purge_forever())
+        tasks = [asyncio.create_task(purge_forever()), asyncio.create_task(sample_depth_forever())]
         try:
             yield
         finally:
-            task.cancel()
+            for task in tasks:
+                task.cancel()
             await relay.hub.stop()
             await store.close()
 
@@ -392,6 +455,7 @@ def create_app(
         Route("/healthz", relay.healthz, methods=["GET"]),
         Route("/v1/keys/{fp}", relay.put_keys, methods=["PUT"]),
         Route("/v1/keys/{fp}", relay.get_keys, methods=["GET"]),
+        Route("/v1/mail/{fp}/session", relay.open_session, methods=["POST"]),
         Route("/v1/mail/{fp}/fetch", relay.fetch, methods=["POST"]),
         Route("/v1/mail/{fp}/ack", relay.ack, methods=["POST"]),
         Route("/v1/mail/{fp}/{tag}", relay.deposit, methods=["POST"]),

@@ -121,7 +121,7 @@ def fetch(relay: RelayProcess, owner: Identity, tags: list[str], **extra: Any) -
     reply = signed(relay, owner, "POST", path, jbody({"tags": tags, **extra}))
     assert reply.status == 200, reply.body
     data = reply.json()
-    assert set(data) == {"messages", "more"} and isinstance(data["more"], bool), data
+    assert set(data) == {"messages", "more", "deleted"} and isinstance(data["more"], bool), data
     for m in data["messages"]:
         assert set(m) == {"id", "tag", "blob", "ts"}, m
     return dict(data)
@@ -201,6 +201,7 @@ def _hex_path_cases() -> list[Bad]:
         ("POST", "/v1/mail/{fp}/{tag}", ["fp", "tag"]),
         ("POST", "/v1/mail/{fp}/fetch", ["fp"]),
         ("POST", "/v1/mail/{fp}/ack", ["fp"]),
+        ("POST", "/v1/mail/{fp}/session", ["fp"]),
         ("POST", "/v1/invites/{fp}", ["fp"]),
         ("POST", "/v1/invites/{fp}/revoke", ["fp"]),
         ("POST", "/v1/redeem/{tag}", ["tag"]),
@@ -248,6 +249,7 @@ def _json_body_cases() -> list[Bad]:
 
 
 FETCH, ACK = "POST /v1/mail/{fp}/fetch", "POST /v1/mail/{fp}/ack"
+SESSION, SESSION_PATH = "POST /v1/mail/{fp}/session", "/v1/mail/{fp}/session"
 INVITE, REVOKE = "POST /v1/invites/{fp}", "POST /v1/invites/{fp}/revoke"
 KEYS_PUT, KEYS_GET = "PUT /v1/keys/{fp}", "GET /v1/keys/{fp}"
 DEPOSIT, REDEEM, HEALTH = "POST /v1/mail/{fp}/{tag}", "POST /v1/redeem/{tag}", "GET /healthz"
@@ -276,6 +278,10 @@ def _field_cases() -> list[Bad]:
         "limit-float": ({"tags": [t], "limit": 2.5}, "'limit' must be a positive integer"),
         "limit-string": ({"tags": [t], "limit": "10"}, "'limit' must be a positive integer"),
         "limit-null": ({"tags": [t], "limit": None}, "'limit' must be a positive integer"),
+        "ack-string": ({"tags": [t], "ack": "1"}, "'ack' must be a list"),
+        "ack-too-many": ({"tags": [t], "ack": ["1"] * 1001}, "'ack' must be a list"),
+        "ack-ints": ({"tags": [t], "ack": [1]}, "every item of 'ack'"),
+        "ack-punctuation": ({"tags": [t], "ack": ["1;2"]}, "every item of 'ack'"),
     }
     ack_bodies: dict[str, tuple[Any, str]] = {
         "ids-missing": ({}, "'ids' must be a list"),
@@ -345,7 +351,8 @@ def _auth_cases() -> list[Bad]:
         "sig-zeros": ({TIME_HEADER: NOW, NONCE_HEADER: NONCE,
                        SIGNATURE_HEADER: sig}, 403, "forbidden", "owner"),
     }
-    owner_routes = [(FETCH, FETCH_PATH), (ACK, ACK_PATH), (INVITE, "/v1/invites/{fp}"),
+    owner_routes = [(FETCH, FETCH_PATH), (ACK, ACK_PATH), (SESSION, SESSION_PATH),
+                    (INVITE, "/v1/invites/{fp}"),
                     (REVOKE, "/v1/invites/{fp}/revoke")]
     cases = [
         Bad(f"{route}-{label}", route, "POST", path, status, code, b"{}", headers, says)
@@ -402,6 +409,7 @@ def _other_cases() -> list[Bad]:
         (KEYS_GET, "PATCH", "/v1/keys/{fp}"),
         (DEPOSIT, "GET", "/v1/mail/{fp}/{tag}"), (DEPOSIT, "PUT", "/v1/mail/{fp}/{tag}"),
         (FETCH, "GET", FETCH_PATH), (ACK, "GET", ACK_PATH), (ACK, "DELETE", ACK_PATH),
+        (SESSION, "GET", SESSION_PATH), (SESSION, "PUT", SESSION_PATH),
         (INVITE, "GET", "/v1/invites/{fp}"), (INVITE, "PUT", "/v1/invites/{fp}"),
         (REVOKE, "GET", "/v1/invites/{fp}/revoke"), (REDEEM, "GET", "/v1/redeem/{tag}"),
     ):
@@ -448,7 +456,7 @@ def test_bad_request_table_covers_every_route() -> None:
                   for m in (r.methods or ()) if m != "HEAD"}
     finally:
         store.db.close()
-    assert len(routes) == 9
+    assert len(routes) == 10
     assert routes <= {c.route for c in BAD_REQUESTS}
     for route in routes - {HEALTH}:  # healthz takes no input but its method
         kinds = {c.status for c in BAD_REQUESTS if c.route == route}
@@ -624,9 +632,23 @@ def test_owner_fetch_and_ack(relay: RelayProcess) -> None:
 
     reply = ack(relay, alice, [mail_id])
     assert reply.status == 200 and reply.json() == {"deleted": 1}
-    assert fetch(relay, alice, [tag]) == {"messages": [], "more": False}
+    assert fetch(relay, alice, [tag]) == {"messages": [], "more": False, "deleted": 0}
     # Acking again is harmless.
     assert ack(relay, alice, [mail_id]).json() == {"deleted": 0}
+
+
+def test_fetch_acks_the_previous_page_before_it_reads(relay: RelayProcess) -> None:
+    alice, mallory = publish(relay, "alice"), publish(relay, "mallory")
+    tag = new_tag()
+    first = [deposit(relay, alice.fingerprint, tag, b"one %d" % i) for i in range(3)]
+    page = fetch(relay, alice, [tag], limit=2)
+    assert [m["id"] for m in page["messages"]] == first[:2] and page["more"] is True
+    # Mallory naming alice's ids in her own fetch deletes nothing of alice's.
+    assert fetch(relay, mallory, [tag], ack=first[:2])["deleted"] == 0
+    page = fetch(relay, alice, [tag], limit=2, ack=[m["id"] for m in page["messages"]])
+    assert page["deleted"] == 2
+    assert [m["id"] for m in page["messages"]] == first[2:] and page["more"] is False
+    assert fetch(relay, alice, [tag], ack=first[2:]) == {"messages": [], "more": False, "deleted": 1}
 
 
 def test_ack_of_ids_no_mail_can_have_deletes_nothing(relay: RelayProcess) -> None:
@@ -733,7 +755,7 @@ def test_undelivered_mail_expires_and_is_purged(tmp_path: Path) -> None:
         mail_id = deposit(relay, alice.fingerprint, tag, b"short-lived")
         assert waiting(relay, alice, [tag]) == {mail_id: b"short-lived"}
         time.sleep(1.5)
-        assert fetch(relay, alice, [tag]) == {"messages": [], "more": False}
+        assert fetch(relay, alice, [tag]) == {"messages": [], "more": False, "deleted": 0}
         deadline = time.monotonic() + 5
         while mail_rows(relay.db) and time.monotonic() < deadline:
             time.sleep(0.1)
