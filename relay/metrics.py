@@ -8,6 +8,7 @@ separate loopback listener. Each `Metrics` has its own registry, so several apps
 from __future__ import annotations
 
 import time
+from typing import Any
 
 from prometheus_client import (
     CollectorRegistry,
@@ -33,6 +34,8 @@ class Metrics:
         self.deliveries = Counter("talk_relay_deliveries", "Blobs handed out by fetch", registry=r)
         self.acks = Counter("talk_relay_acks", "Blobs deleted by the owner's ack", registry=r)
         self.streams = Gauge("talk_relay_open_streams", "Push streams open on this process", registry=r)
+        self.stored = Gauge("talk_relay_stored_messages",
+                            "Undelivered blobs in the store, all mailboxes (sampled)", registry=r)
         self.errors = Counter("talk_relay_errors", "Error answers by code", ["code"], registry=r)
         self.latency = Histogram("talk_relay_request_seconds", "HTTP request latency by route",
                                  ["route"], buckets=LATENCY_BUCKETS, registry=r)
@@ -52,6 +55,7 @@ class TimedRoutes:
     def __init__(self, app: ASGIApp, metrics: Metrics) -> None:
         self.app = app
         self.metrics = metrics
+        self._by_route: dict[str, Any] = {}  # a labelled child is looked up under a lock: do it once
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -63,4 +67,7 @@ class TimedRoutes:
         finally:
             # The router records the matched endpoint in the shared scope; an unknown path has none.
             route = getattr(scope.get("endpoint"), "__name__", "unmatched")
-            self.metrics.latency.labels(route).observe(time.perf_counter() - start)
+            child = self._by_route.get(route)
+            if child is None:
+                child = self._by_route[route] = self.metrics.latency.labels(route)
+            child.observe(time.perf_counter() - start)

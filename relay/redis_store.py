@@ -117,6 +117,9 @@ class RedisStore:
             if int(swept) < PURGE_BATCH:
                 return gone
 
+    async def stored(self) -> int:
+        return int(await self.redis.zcard(self._key("age")))
+
     async def ping(self) -> None:
         await self.redis.ping()
 

@@ -285,11 +285,19 @@ def test_metrics_count_the_traffic(tmp_path: Path) -> None:
         tag = new_tag()
         ids = [deposit(relay, owner.fingerprint, tag, blob) for blob in (b"abc", b"defgh")]
         assert len(waiting(relay, owner, [tag])) == 2
+        stop = time.monotonic() + 15  # the depth gauge is sampled every few seconds
+        while scrape(metrics_port)[("talk_relay_stored_messages", ())] != 2:
+            assert time.monotonic() < stop, "the stored-messages gauge never showed the 2 waiting"
+            time.sleep(0.2)
         assert ack(relay, owner, ids).json() == {"deleted": 2}
         assert call(relay, "GET", f"/v1/keys/{new_tag()}").status == 404
         with open_stream(relay, owner):
             seen = scrape(metrics_port)
         after = scrape(metrics_port)
+        stop = time.monotonic() + 15
+        while scrape(metrics_port)[("talk_relay_stored_messages", ())] != 0:  # the acked 2 left
+            assert time.monotonic() < stop, "the stored-messages gauge never went back to 0"
+            time.sleep(0.2)
     assert seen[("talk_relay_deposits_total", ())] == 2
     assert seen[("talk_relay_deposit_bytes_total", ())] == 8
     assert seen[("talk_relay_deliveries_total", ())] == 2

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import secrets
+import sqlite3
 from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
@@ -148,6 +149,56 @@ def test_concurrent_deposits_never_pass_the_cap(store: Store, run: Run[Any]) -> 
     outcomes = [o for o, _ in run(race())]
     assert outcomes.count(DepositOutcome.STORED) == 7
     assert len(run(store.fetch(fp, [tag], 100, 0))) == 7
+
+
+def test_stored_counts_undelivered_blobs_over_all_mailboxes(store: Store, run: Run[Any]) -> None:
+    before = run(store.stored())  # a shared Redis may hold other tests' mail under other prefixes
+    a, b, tag = hexid(), hexid(), hexid()
+    ids = [put(run, store, a, tag, b"1"), put(run, store, a, tag, b"2"), put(run, store, b, tag, b"3")]
+    assert run(store.stored()) == before + 3
+    run(store.ack(a, ids[:2]))
+    assert run(store.stored()) == before + 1
+
+
+def test_a_burst_of_deposits_acks_and_nonces_answers_each_alone(store: Store, run: Run[Any]) -> None:
+    """Calls that arrive together (one group commit on SQLite) each get their own answer.
+    Their order is not promised (Redis runs them over several connections)."""
+    fp, tag, nonce = hexid(), hexid(), hexid()
+    old = put(run, store, fp, tag, b"old")
+
+    async def burst() -> list[Any]:
+        return list(await asyncio.gather(
+            store.deposit(fp, tag, b"n1", NOW, 100, BIG), store.ack(fp, [old]),
+            store.remember_nonce(fp, nonce, NOW, 120), store.remember_nonce(fp, nonce, NOW, 120),
+            store.deposit(fp, tag, b"n2", NOW, 100, BIG), store.ack(fp, [old]),
+        ))
+
+    first, acked, fresh, replay, second, again = run(burst())
+    assert sorted([acked, again]) == [0, 1] and sorted([fresh, replay]) == [False, True]
+    assert first[0] is second[0] is DepositOutcome.STORED and first[1] != second[1]
+    assert sorted(m.blob for m in run(store.fetch(fp, [tag], 10, 0))) == [b"n1", b"n2"]
+
+
+def test_sqlite_one_failing_call_in_a_group_fails_alone(tmp_path: Path, run: Run[Any]) -> None:
+    store = SqliteStore(tmp_path / "relay.db")
+    fp, tag = hexid(), hexid()
+
+    def broken() -> None:
+        raise sqlite3.OperationalError("disk I/O error")
+
+    async def burst() -> list[Any]:
+        return list(await asyncio.gather(
+            store.deposit(fp, tag, b"kept", NOW, 100, BIG), store._grouped(broken),
+            store.deposit(fp, tag, b"also kept", NOW, 100, BIG), return_exceptions=True,
+        ))
+
+    try:
+        first, failed, second = run(burst())
+        assert isinstance(failed, sqlite3.OperationalError)
+        assert first[0] is second[0] is DepositOutcome.STORED
+        assert [m.blob for m in run(store.fetch(fp, [tag], 10, 0))] == [b"kept", b"also kept"]
+    finally:
+        run(store.close())
 
 
 def test_ack_deletes_only_the_owners_ids(store: Store, run: Run[Any]) -> None:
