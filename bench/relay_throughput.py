@@ -4,8 +4,9 @@ Clients are the real `follower.client.RelayClient` (one kept-alive connection pe
 over a few processes so the client's GIL is not the bottleneck; the relay is a `talk relay`
 process on a free 127.0.0.1 port. Sender i deposits pre-sealed blobs (sealed before timing, so
 the client's crypto is not measured) into receiver i mod M's mailbox under their channel tag;
-each receiver loops signed fetch (a page of up to 100) and one signed ack for the page, and
-sleeps --idle-ms when its mailbox is empty. Senders pause while more than --window messages
+each receiver, like the follower, opens a session with one signed request, then loops MACed
+fetches (a page of up to 100) that each ack the page before, and sleeps --idle-ms when its
+mailbox is empty. Senders pause while more than --window messages
 are deposited but not yet delivered, so the backlog stays bounded and latency means something.
 
 Cases, measured in the same run, each after --warmup seconds, for --seconds:
@@ -197,20 +198,21 @@ def send_loop(plan: Plan, shared: Shared, i: int, out: dict[str, Any]) -> None:
 
 def receive_loop(plan: Plan, shared: Shared, j: int, out: dict[str, Any]) -> None:
     me, tags = plan.receivers[j]
-    client = RelayClient(plan.recv_url)
+    client = RelayClient(plan.recv_url, sessions=True)  # as the follower: MACs after one signature
     conn = Connection("127.0.0.1", int(plan.recv_url.rsplit(":", 1)[1]), 10.0)
     times: list[tuple[str, float]] = out["deliveries"]
     n = 0
+    taken: list[str] = []
     try:
         while not shared.stop.is_set():
+            if plan.t0 <= time.monotonic() <= plan.t1:
+                out["fetches"] += 1
             if plan.baseline:
                 status, body = conn.exchange("GET", f"/box/{me.fingerprint}", b"", {})
                 ids = [body.split(b" ", 1)[0].decode()] if status == 200 and body else []
-            else:
-                mail, _ = client.fetch(me, tags, PAGE)
-                ids = [m.id for m in mail]
-                if ids:
-                    client.ack(me, ids)
+            else:  # as the follower: each fetch acks the page before it
+                mail, _ = client.fetch(me, tags, PAGE, ack=taken)
+                ids = taken = [m.id for m in mail]
             if not ids:
                 time.sleep(plan.idle_s)
                 continue
@@ -224,7 +226,7 @@ def receive_loop(plan: Plan, shared: Shared, j: int, out: dict[str, Any]) -> Non
 
 
 def worker(plan: Plan, shared: Shared, role: str, indexes: list[int], results: Any) -> None:
-    out: dict[str, Any] = {"deposits": [], "deliveries": [], "errors": []}
+    out: dict[str, Any] = {"deposits": [], "deliveries": [], "errors": [], "fetches": 0}
     loop = send_loop if role == "send" else receive_loop
 
     def guarded(k: int) -> None:
@@ -284,6 +286,7 @@ def summarize(plan: Plan, outs: list[dict[str, Any]]) -> dict[str, Any]:
         "deliveries_per_s": round(len(in_window) / span),
         "p50_ms": round(statistics.median(lat), 2) if lat else float("nan"),
         "p99_ms": round(pct(lat, 0.99), 2),
+        "fetches_per_message": round(sum(o["fetches"] for o in outs) / max(1, len(in_window)), 2),
         "errors": [e for o in outs for e in o["errors"]][:5],
     }
 
@@ -378,12 +381,12 @@ def report(results: list[dict[str, Any]], args: argparse.Namespace) -> dict[str,
     base = next(r for r in results if r["case"] == "baseline")["deliveries_per_s"]
     print(f"{args.senders} senders, {args.receivers} receivers, {args.procs} client processes, "
           f"window {args.window}, {args.seconds:g} s after {args.warmup:g} s warm-up", file=sys.stderr)
-    print(f"{'case':<16}{'deposits/s':>12}{'deliveries/s':>14}{'p50 ms':>9}{'p99 ms':>9}{'vs base':>9}",
-          file=sys.stderr)
+    print(f"{'case':<16}{'deposits/s':>12}{'deliveries/s':>14}{'p50 ms':>9}{'p99 ms':>9}{'vs base':>9}"
+          f"{'fetch/msg':>11}", file=sys.stderr)
     for r in results:
         ratio = r["deliveries_per_s"] / base if base else float("nan")
         print(f"{r['case']:<16}{r['deposits_per_s']:>12,}{r['deliveries_per_s']:>14,}"
-              f"{r['p50_ms']:>9}{r['p99_ms']:>9}{ratio:>9.2f}", file=sys.stderr)
+              f"{r['p50_ms']:>9}{r['p99_ms']:>9}{ratio:>9.2f}{r['fetches_per_message']:>11}", file=sys.stderr)
         for e in r["errors"]:
             print(f"  error: {e}", file=sys.stderr)
     sq = next(r for r in results if r["case"] == "sqlite")
