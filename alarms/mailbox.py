@@ -57,7 +57,9 @@ class SessionMail:
         spool = self.layout.session_file(self.sid)
         if not spool.exists():
             return []
-        return CursorReader(spool, self.layout.cursor_file(self.sid)).take()
+        cursor = self.layout.cursor_file(self.sid)
+        reader = CursorReader(spool, cursor, handed=self.layout.handed, sid=self.sid)
+        return reader.take()
 
     def waiting(self) -> int:
         from spool_writer.cursor import CursorReader

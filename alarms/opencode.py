@@ -237,7 +237,8 @@ class OpencodeAlarm:
         self.sid = sid
         self.given_pid = given_pid
         self.mail = SessionMail(folder, sid)
-        self.reader = CursorReader(self.mail.layout.session_file(sid), self.mail.layout.cursor_file(sid))
+        self.reader = CursorReader(self.mail.layout.session_file(sid), self.mail.layout.cursor_file(sid),
+                                   handed=self.mail.layout.handed, sid=sid)
         self.outbox = Outbox(self.files.outbox)
         self.registered: tuple[int, int | None] | None = None  # (pid, start time)
         self.failures = 0

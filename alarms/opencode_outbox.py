@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from keys.errors import UserError
+from spool_writer import handed as handed_log
 from spool_writer.cursor import CursorReader, load_state, lock_path, read_new
 from spool_writer.layout import flocked, generations, read_json, write_json
 
@@ -141,6 +142,8 @@ class Outbox:
             if taken is None or taken.state == cursor:
                 return state
             records = fresh(taken.records, state)
+            if records and reader.handed is not None:
+                handed_log.record(reader.handed, records, reader.sid)
             if records:
                 state = OutboxState(make(records), state.recent, state.delivered)
                 self.save(state)

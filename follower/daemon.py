@@ -21,6 +21,7 @@ from follower.client import RelayClient
 from follower.inbound import Inbox
 from follower.push import PushListener
 from follower.state import FollowConfig, FollowStatus
+from follower.upkeep import Upkeep
 from keys.contacts import Contact, ContactBook
 from keys.errors import TalkError
 from keys.identity import Identity
@@ -28,6 +29,7 @@ from keys.invites import InviteBook
 from spool_writer.spool import Spool
 
 log = logging.getLogger("talk.follower")
+UPKEEP_TICK_S = 0.2
 
 
 class SpoolDedup:
@@ -52,7 +54,8 @@ class Follower:
         self.contacts = ContactBook(folder)
         self.spool = Spool(folder / "spool")
         self.inbox = Inbox(identity, self.client, self.contacts, InviteBook(folder),
-                           SpoolDedup(self.spool), batch_acks=True)
+                           SpoolDedup(self.spool), batch_acks=True, handed_state="spooled")
+        self.upkeep = Upkeep(identity, folder, self.client)
         self.wake = threading.Event()
         self.stopping = False
         self.reload = True
@@ -112,22 +115,31 @@ class Follower:
             log.info("stopped")
 
     def loop(self) -> None:
+        """Fetch when woken or when the poll interval (or a backoff) is over; between fetches,
+        tick the upkeep every UPKEEP_TICK_S so delivered receipts leave promptly."""
         failures = 0
+        next_drain = 0.0
         while not self.stopping:
             if self.reload:
                 self.reload = False
                 self.config = FollowConfig.load(self.folder)
                 self.status.peers = list(self.config.peers)
-            self.wake.clear()
-            try:
-                self.drain()
-                failures, timeout = 0, self.config.interval
-            except Exception as exc:  # never exit: record, back off, retry
-                failures += 1
-                timeout = delay(failures)
-                self.record_error(exc)
-            self.status.save(self.folder)
-            self.wake.wait(timeout)
+            if self.wake.is_set() or time.monotonic() >= next_drain:
+                self.wake.clear()
+                try:
+                    self.drain()
+                    failures, next_drain = 0, time.monotonic() + self.config.interval
+                except Exception as exc:  # never exit: record, back off, retry
+                    failures += 1
+                    next_drain = time.monotonic() + delay(failures)
+                    self.record_error(exc)
+                self.status.save(self.folder)
+            if not failures:
+                try:
+                    self.upkeep.run()
+                except Exception as exc:  # the same: record it and try again next tick
+                    self.record_error(exc)
+            self.wake.wait(min(UPKEEP_TICK_S, max(0.0, next_drain - time.monotonic())))
 
     def record_error(self, exc: Exception) -> None:
         if isinstance(exc, TalkError):

@@ -1,9 +1,13 @@
-"""Taking mail: fetch → open → hand on → remember → ack, one message at a time.
+"""Taking mail: fetch → open → decide → hand on → remember → ack, one message at a time.
 
 A message is acked only after the caller has handed it on and its id is on disk, so a crash
 or a dead relay at any point leaves it on the relay; when it comes again the id is known and
 it is acked without being handed on twice. Mail that cannot be opened, or is sealed by a key
 no contact pins, is never handed on: it is deleted and reported.
+
+Each message from a contact is then admitted, held or refused by that contact's policy
+(`follower.admission`), and its sender gets a receipt saying which; receipts that come back
+for our own mail go to the outbox, never to an agent.
 """
 
 from __future__ import annotations
@@ -12,17 +16,26 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import StrEnum
+from pathlib import Path
 from typing import Any, Protocol
 
 from nacl.public import PublicKey
 
+from follower import receipts as receipts_mod
+from follower.admission import Action, RateWindow, admit, hops_of
 from follower.client import Fetched, RelayClient
+from follower.held import HeldBox
 from follower.outbound import send
+from follower.outbox import Outbox
+from follower.receipts import ReceiptBatch
+from follower.tasks import TaskLedger
+from keys import mesh
 from keys.contacts import Contact, ContactBook, Source, free_name, pinned_contact
-from keys.envelope import channel_tag, open_blob
-from keys.errors import SecurityError
+from keys.envelope import Inner, channel_tag, open_blob, receipt_tag
+from keys.errors import SecurityError, TamperedMessage
 from keys.identity import Identity
 from keys.invites import InviteBook, InviteCode, InviteState, open_request, state_of
+from keys.policy import PolicyBook, Rule
 
 Emit = Callable[[dict[str, Any]], None]
 
@@ -40,24 +53,40 @@ class Outcome(StrEnum):
     DUPLICATE = "duplicate"
     REFUSED = "refused"  # security: tampered, unknown sender
     STALE_INVITE = "stale_invite"  # a request for an invite that is used, revoked or expired
+    HELD = "held"  # kept aside by policy or rate, not handed on
+    DECLINED = "declined"  # refused by policy or the hop limit (the sender gets a receipt)
+    RECEIPT = "receipt"  # a receipt for our own mail: into the outbox
 
 
 @dataclass
 class Report:
     delivered: int = 0
     duplicates: int = 0
+    held: int = 0
+    receipts: int = 0
     refused: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
 
 
 @dataclass
 class Inbox:
+    """`handed_state` is the receipt a handed-on message earns: "spooled" when the caller
+    writes to the spool (an alarm later reports "delivered"), "delivered" when it prints the
+    message to whoever ran `talk receive`."""
+
     identity: Identity
     client: RelayClient
     contacts: ContactBook
     invites: InviteBook
     seen: Dedup
     batch_acks: bool = False
+    handed_state: str = "delivered"
+    rates: RateWindow = field(default_factory=RateWindow)
+    receipts: ReceiptBatch = field(default_factory=ReceiptBatch)
+
+    @property
+    def folder(self) -> Path:
+        return self.contacts.folder
 
     def routes(self, peers: list[Contact] | None) -> tuple[dict[str, Contact], dict[str, InviteCode]]:
         """The tags to fetch: the chosen contacts' channels to us, plus our live invites."""
@@ -69,15 +98,38 @@ class Inbox:
         invites = {code.tag: code for code in self.invites.live(time.time())}
         return channels, invites
 
+    def receipt_routes(self) -> dict[str, Contact]:
+        """Receipts may come from anyone we wrote to, followed or not."""
+        own = self.identity.box_secret
+        return {receipt_tag(own, PublicKey(c.box_key), self.identity.fingerprint): c
+                for c in self.contacts.all()}
+
     def receive(self, emit: Emit, peers: list[Contact] | None = None, limit: int = 100) -> Report:
         """Take all waiting mail. With `batch_acks`, a page is acked by the next fetch (one
         request per page instead of one per message); otherwise each message is acked at once,
         so a one-shot `talk receive` cut off mid-way leaves only the unacked rest behind."""
         report = Report()
         channels, invites = self.routes(peers)
-        tags = [*channels, *invites]
+        receipts = self.receipt_routes()
+        tags = [*channels, *invites, *receipts]
         if not tags:
             return report
+        try:
+            self._receive(emit, tags, invites, receipts, limit, report)
+        finally:
+            self.receipts.flush(self.identity, self.client)
+        return report
+
+    def receive_receipts(self) -> Report:
+        """Only the receipts for our own mail (what `talk send --wait` reads with no follower)."""
+        report = Report()
+        receipts = self.receipt_routes()
+        if receipts:
+            self._receive(lambda record: None, list(receipts), {}, receipts, 100, report)
+        return report
+
+    def _receive(self, emit: Emit, tags: list[str], invites: dict[str, InviteCode],
+                 receipts: dict[str, Contact], limit: int, report: Report) -> None:
         handled: set[str] = set()
         taken: list[str] = []
         more = True
@@ -87,42 +139,101 @@ class Inbox:
             fresh = [m for m in mail if m.id not in handled]
             for item in fresh:
                 handled.add(item.id)
-                outcome = self.take(item, channels, invites, emit, report)
+                outcome = self.take(item, invites, receipts, emit, report)
                 if self.batch_acks:
                     taken.append(item.id)
                 else:
                     self.client.ack(self.identity, [item.id])
-                if outcome is Outcome.DELIVERED:
-                    report.delivered += 1
-                elif outcome is Outcome.DUPLICATE:
-                    report.duplicates += 1
+                report.delivered += outcome is Outcome.DELIVERED
+                report.duplicates += outcome is Outcome.DUPLICATE
+                report.held += outcome is Outcome.HELD
+                report.receipts += outcome is Outcome.RECEIPT
             if not fresh and not taken:
                 break  # the relay keeps serving what we acked: stop rather than spin
-        return report
 
-    def take(self, item: Fetched, channels: dict[str, Contact], invites: dict[str, InviteCode],
+    def take(self, item: Fetched, invites: dict[str, InviteCode], receipts: dict[str, Contact],
              emit: Emit, report: Report) -> Outcome:
         try:
             if item.tag in invites:
                 return self.take_request(item, invites[item.tag], emit, report)
-            return self.take_message(item, emit)
+            if item.tag in receipts:
+                return self.take_receipt(item, receipts[item.tag])
+            return self.take_message(item, emit, report)
         except SecurityError as exc:
             report.refused.append(exc.message)
             return Outcome.REFUSED
 
-    def take_message(self, item: Fetched, emit: Emit) -> Outcome:
-        contact, inner = open_blob(
-            item.blob, self.identity.box_secret, self.identity.fingerprint,
-            self.contacts.by_box_key, lambda c: c.fingerprint,
-        )
+    def open(self, item: Fetched) -> tuple[Contact, Inner]:
+        return open_blob(item.blob, self.identity.box_secret, self.identity.fingerprint,
+                         self.contacts.by_box_key, lambda c: c.fingerprint)
+
+    def take_receipt(self, item: Fetched, expected: Contact) -> Outcome:
+        contact, inner = self.open(item)
+        if contact.fingerprint != expected.fingerprint or inner.kind != receipts_mod.KIND:
+            raise TamperedMessage("a message on a receipt channel is not a receipt from that peer")
+        mine = Outbox(self.folder).entries()
+        # A peer may speak only of mail we sent to that peer.
+        items = [i for i in receipts_mod.parse_items(inner)
+                 if i[0] in mine and mine[i[0]].to == contact.fingerprint]
+        Outbox(self.folder).receipts(items)
+        return Outcome.RECEIPT
+
+    def take_message(self, item: Fetched, emit: Emit, report: Report) -> Outcome:
+        contact, inner = self.open(item)
+        if inner.kind == receipts_mod.KIND:  # never on a chat channel; never answered
+            raise TamperedMessage(f"a receipt from {contact.name} came on a chat channel and was dropped")
+        # Receipts answer what people and agents write; automatic notes (a contact accepted) need none.
+        answer = inner.kind == "chat"
         if inner.id in self.seen:
+            if answer:
+                self.receipts.add(contact, inner.id, "duplicate", "already received")
             return Outcome.DUPLICATE
-        emit({
-            **inner.extra, "id": inner.id, "from": inner.sender, "name": contact.name,
-            "text": inner.text, "ts": inner.ts, "kind": inner.kind,
-        })
+        rule = PolicyBook(self.folder).rule(contact)
+        hops = hops_of(inner.extra.get("hops"))
+        if hops is None:
+            raise TamperedMessage(f"a message from {contact.name} carries a malformed hop list")
+        now = time.time()
+        verdict = admit(rule, hops, self.rates.over(contact.fingerprint, rule.receive_per_min, now))
+        if verdict.action is Action.REFUSE:
+            self.receipts.add(contact, inner.id, "refused", verdict.reason)
+            report.notes.append(f"refused a message from {contact.name}: {verdict.reason}")
+            return Outcome.DECLINED
+        record = self.record(contact, inner, rule, hops)
+        if verdict.action is Action.HOLD:
+            HeldBox(self.folder).hold(record, verdict.reason)
+            self.receipts.add(contact, inner.id, "held", verdict.reason)
+            report.notes.append(f"held a message from {contact.name}: {verdict.reason}")
+            return Outcome.HELD
+        self.rates.count(contact.fingerprint, now)
+        emit(record)
         self.seen.add(inner.id)
+        if answer:
+            self.receipts.add(contact, inner.id, self.handed_state)
         return Outcome.DELIVERED
+
+    def record(self, contact: Contact, inner: Inner, rule: Rule, hops: list[str]) -> dict[str, Any]:
+        """The line an agent will see. Fields that steer framing (kind, task_trust, retry) are
+        the receiver's own judgement, never copied from the sender's envelope."""
+        record: dict[str, Any] = {"id": inner.id, "from": inner.sender, "name": contact.name,
+                                  "text": inner.text, "ts": inner.ts, "kind": inner.kind}
+        if hops:
+            record["hops"] = hops
+        if inner.kind != "chat":
+            return record
+        parsed = mesh.parse(inner.text)
+        if parsed.kind == "chat":
+            return record
+        record.update(parsed.fields)
+        record["kind"] = parsed.kind
+        ledger = TaskLedger(self.folder)
+        if parsed.kind == "task":
+            record["retry"] = ledger.seen_task(contact.fingerprint, parsed.fields["task"])
+            record["task_trust"] = rule.tasks
+            ledger.record("task", "in", contact.fingerprint, contact.name,
+                          {**parsed.fields, "text": parsed.body}, inner.id)
+        elif parsed.kind in ("result", "question"):
+            ledger.record(parsed.kind, "in", contact.fingerprint, contact.name, parsed.fields, inner.id)
+        return record
 
     def take_request(self, item: Fetched, code: InviteCode, emit: Emit, report: Report) -> Outcome:
         request_id, bundle = open_request(code, item.blob)

@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import secrets
 import time
+from typing import Any
 
 from nacl.public import PublicKey
 
 from follower.client import RelayClient
+from follower.outbox import Outbox
 from keys.contacts import Contact, ContactBook, Source, free_name, pinned_contact
+from keys.encoding import b64d, b64e
 from keys.envelope import Inner, channel_tag, new_message, seal
 from keys.errors import InviteError, NotFound, PinMismatch, RelayError, UserError
 from keys.identity import Identity, KeyBundle, check_name
@@ -53,22 +56,45 @@ def verify_contact(book: ContactBook, client: RelayClient, contact: Contact) -> 
 
 
 def send(identity: Identity, client: RelayClient, contact: Contact, text: str,
-         kind: str = "chat") -> Inner:
-    """Seal and deposit one message; sealing refuses an oversize text before any network use."""
-    inner = new_message(identity.fingerprint, contact.fingerprint, text, kind)
+         kind: str = "chat", outbox: Outbox | None = None, **extra: Any) -> Inner:
+    """Seal and deposit one message; sealing refuses an oversize text before any network use.
+
+    With an outbox, the sealed message is recorded before it leaves (a crash then still knows
+    it, and a resend repeats the same id) and marked stored once the relay has it.
+    """
+    inner = new_message(identity.fingerprint, contact.fingerprint, text, kind, **extra)
     peer = PublicKey(contact.box_key)
     blob = seal(inner, identity.box_secret, peer)
     tag = channel_tag(identity.box_secret, peer, contact.fingerprint)
+    if outbox is not None:
+        outbox.sent(inner.id, contact.fingerprint, contact.name, kind, text, tag, b64e(blob),
+                    **{k: v for k, v in extra.items() if k in ("task", "hops")})
+    deposit(client, contact.fingerprint, contact.name, tag, blob)
+    if outbox is not None:
+        outbox.stored(inner.id)
+    return inner
+
+
+def deposit(client: RelayClient, fp: str, name: str, tag: str, blob: bytes) -> None:
     try:
-        client.deposit(contact.fingerprint, tag, blob)
+        client.deposit(fp, tag, blob)
     except RelayError as exc:
         if exc.status == 404:
             raise NotFound(
-                f"the relay at {client.url} has no mailbox for {contact.name}: "
-                "are you both on the same relay?"
+                f"the relay at {client.url} has no mailbox for {name}: are you both on the same relay?"
             ) from exc
         raise
-    return inner
+
+
+def resend_due(client: RelayClient, outbox: Outbox, now: float, after: float) -> int:
+    """Deposit again every message that has waited too long for a receipt: same id, same blob."""
+    sent = 0
+    for entry in outbox.entries().values():
+        if entry.resend_due(now, after):
+            outbox.resent(entry.id)  # first: a crash here costs one attempt, never a double
+            deposit(client, entry.to, entry.name, entry.tag, b64d(entry.blob))
+            sent += 1
+    return sent
 
 
 def create_invite(identity: Identity, client: RelayClient, invites: InviteBook,

@@ -9,7 +9,8 @@
     │   ├── PinMismatch            a key bundle does not hash to the pinned fingerprint
     │   ├── TamperedMessage        ciphertext that does not open, or opens to nonsense
     │   └── UnknownSender          sealed by a key that no contact pins
-    └── RelayError                 3  the relay cannot be reached or answers with a failure
+    ├── RelayError                 3  the relay cannot be reached or answers with a failure
+    └── TimedOut                   4  `--wait` gave up before the message got that far
 
 Messages say what happened and what to do, in one line.
 """
@@ -69,3 +70,7 @@ class RelayError(TalkError):
         super().__init__(message)
         self.status = status
         self.code = code
+
+
+class TimedOut(TalkError):
+    exit_code = 4

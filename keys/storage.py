@@ -54,3 +54,47 @@ def locked(folder: Path) -> Iterator[None]:
         yield
     finally:
         os.close(fd)
+
+
+def append_records(path: Path, records: list[dict[str, Any]]) -> None:
+    """Append JSON lines under the file's own lock, durably: the caller acts on them next."""
+    if not records:
+        return
+    data = b"".join(json.dumps(r, ensure_ascii=False, separators=(",", ":")).encode() + b"\n"
+                    for r in records)
+    fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        os.write(fd, seal_torn_tail(fd) + data)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def seal_torn_tail(fd: int) -> bytes:
+    """A newline if the log ends in half a line (a crash mid-append), else nothing.
+
+    The half line then stands alone, unreadable and skipped, instead of swallowing the record
+    appended after it. Call with the log's lock held and the fd opened for reading.
+    """
+    size = os.fstat(fd).st_size
+    return b"\n" if size and os.pread(fd, 1, size - 1) != b"\n" else b""
+
+
+def read_records(path: Path) -> list[dict[str, Any]]:
+    """Every whole JSON line of an append log; a torn last line (a crash mid-append) is skipped."""
+    try:
+        with open(path, "rb") as f:
+            fcntl.flock(f.fileno(), fcntl.LOCK_SH)
+            raw = f.read()
+    except FileNotFoundError:
+        return []
+    records = []
+    for line in raw.split(b"\n"):
+        try:
+            item = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(item, dict):
+            records.append(item)
+    return records

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from keys.errors import UserError
+from spool_writer import handed as handed_log
 from spool_writer import lines
 from spool_writer.layout import flocked, generations, read_json, write_json
 
@@ -224,10 +225,14 @@ def load_state(state_file: Path) -> CursorState:
 class CursorReader:
     """Reads one spool for one reader; any number of processes may share the same state file."""
 
-    def __init__(self, spool_file: Path, state_file: Path, keep: int = RECENT) -> None:
+    def __init__(self, spool_file: Path, state_file: Path, keep: int = RECENT,
+                 handed: Path | None = None, sid: str = "") -> None:
+        """With `handed`, what `take` returns is first written to that hand-over log."""
         self.spool_file = spool_file
         self.state_file = state_file
         self.keep = keep
+        self.handed = handed
+        self.sid = sid
 
     def take(self) -> list[dict[str, Any]]:
         """The messages not handed on yet, oldest first; the cursor is saved before they are returned."""
@@ -240,6 +245,8 @@ class CursorReader:
             taken = read_new(self.spool_file, state, self.keep)
             if taken is None:
                 return []
+            if self.handed is not None:
+                handed_log.record(self.handed, taken.records, self.sid)
             if taken.state != state:
                 write_json(self.state_file, taken.state.to_json())
             return taken.records

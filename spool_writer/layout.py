@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from keys.errors import UserError
+from spool_writer.handed import HANDED_FILE
 
 DEFAULT_MAX_BYTES = 8 * 1024 * 1024
 DEFAULT_GENERATIONS = 5
@@ -58,6 +59,11 @@ class SpoolLayout:
     @property
     def registry(self) -> Path:
         return self.root / "sessions.json"
+
+    @property
+    def handed(self) -> Path:
+        """Where alarms log what they handed to an agent (see `spool_writer.handed`)."""
+        return self.root / HANDED_FILE
 
     @property
     def inbox(self) -> Path:

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from talk import conversation_cli
 from talk.alarm_cli import alarm_app
 from talk.follow_cli import follow, status, stop
 from talk.install_claude import install_claude_command
@@ -167,12 +168,20 @@ def contacts(user: User = None, as_json: Json = False) -> None:
 def send(
     name: Annotated[str, typer.Argument(help="Contact name (or fingerprint).")],
     text: Annotated[str, typer.Argument(help="Message text; - reads stdin.")],
+    wait: Annotated[str | None, typer.Option(
+        "--wait", help="Return only once the message is stored, spooled or delivered (exit 4 on timeout).",
+    )] = None,
+    timeout: Annotated[float, typer.Option("--timeout", help="Seconds --wait waits.")] = 30.0,
+    task: Annotated[bool, typer.Option(
+        "--task", help="Wrap TEXT in an opencode-mesh v1 task envelope with a new task id.")] = False,
+    mode: Annotated[str, typer.Option("--mode", help="Task mode: one-shot, session or resume.")] = "one-shot",
     user: User = None, relay: Relay = None, passphrase_file: PassFile = None, as_json: Json = False,
 ) -> None:
-    """Send one end-to-end encrypted message to a contact."""
+    """Send one end-to-end encrypted message to a contact; `talk outbox` then shows how far it got."""
     from talk import mail
 
-    mail.send(user, relay, passphrase_file, name, text, as_json)
+    mail.send(user, relay, passphrase_file, name, text, as_json, wait=wait, timeout=timeout, task=task,
+              mode=mode)
 
 
 @app.command()
@@ -360,6 +369,12 @@ def demo() -> None:
 app.command()(follow)
 app.command()(stop)
 app.command()(status)
+app.command()(conversation_cli.outbox)
+app.command()(conversation_cli.policy)
+app.add_typer(conversation_cli.held_app, name="held")
+app.command()(conversation_cli.tasks)
+app.command()(conversation_cli.reply)
+app.command()(conversation_cli.forward)
 app.add_typer(session_app, name="session")
 app.command("log")(log_command)
 app.command("gc")(gc_command)

@@ -128,12 +128,18 @@ def stop(
 
 
 def status(
+    message: Annotated[str | None, typer.Argument(help="A sent message's id: show how far it got.")] = None,
     user: User = None, as_json: Json = False,
 ) -> None:
-    """Show the follower, the registered sessions and where mail waits."""
+    """Show the follower, the registered sessions and where mail waits; or one sent message."""
     from talk.context import open_session
 
     folder = open_session(user, None, None).folder
+    if message is not None:
+        from talk.conversation_cli import message_status
+
+        message_status(folder, message, as_json)
+        return
     report = gather_status(folder)
     if as_json:
         emit_json(report)

@@ -5,18 +5,67 @@ Agents call these two on every turn; everything here imports only what the comma
 
 from __future__ import annotations
 
-from talk.context import open_session, read_text_arg
+from collections.abc import Callable
+from typing import Any
+
+from talk.context import Session, open_session, read_text_arg
 from talk.output import emit_json, result, warn
 
 
 def send(user: str | None, relay: str | None, passphrase_file: str | None, name: str, text: str,
-         as_json: bool) -> None:
-    from follower.outbound import send as send_message
+         as_json: bool, wait: str | None = None, timeout: float = 30.0, task: bool = False,
+         mode: str = "one-shot", hops: list[str] | None = None) -> None:
+    """`talk send`: what `send_report` did, as a line or as JSON."""
+    report = send_report(open_session(user, relay, passphrase_file), name, read_text_arg(text), wait=wait,
+                         timeout=timeout, task=task, mode=mode, hops=hops)
+    human = f"sent {report['id']} to {report['to']}" + (f" ({report['state']})" if wait else "")
+    if task:
+        human += f"; task {report['task']}"
+    result(report, human, as_json)
 
-    s = open_session(user, relay, passphrase_file)
+
+def send_report(s: Session, name: str, original: str, wait: str | None = None, timeout: float = 30.0,
+                task: bool = False, mode: str = "one-shot", hops: list[str] | None = None) -> dict[str, Any]:
+    """Seal, record in the outbox, deposit; with `wait`, return once a receipt says so.
+    Returns {"id", "to", "state"} plus "task" and "hops" when given (what `talk mcp` answers)."""
+    import time
+
+    from follower.outbound import send as send_message
+    from follower.outbox import Outbox
+    from follower.sendrate import spend
+    from keys.policy import PolicyBook
+
     contact = s.contacts.get(name)
-    inner = send_message(s.identity(), s.client, contact, read_text_arg(text))
-    result({"id": inner.id, "to": contact.name}, f"sent {inner.id} to {contact.name}", as_json)
+    body = original
+    extra: dict[str, Any] = {"hops": hops} if hops else {}
+    if task:
+        from keys import mesh
+
+        task_id = mesh.new_task_id(s.record.name)
+        body = _checked(lambda: mesh.task_envelope(s.record.name, task_id, body, mode))
+        extra["task"] = task_id
+    spend(s.folder, contact, PolicyBook(s.folder).rule(contact).send_per_min, time.time())
+    inner = send_message(s.identity(), s.client, contact, body, outbox=Outbox(s.folder), **extra)
+    if task:
+        from follower.tasks import TaskLedger
+
+        TaskLedger(s.folder).record("task", "out", contact.fingerprint, contact.name,
+                                    {"task": extra["task"], "mode": mode, "text": original}, inner.id)
+    report = {"id": inner.id, "to": contact.name, "state": "stored", **extra}
+    if wait is not None:
+        from talk.waiting import wait_for
+
+        report["state"] = wait_for(s, inner.id, wait, timeout)
+    return report
+
+
+def _checked(build: Callable[[], str]) -> str:
+    try:
+        return build()
+    except ValueError as exc:
+        from keys.errors import UserError
+
+        raise UserError(f"cannot send this task: {exc}") from exc
 
 
 def receive(user: str | None, relay: str | None, passphrase_file: str | None,
@@ -34,7 +83,8 @@ def receive(user: str | None, relay: str | None, passphrase_file: str | None,
             "`talk log`, or stop the follower with `talk stop` to use `talk receive`"
         )
     chosen = [s.contacts.get(p) for p in peers] if peers else None
-    inbox = Inbox(s.identity(), s.client, s.contacts, s.invites, SeenIds(s.folder))
+    inbox = Inbox(s.identity(), s.client, s.contacts, s.invites, SeenIds(s.folder),
+                  handed_state="delivered")
     report = inbox.receive(emit_json, chosen)
     for note in report.notes:
         warn(note)

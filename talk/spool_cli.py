@@ -127,6 +127,15 @@ def log_command(
         return
 
 
+def find_record(user: str | None, msg_id: str) -> dict[str, Any] | None:
+    """A message in this identity's spool (inbox or any session's copy) by its id."""
+    root = spool_root(user)
+    for record in _new_records(_log_files(root, None)(), {}, set()):
+        if record.get("id") == msg_id:
+            return record
+    return None
+
+
 def _log_files(root: Path, session: str | None) -> Callable[[], list[Path]]:
     """A function listing the spool files to show now (sessions come and go while following)."""
     from keys.errors import NotFound

@@ -11,7 +11,7 @@ import subprocess
 import sys
 import time
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -105,6 +105,7 @@ class Agent:
     home: Path
     relay_url: str
     passphrase_file: Path | None = None
+    extra_env: dict[str, str] = field(default_factory=dict)  # e.g. shorter expiry for a test
 
     def env(self) -> dict[str, str]:
         env = {k: v for k, v in os.environ.items() if not k.startswith("TALK_")}
@@ -112,12 +113,13 @@ class Agent:
         env["TALK_RELAY"] = self.relay_url
         if self.passphrase_file is not None:
             env["TALK_PASSPHRASE_FILE"] = str(self.passphrase_file)
-        return env
+        return {**env, **self.extra_env}
 
     def run(self, *args: str, stdin: str | None = None, timeout: float = 30) -> Result:
+        # No stdin unless given: a command must behave as it does for an agent, off a terminal.
+        feed: dict[str, Any] = {"input": stdin} if stdin is not None else {"stdin": subprocess.DEVNULL}
         p = subprocess.run(
-            [TALK, *args], input=stdin, capture_output=True, text=True, env=self.env(),
-            timeout=timeout,
+            [TALK, *args], capture_output=True, text=True, env=self.env(), timeout=timeout, **feed,
         )
         return Result(p.returncode, p.stdout, p.stderr)
 
@@ -194,3 +196,12 @@ def host_procs(host_home: Path) -> Iterator[ProcessGroup]:
     """Processes started here are killed (tree and group, by pid) before host_home is reaped."""
     with ProcessGroup() as group:
         yield group
+
+
+def wait_for(check: Callable[[], bool], timeout: float, what: str) -> None:
+    """Poll `check` until it holds; fail with `what` after `timeout` seconds."""
+    deadline = time.monotonic() + timeout
+    while not check():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+        time.sleep(0.05)

@@ -67,7 +67,10 @@ class DyingProxy:
                 if self.should_die(request_line):
                     self.die()
                     return
-                conn.sendall(self._forward(raw))
+                conn.sendall(self._answer(request_line, raw))
+
+    def _answer(self, request_line: str, raw: bytes) -> bytes:
+        return self._forward(raw)
 
     def _forward(self, raw: bytes) -> bytes:
         head, _, body = raw.partition(b"\r\n\r\n")
@@ -92,3 +95,21 @@ class DyingProxy:
     def die(self) -> None:
         self.dead.set()
         self.listener.close()
+
+
+class LossyProxy(DyingProxy):
+    """Forwards requests, except that those `should_lose(request_line)` picks are answered
+    "201 stored" and thrown away: a relay that loses what it acknowledged."""
+
+    def __init__(self, upstream_port: int, should_lose: Callable[[str], bool]) -> None:
+        self.should_lose = should_lose
+        self.lost: list[str] = []
+        super().__init__(upstream_port, lambda _: False)
+
+    def _answer(self, request_line: str, raw: bytes) -> bytes:
+        if self.should_lose(request_line):
+            self.lost.append(request_line)
+            body = b'{"id": "0"}'
+            return (b"HTTP/1.1 201 Created\r\ncontent-type: application/json\r\n"
+                    b"content-length: " + str(len(body)).encode() + b"\r\n\r\n" + body)
+        return self._forward(raw)

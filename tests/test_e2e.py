@@ -21,9 +21,11 @@ def relay_bytes(relay: RelayProcess) -> bytes:
     return b"".join(p.read_bytes() for p in parts if p.exists())
 
 
-def mail_rows(relay: RelayProcess) -> list[tuple[str, str, bytes]]:
+def mail_rows(relay: RelayProcess, fp: str | None = None) -> list[tuple[str, str, bytes]]:
+    """The mail on the relay, or only what waits in mailbox `fp` (receipts go to the sender's)."""
     with sqlite3.connect(relay.db) as db:
-        return db.execute("SELECT fp, tag, blob FROM mail ORDER BY id").fetchall()
+        rows = db.execute("SELECT fp, tag, blob FROM mail ORDER BY id").fetchall()
+    return [r for r in rows if fp is None or r[0] == fp]
 
 
 def fingerprint(agent: Agent) -> str:
@@ -54,8 +56,9 @@ def test_conversation_both_ways_leaves_nothing_readable_on_the_relay(
     assert [(m["name"], m["text"]) for m in got_a] == [("bob", secret_b)]
     assert got_b[0]["id"] == sent_a["id"] and got_b[0]["from"] == fingerprint(alice)
     assert set(got_b[0]) >= {"id", "from", "name", "text", "ts", "kind"}
-    assert mail_rows(relay) == []
+    # Alice's receive sent bob a receipt; his next receive takes it without printing anything.
     assert bob.ok("receive").out == ""
+    assert mail_rows(relay) == []
 
 
 def _only_as_mailbox(relay: RelayProcess, fp: str) -> bool:
@@ -127,7 +130,7 @@ def test_mail_from_an_unpinned_sender_is_never_shown(
     assert [m["text"] for m in r.lines()] == ["from alice"]
     assert "do what I say" not in r.out + r.err
     assert "unknown sender" in r.err
-    assert mail_rows(relay) == []
+    assert mail_rows(relay, bob_fp) == []
 
 
 def _box_key_hex(agent: Agent) -> str:
@@ -260,7 +263,7 @@ def test_relay_dying_between_two_acks_loses_nothing_and_repeats_nothing(
     second = bob.ok("receive")
     shown_second = [m["id"] for m in second.lines()]
     assert shown_second == sent[2:]
-    assert mail_rows(relay) == []
+    assert mail_rows(relay, fingerprint(bob)) == []
 
 
 def test_cards_and_contacts(pair: tuple[Agent, Agent]) -> None:
@@ -279,8 +282,14 @@ def test_add_by_fingerprint_then_talk(tmp_path: Path, relay: RelayProcess) -> No
     bob = make_agent(tmp_path, relay, "bob", None)
     alice.ok("add", fingerprint(bob), "--name", "bob")
     bob.ok("add", fingerprint(alice), "--name", "alice")
+    # A bare fingerprint vouches for nothing: alice's mail is held until bob checks or accepts her.
     alice.ok("send", "bob", "added by hand")
-    assert [m["text"] for m in bob.ok("receive", "--peer", "alice").lines()] == ["added by hand"]
+    r = bob.ok("receive", "--peer", "alice")
+    assert r.out == "" and "held a message from alice" in r.err
+    assert [h["text"] for h in bob.ok("held", "--json").json()] == ["added by hand"]
+    bob.ok("verify", "alice")  # now accepted: her next message is shown at once
+    alice.ok("send", "bob", "after verify")
+    assert [m["text"] for m in bob.ok("receive", "--peer", "alice").lines()] == ["after verify"]
 
 
 def test_usage_errors_exit_1_without_traceback(alice: Agent) -> None:

@@ -11,7 +11,7 @@ import subprocess
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -23,7 +23,7 @@ from keys.contacts import ContactBook
 from keys.envelope import channel_tag, new_message, seal
 from keys.errors import RelayError
 from keys.identity import Identity
-from tests.conftest import Agent, RelayProcess, make_agent
+from tests.conftest import Agent, RelayProcess, make_agent, wait_for
 
 
 def spool_ids(agent: Agent, name: str) -> Counter[str]:
@@ -39,17 +39,13 @@ def spool_ids(agent: Agent, name: str) -> Counter[str]:
     return ids
 
 
-def wait_for(check: Callable[[], bool], timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not check():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
-        time.sleep(0.05)
 
 
-def relay_mail_count(relay: RelayProcess) -> int:
+def relay_mail_count(relay: RelayProcess, agent: Agent) -> int:
+    """Mail waiting in `agent`'s mailbox (the receipts its follower sends wait in the senders')."""
+    fp = agent.ok("id", "--json").json()["fingerprint"]
     with sqlite3.connect(relay.db) as db:
-        return int(db.execute("SELECT COUNT(*) FROM mail").fetchone()[0])
+        return int(db.execute("SELECT COUNT(*) FROM mail WHERE fp = ?", (fp,)).fetchone()[0])
 
 
 def status(agent: Agent, user: str) -> dict[str, object]:
@@ -89,7 +85,7 @@ def test_pushed_mail_lands_in_the_inbox_once_and_leaves_the_relay(
     assert [x["text"] for x in lines] == [f"note {i}" for i in range(5)]
     assert {"id", "from", "name", "text", "ts", "kind", "received"} <= set(lines[0])
     assert oct(inbox.stat().st_mode & 0o777) == "0o600"
-    wait_for(lambda: relay_mail_count(relay) == 0, 5, "acks")
+    wait_for(lambda: relay_mail_count(relay, bob) == 0, 5, "acks")
     r = bob.run("receive")
     assert r.code == 1 and "follower" in r.err
 
@@ -139,7 +135,7 @@ def test_follower_takes_only_its_peers_mail_and_never_a_strangers(
     time.sleep(0.5)
     assert set(spool_ids(bob, "bob")) == {good}
     with sqlite3.connect(relay.db) as db:
-        tags = [t for (t,) in db.execute("SELECT tag FROM mail")]
+        tags = [t for (t,) in db.execute("SELECT tag FROM mail WHERE fp = ?", (bob_id.fingerprint,))]
     assert len(tags) == 2 and alice_tag not in tags  # carol's and the random one stay untouched
     assert status(bob, "bob")["follower"]["refused"] == 1  # type: ignore[index]
     assert carol_msg not in spool_ids(bob, "bob")
@@ -229,4 +225,4 @@ def test_kill_9_fifty_times_and_restart_the_relay_five_times(
     ids = spool_ids(bob, "bob")
     assert set(ids) == set(sent)
     assert max(ids.values()) == 1, [i for i, c in ids.items() if c > 1][:5]
-    wait_for(lambda: relay_mail_count(relay) == 0, 30, "the relay to be empty")
+    wait_for(lambda: relay_mail_count(relay, bob) == 0, 30, "bob's mailbox to be empty")

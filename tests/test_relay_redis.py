@@ -51,6 +51,8 @@ def test_send_and_receive_through_redis(tmp_path: Path, redis_relay: StoreRelay)
     got = bob.ok("receive").lines()
     assert [(m["id"], m["text"]) for m in got] == [(sent, "over redis")]
     assert bob.ok("receive").lines() == []  # acked: gone from the store
+    assert alice.ok("receive").lines() == []  # bob's receipt: taken into her outbox, not printed
+    assert alice.ok("status", sent, "--json").json()["state"] == "delivered"
     prefix = redis_relay.store.partition("?prefix=")[2]
     assert not [k for k in keys_under(prefix) if k.startswith(f"{prefix}blob:".encode())]
 

@@ -1,0 +1,178 @@
+"""The sender's outbox: every message sent, and how far it got.
+
+An append-only log of events (sent, stored, resent, a receipt's state) folded into one entry per
+message. States only move forward:
+
+    sent → stored → held → spooled → delivered        (refused / expired / dropped: final)
+
+`duplicate` (the peer already had it: a resend crossed a lost receipt) counts as spooled. The
+sealed blob is kept until the message is spooled, so a resend repeats the very same message id
+and the peer's dedup makes it harmless.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from keys.storage import read_records, seal_torn_tail
+
+OUTBOX_FILE = "outbox.ndjson"
+COMPACT_BYTES = 4 * 1024 * 1024
+PREVIEW = 200
+RANK = {"sent": 0, "stored": 1, "held": 2, "refused": 2.5, "expired": 2.5, "dropped": 2.5,
+        "spooled": 3, "delivered": 4}
+FINAL = frozenset({"refused", "expired", "dropped", "delivered"})
+RECEIPT_STATES = frozenset({"held", "spooled", "delivered", "refused", "expired", "dropped", "duplicate"})
+RESEND_AFTER_S = 30.0
+MAX_ATTEMPTS = 8
+
+
+@dataclass
+class Entry:
+    id: str
+    to: str
+    name: str
+    kind: str
+    text: str
+    ts: float
+    state: str = "sent"
+    reason: str = ""
+    updated: float = 0.0
+    attempts: int = 1
+    last_attempt: float = 0.0
+    tag: str = ""
+    blob: str = ""
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def public(self) -> dict[str, Any]:
+        """What `talk outbox --json` shows (no ciphertext)."""
+        shown = {k: v for k, v in self.__dict__.items() if k not in ("tag", "blob", "extra")}
+        return {**self.extra, **shown}
+
+    def waiting_for_receipt(self) -> bool:
+        return RANK[self.state] < RANK["held"]
+
+    def resend_due(self, now: float, after: float) -> bool:
+        """Unacknowledged, not given up on, and its backoff (doubling from `after`) is over."""
+        backoff = after * 2 ** (self.attempts - 1)
+        return (self.waiting_for_receipt() and bool(self.blob) and self.attempts < MAX_ATTEMPTS
+                and now - self.last_attempt >= backoff)
+
+
+def advance(entry: Entry, state: str, reason: str, ts: float) -> None:
+    """Apply a state to an entry if it moves it forward (pure: folding is order-tolerant)."""
+    if state == "duplicate":
+        state, reason = "spooled", reason or "the peer already had it"
+    if state not in RANK or RANK[state] <= RANK[entry.state]:
+        return
+    entry.state, entry.reason, entry.updated = state, reason, ts
+
+
+def fold(events: list[dict[str, Any]]) -> dict[str, Entry]:
+    entries: dict[str, Entry] = {}
+    for event in events:
+        kind, msg_id = event.get("ev"), event.get("id")
+        if not isinstance(msg_id, str):
+            continue
+        if kind in ("sent", "entry"):
+            entries.setdefault(msg_id, _entry(event))
+            continue
+        entry = entries.get(msg_id)
+        if entry is None:
+            continue
+        ts = float(event.get("ts", 0))
+        if kind == "resent":
+            entry.attempts += 1
+            entry.last_attempt = ts
+        elif kind in ("stored", "receipt"):
+            advance(entry, str(event.get("state", "stored")), str(event.get("reason", "")), ts)
+    return entries
+
+
+def _entry(event: dict[str, Any]) -> Entry:
+    core = {k: event[k] for k in Entry.__dataclass_fields__ if k in event}
+    entry = Entry(**{"name": "", "kind": "chat", "text": "", "ts": 0.0, "to": "", **core})
+    entry.last_attempt = entry.last_attempt or entry.ts
+    entry.updated = entry.updated or entry.ts
+    return entry
+
+
+class Outbox:
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+        self.path = folder / OUTBOX_FILE
+        self.lock = folder / "outbox.lock"
+
+    @contextmanager
+    def _locked(self) -> Iterator[None]:
+        # A lock of its own: compaction replaces the log, so its inode cannot hold the lock.
+        fd = os.open(self.lock, os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            yield
+        finally:
+            os.close(fd)
+
+    def _append(self, events: list[dict[str, Any]]) -> None:
+        data = b"".join(json.dumps(e, ensure_ascii=False, separators=(",", ":")).encode() + b"\n"
+                        for e in events)
+        with self._locked():
+            fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o600)
+            try:
+                os.write(fd, seal_torn_tail(fd) + data)
+                os.fsync(fd)
+                size = os.fstat(fd).st_size
+            finally:
+                os.close(fd)
+            if size > COMPACT_BYTES:
+                self._compact()
+
+    def _compact(self) -> None:
+        """Rewrite the log as one line per message; finished ones lose their ciphertext."""
+        entries = fold(read_records(self.path))
+        tmp = self.path.with_name(f".{self.path.name}.tmp")
+        with open(tmp, "wb") as f:
+            for entry in entries.values():
+                snapshot = {**entry.__dict__, "ev": "entry"}
+                if not entry.waiting_for_receipt():
+                    snapshot["blob"] = ""
+                f.write(json.dumps(snapshot, ensure_ascii=False).encode() + b"\n")
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, self.path)
+
+    def sent(self, msg_id: str, to: str, name: str, kind: str, text: str, tag: str, blob: str,
+             **extra: Any) -> None:
+        now = time.time()
+        self._append([{"ev": "sent", "id": msg_id, "to": to, "name": name, "kind": kind,
+                       "text": text[:PREVIEW], "ts": now, "tag": tag, "blob": blob, "extra": extra}])
+
+    def stored(self, msg_id: str) -> None:
+        self._append([{"ev": "stored", "id": msg_id, "state": "stored", "ts": time.time()}])
+
+    def resent(self, msg_id: str) -> None:
+        self._append([{"ev": "resent", "id": msg_id, "ts": time.time()}])
+
+    def receipts(self, items: list[tuple[str, str, str]]) -> None:
+        """(message id, state, reason) as a peer reported them."""
+        now = time.time()
+        self._append([{"ev": "receipt", "id": i, "state": s, "reason": r, "ts": now} for i, s, r in items])
+
+    def entries(self) -> dict[str, Entry]:
+        return fold(read_records(self.path))
+
+    def find(self, msg_id: str) -> Entry | None:
+        """An entry by its id or a unique prefix of it (at least 6 characters)."""
+        entries = self.entries()
+        if msg_id in entries:
+            return entries[msg_id]
+        matches = [e for i, e in entries.items() if len(msg_id) >= 6 and i.startswith(msg_id)]
+        return matches[0] if len(matches) == 1 else None

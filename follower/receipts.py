@@ -1,0 +1,88 @@
+"""Receipts: what the receiving side tells a sender about each of its messages.
+
+A receipt is ordinary sealed mail of kind "receipt" on the pair's receipt tag, listing
+(message id, state, reason) items; receipts never produce receipts. They are gathered while
+mail is taken and sent once per peer at the end, so a page of mail costs one receipt message.
+Sending is best effort: a receipt lost on the way is made good by the sender's resend, which
+the receiver answers with `duplicate`.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from typing import Any
+
+from nacl.public import PublicKey
+
+from follower.client import RelayClient
+from keys.contacts import Contact
+from keys.encoding import is_hex32
+from keys.envelope import Inner, new_message, receipt_tag, seal
+from keys.errors import TalkError
+from keys.identity import Identity
+
+log = logging.getLogger("talk.follower")
+KIND = "receipt"
+STATES = ("held", "spooled", "delivered", "refused", "expired", "dropped", "duplicate")
+PER_MESSAGE = 300  # items per receipt message: far below the 64 KiB envelope
+MAX_REASON = 300
+
+
+def receipt_message(identity: Identity, contact: Contact, items: list[dict[str, str]]) -> Inner:
+    return new_message(identity.fingerprint, contact.fingerprint, f"{len(items)} receipt(s)",
+                       kind=KIND, receipts=items)
+
+
+def send_receipts(identity: Identity, client: RelayClient, contact: Contact,
+                  items: list[dict[str, str]]) -> None:
+    peer = PublicKey(contact.box_key)
+    tag = receipt_tag(identity.box_secret, peer, contact.fingerprint)
+    for start in range(0, len(items), PER_MESSAGE):
+        inner = receipt_message(identity, contact, items[start:start + PER_MESSAGE])
+        client.deposit(contact.fingerprint, tag, seal(inner, identity.box_secret, peer))
+
+
+def parse_items(inner: Inner) -> list[tuple[str, str, str]]:
+    """The well-formed (id, state, reason) items of a receipt; anything else is ignored."""
+    raw = inner.extra.get("receipts")
+    if not isinstance(raw, list):
+        return []
+    items = []
+    for item in raw:
+        if not isinstance(item, dict):
+            continue
+        ref, state, reason = item.get("ref"), item.get("state"), item.get("reason", "")
+        if is_hex32(ref) and state in STATES and isinstance(reason, str):
+            items.append((str(ref), str(state), reason[:MAX_REASON]))
+    return items
+
+
+@dataclass
+class ReceiptBatch:
+    """Receipts gathered while taking mail, by peer, sent together by `flush`."""
+
+    pending: dict[str, tuple[Contact, list[dict[str, str]]]] = field(default_factory=dict)
+
+    def add(self, contact: Contact, ref: str, state: str, reason: str = "") -> None:
+        entry = self.pending.setdefault(contact.fingerprint, (contact, []))
+        entry[1].append({"ref": ref, "state": state, "reason": reason[:MAX_REASON]})
+
+    def flush(self, identity: Identity, client: RelayClient) -> int:
+        """Send what is gathered; returns how many peers could not be told (logged)."""
+        failed = 0
+        pending, self.pending = self.pending, {}
+        for contact, items in pending.values():
+            try:
+                send_receipts(identity, client, contact, items)
+            except TalkError as exc:
+                failed += 1
+                log.info("receipts to %s not sent (%s); their resend will bring them", contact.name, exc)
+        return failed
+
+    def __len__(self) -> int:
+        return sum(len(items) for _, items in self.pending.values())
+
+
+def as_json(items: list[tuple[str, str, str]]) -> list[dict[str, Any]]:
+    return [{"ref": r, "state": s, "reason": why} for r, s, why in items]

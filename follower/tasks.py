@@ -1,0 +1,70 @@
+"""The task ledger: opencode-mesh tasks sent and received, and their latest status.
+
+Both sides append what passes through them (a task envelope, a result or question block) to
+`tasks.ndjson`; `talk tasks` folds it into one row per task. A task id that comes again from
+the same peer is a retry: the protocol asks the receiver to check for earlier work first.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+from keys.storage import append_records, read_records
+
+TASKS_FILE = "tasks.ndjson"
+PREVIEW = 200
+
+
+def fold(events: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """One row per (task id, peer): who asked, the task text, the latest status and summary."""
+    rows: dict[str, dict[str, Any]] = {}
+    for event in events:
+        task, peer = event.get("task"), event.get("peer")
+        if not isinstance(task, str) or not isinstance(peer, str):
+            continue
+        key = f"{peer}/{task}"
+        row = rows.setdefault(key, {"task": task, "peer": peer, "name": event.get("name", ""),
+                                    "asked_by": "", "mode": "", "text": "", "status": "unknown",
+                                    "summary": "", "artifacts": [], "retries": 0, "updated": 0.0})
+        row["updated"] = max(row["updated"], float(event.get("ts", 0)))
+        if event.get("ev") == "task":
+            if row["asked_by"]:
+                row["retries"] += 1
+            row["asked_by"] = "me" if event.get("dir") == "out" else "peer"
+            row["mode"], row["text"] = event.get("mode", ""), event.get("text", "")
+            if row["status"] == "unknown":
+                row["status"] = "open"
+        elif event.get("ev") == "result":
+            row["status"] = event.get("status", "unknown")
+            row["summary"], row["artifacts"] = event.get("summary", ""), event.get("artifacts", [])
+        elif event.get("ev") == "question" and row["status"] in ("unknown", "open"):
+            row["status"] = "question"
+            row["summary"] = event.get("question", "")
+    return rows
+
+
+class TaskLedger:
+    def __init__(self, folder: Path) -> None:
+        self.path = folder / TASKS_FILE
+
+    def record(self, ev: str, direction: str, peer: str, name: str, fields: dict[str, Any],
+               msg_id: str) -> None:
+        event = {"ev": ev, "dir": direction, "peer": peer, "name": name, "msg": msg_id, "ts": time.time(),
+                 **{k: v for k, v in fields.items() if k in ("task", "mode", "status", "summary",
+                                                              "artifacts", "question", "options")}}
+        if "text" in fields:
+            event["text"] = str(fields["text"])[:PREVIEW]
+        append_records(self.path, [event])
+
+    def seen_task(self, peer: str, task: str) -> bool:
+        """Whether `peer` sent us task `task` before (then this one is a retry)."""
+        return any(e.get("ev") == "task" and e.get("dir") == "in" and e.get("peer") == peer
+                   and e.get("task") == task for e in read_records(self.path))
+
+    def rows(self) -> list[dict[str, Any]]:
+        return sorted(fold(read_records(self.path)).values(), key=lambda r: r["updated"])
+
+    def find(self, task: str) -> list[dict[str, Any]]:
+        return [r for r in self.rows() if r["task"] == task]

@@ -1,0 +1,95 @@
+"""The follower's side jobs between fetches: delivered receipts, held mail expiry, resends.
+
+Each is at-least-once: a receipt is sent before the offset that produced it is saved, a held
+message leaves the box only after its sender was told, a resend is logged before it goes.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+from follower.client import RelayClient
+from follower.held import HeldBox
+from follower.outbound import resend_due
+from follower.outbox import RESEND_AFTER_S, Outbox
+from follower.receipts import ReceiptBatch
+from keys.contacts import ContactBook
+from keys.identity import Identity
+from keys.policy import HOLD_HOURS
+from keys.storage import read_json, write_json
+from spool_writer import handed
+from spool_writer.layout import SpoolLayout
+
+OFFSET_FILE = "handed.offset"
+
+
+def env_float(name: str, default: float) -> float:
+    """A positive number from the environment (tests shorten expiry and backoff), else default."""
+    try:
+        value = float(os.environ.get(name, ""))
+    except ValueError:
+        return default
+    return value if value > 0 else default
+
+
+class Upkeep:
+    def __init__(self, identity: Identity, folder: Path, client: RelayClient) -> None:
+        self.identity = identity
+        self.folder = folder
+        self.client = client
+        self.contacts = ContactBook(folder)
+        self.log = SpoolLayout(folder / "spool").handed
+        self.hold_hours = env_float("TALK_HOLD_HOURS", HOLD_HOURS)
+        self.resend_after = env_float("TALK_RESEND_AFTER", RESEND_AFTER_S)
+        self.slow_every = min(5.0, self.resend_after)  # the outbox is folded at most this often
+        self.last_slow = 0.0
+
+    def report_delivered(self) -> int:
+        """`delivered` receipts for what alarms handed to agents since last time."""
+        state = read_json(self.folder / OFFSET_FILE, {})
+        offset = int(state.get("offset", 0)) if isinstance(state, dict) else 0
+        items, end = handed.read_since(self.log, offset)
+        if end == offset:
+            return 0
+        batch = ReceiptBatch()
+        told: set[str] = set()
+        for item in items:
+            contact = self.contacts.by_fingerprint(str(item.get("from")))
+            msg_id = str(item.get("id"))
+            if contact is not None and msg_id not in told:
+                told.add(msg_id)
+                batch.add(contact, msg_id, "delivered")
+        if batch.flush(self.identity, self.client):
+            return 0  # not told: read these lines again next time
+        write_json(self.folder / OFFSET_FILE, {"offset": handed.empty_if_read(self.log, end)})
+        return len(told)
+
+    def expire_held(self, now: float) -> int:
+        box = HeldBox(self.folder)
+        gone = box.expired(now, self.hold_hours)
+        if not gone:
+            return 0
+        held = box.all()
+        batch = ReceiptBatch()
+        for msg_id in gone:
+            contact = self.contacts.by_fingerprint(str(held[msg_id]["record"].get("from")))
+            if contact is not None:
+                batch.add(contact, msg_id, "expired", f"held for {self.hold_hours:g} h and not released")
+        if batch.flush(self.identity, self.client):
+            return 0
+        box.remove(gone)
+        return len(gone)
+
+    def resend(self, now: float) -> int:
+        return resend_due(self.client, Outbox(self.folder), now, self.resend_after)
+
+    def run(self, now: float | None = None) -> None:
+        """The delivered receipts every tick (an agent's sender may be waiting); the rest less often."""
+        now = time.time() if now is None else now
+        self.report_delivered()
+        if now - self.last_slow >= self.slow_every:
+            self.last_slow = now
+            self.expire_held(now)
+            self.resend(now)

@@ -1,0 +1,116 @@
+"""Inbound policy per contact: accept, hold or refuse their mail; task trust; rate limits.
+
+A pin says who a peer is; a rule says what their mail may do here. Contacts made by invite or
+checked with `talk verify` are accepted by default; a contact pinned from a bare fingerprint
+(`talk add`) is held until a person accepts it, so a typo'd or planted fingerprint cannot
+reach an agent. Task envelopes are framed as tasks only from contacts trusted for tasks,
+which is never the default. Every change is appended to `trust.log` with its time.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import asdict, dataclass, replace
+from enum import StrEnum
+from pathlib import Path
+from typing import Any
+
+from keys.contacts import Contact, Source
+from keys.errors import UserError
+from keys.storage import append_records, locked, read_json, read_records, write_json
+
+POLICIES_FILE = "policies.json"
+TRUST_LOG = "trust.log"
+RECEIVE_PER_MIN = 120  # far above a conversation, low enough to stop a looping agent
+SEND_PER_MIN = 120
+HOLD_HOURS = 24.0
+
+
+class Policy(StrEnum):
+    ACCEPT = "accept"
+    HOLD = "hold"
+    REFUSE = "refuse"
+
+
+@dataclass(frozen=True)
+class Rule:
+    policy: Policy
+    tasks: bool = False
+    receive_per_min: int = RECEIVE_PER_MIN
+    send_per_min: int = SEND_PER_MIN
+
+    def to_json(self) -> dict[str, Any]:
+        return {**asdict(self), "policy": self.policy.value}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Rule:
+        """A stored rule; anything hand-edited into a wrong type or range is damage, never trust."""
+        try:
+            tasks = data.get("tasks", False)
+            if not isinstance(tasks, bool):
+                raise ValueError("'tasks' must be true or false")
+            rule = cls(Policy(data["policy"]), tasks, int(data.get("receive_per_min", RECEIVE_PER_MIN)),
+                       int(data.get("send_per_min", SEND_PER_MIN)))
+            check_rate(rule.receive_per_min, "receive_per_min")
+            check_rate(rule.send_per_min, "send_per_min")
+            return rule
+        except (KeyError, TypeError, ValueError, UserError) as exc:
+            raise UserError(f"a rule in {POLICIES_FILE} is damaged ({exc}); set it again with "
+                            "`talk policy NAME accept|hold|refuse`") from exc
+
+
+def default_rule(contact: Contact) -> Rule:
+    vouched = contact.source in (Source.INVITED, Source.JOINED) or contact.verified_at is not None
+    return Rule(Policy.ACCEPT if vouched else Policy.HOLD)
+
+
+def check_rate(value: int | None, what: str) -> None:
+    if value is not None and not 1 <= value <= 100_000:
+        raise UserError(f"{what} must be between 1 and 100000 messages a minute")
+
+
+class PolicyBook:
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+        self.path = folder / POLICIES_FILE
+        self.log = folder / TRUST_LOG
+
+    def rule(self, contact: Contact) -> Rule:
+        stored = read_json(self.path, {}).get(contact.fingerprint)
+        return Rule.from_json(stored) if isinstance(stored, dict) else default_rule(contact)
+
+    def change(self, contact: Contact, *, policy: Policy | None = None, tasks: bool | None = None,
+               receive_per_min: int | None = None, send_per_min: int | None = None) -> tuple[Rule, Rule]:
+        """Set what is given, keep the rest; returns (before, after) and logs the change."""
+        check_rate(receive_per_min, "--receive-rate")
+        check_rate(send_per_min, "--send-rate")
+        with locked(self.folder):
+            raw: dict[str, Any] = read_json(self.path, {})
+            before = self._stored_or_default(raw.get(contact.fingerprint), contact)
+            after = replace(
+                before,
+                policy=before.policy if policy is None else policy,
+                tasks=before.tasks if tasks is None else tasks,
+                receive_per_min=receive_per_min or before.receive_per_min,
+                send_per_min=send_per_min or before.send_per_min,
+            )
+            raw[contact.fingerprint] = after.to_json()
+            write_json(self.path, raw)
+        self.note(contact, "policy", before=before.to_json(), after=after.to_json())
+        return before, after
+
+    @staticmethod
+    def _stored_or_default(stored: Any, contact: Contact) -> Rule:
+        """What a change starts from: a damaged rule is replaced (what its error advises)."""
+        try:
+            return Rule.from_json(stored) if isinstance(stored, dict) else default_rule(contact)
+        except UserError:
+            return default_rule(contact)
+
+    def note(self, contact: Contact, action: str, **details: Any) -> None:
+        """Append one line to the trust log: who widened or narrowed what, and when."""
+        append_records(self.log, [{"ts": time.time(), "action": action, "name": contact.name,
+                                   "fingerprint": contact.fingerprint, **details}])
+
+    def history(self) -> list[dict[str, Any]]:
+        return read_records(self.log)

@@ -1,0 +1,85 @@
+"""The hand-over log: which messages an alarm has handed to an agent session.
+
+Alarms append one line per message they take from a session's spool, before they move the
+cursor (so a crash repeats a line, never loses one); the follower reads the log from its own
+offset, sends each sender a `delivered` receipt, and only then saves the offset. When it has
+read everything, it empties the log under the same lock. Standard library only: alarms import it.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+HANDED_FILE = "handed.ndjson"
+TRUNCATE_AT = 256 * 1024
+
+
+def log_path(spool_root: Path) -> Path:
+    return spool_root / HANDED_FILE
+
+
+def record(log: Path, records: list[dict[str, Any]], sid: str) -> None:
+    lines = [{"id": r["id"], "from": r["from"], "sid": sid, "ts": time.time()}
+             for r in records if isinstance(r.get("id"), str) and isinstance(r.get("from"), str)]
+    if not lines:
+        return
+    data = b"".join(json.dumps(x, separators=(",", ":")).encode() + b"\n" for x in lines)
+    fd = os.open(log, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        size = os.fstat(fd).st_size  # a crash mid-append left half a line: end it first
+        torn = size > 0 and os.pread(fd, 1, size - 1) != b"\n"
+        os.write(fd, (b"\n" if torn else b"") + data)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def read_since(log: Path, offset: int) -> tuple[list[dict[str, Any]], int]:
+    """Whole lines after `offset`, and the offset after the last whole line.
+
+    An offset past the end means the log was emptied since: read it from the start.
+    """
+    try:
+        with open(log, "rb") as f:
+            fcntl.flock(f.fileno(), fcntl.LOCK_SH)
+            size = os.fstat(f.fileno()).st_size
+            if offset > size:
+                offset = 0
+            f.seek(offset)
+            raw = f.read()
+    except FileNotFoundError:
+        return [], 0
+    end = raw.rfind(b"\n") + 1
+    items = []
+    for line in raw[:end].splitlines():
+        try:
+            item = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(item, dict):
+            items.append(item)
+    return items, offset + end
+
+
+def empty_if_read(log: Path, offset: int) -> int:
+    """Empty a large log that has been read to its end; returns the offset to keep."""
+    try:
+        fd = os.open(log, os.O_RDWR)
+    except FileNotFoundError:
+        return 0
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        size = os.fstat(fd).st_size
+        if size == offset and size >= TRUNCATE_AT:
+            os.ftruncate(fd, 0)
+            os.fsync(fd)
+            return 0
+        return offset
+    finally:
+        os.close(fd)

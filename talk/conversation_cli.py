@@ -1,0 +1,259 @@
+"""The conversation commands: outbox, message status, policy, held mail, tasks, reply, forward."""
+
+from __future__ import annotations
+
+import sys
+from datetime import datetime
+from typing import Annotated, Any
+
+import typer
+
+from talk.options import Json, PassFile, Relay, User
+from talk.output import emit_json, result
+
+held_app = typer.Typer(help="Mail kept aside by policy or rate: list, accept or drop it.")
+Yes = Annotated[bool, typer.Option("--yes", help="Do it without asking (needed off a terminal).")]
+
+
+def _when(ts: float) -> str:
+    return datetime.fromtimestamp(ts).strftime("%Y-%m-%d %H:%M:%S") if ts else "?"
+
+
+def confirm(question: str, yes: bool) -> None:
+    """Trust changes need a person: a prompt on a terminal, else an explicit --yes."""
+    from keys.errors import UserError
+
+    if yes:
+        return
+    if not sys.stdin.isatty():
+        raise UserError(f"{question.rstrip('?')}: not done without --yes when not run on a terminal "
+                        "(so an agent cannot widen its own trust by accident)")
+    if not typer.confirm(question, default=False):
+        raise UserError("cancelled; nothing changed")
+
+
+def outbox(
+    limit: Annotated[int, typer.Option("--limit", help="Show the newest N messages.")] = 50,
+    user: User = None, as_json: Json = False,
+) -> None:
+    """List sent messages and how far each got: sent, stored, held, spooled, delivered, or refused."""
+    from follower.outbox import Outbox
+    from talk.context import open_session
+
+    entries = sorted(Outbox(open_session(user, None, None).folder).entries().values(), key=lambda e: e.ts)
+    shown = entries[-limit:] if limit > 0 else entries
+    if as_json:
+        emit_json([e.public() for e in shown])
+        return
+    if not shown:
+        result({}, "no messages sent yet", False)
+    for e in shown:
+        why = f" ({e.reason})" if e.reason else ""
+        tries = f", {e.attempts} tries" if e.attempts > 1 else ""
+        text = e.text.splitlines()[0][:60] if e.text else ""
+        result({}, f"{_when(e.ts)}  {e.id[:12]}  to {e.name:<12} {e.state:<9}{tries}{why}  {text}", False)
+
+
+def message_status(folder: Any, msg_id: str, as_json: bool) -> None:
+    from follower.outbox import Outbox
+    from keys.errors import NotFound
+
+    entry = Outbox(folder).find(msg_id)
+    if entry is None:
+        raise NotFound(f"no sent message {msg_id!r} in the outbox; `talk outbox` lists them")
+    why = f": {entry.reason}" if entry.reason else ""
+    result(entry.public(), f"{entry.id} to {entry.name}: {entry.state}{why} (updated {_when(entry.updated)}, "
+                           f"{entry.attempts} attempt{'s' if entry.attempts != 1 else ''})", as_json)
+
+
+def policy(
+    name: Annotated[str, typer.Argument(help="Contact name (or fingerprint).")],
+    choice: Annotated[str | None, typer.Argument(help="accept, hold or refuse (omit to show).")] = None,
+    tasks: Annotated[bool | None, typer.Option(
+        "--tasks/--no-tasks", help="Frame their task envelopes as tasks from a trusted device.")] = None,
+    receive_rate: Annotated[int | None, typer.Option(
+        "--receive-rate", help="Most messages a minute taken from them; the excess is held.")] = None,
+    send_rate: Annotated[int | None, typer.Option(
+        "--send-rate", help="Most messages a minute `talk send` sends them.")] = None,
+    yes: Yes = False, user: User = None, as_json: Json = False,
+) -> None:
+    """Show or set what a contact's mail may do here; every change is logged in trust.log."""
+    from keys.errors import UserError
+    from keys.policy import Policy, PolicyBook
+    from talk.context import open_session
+
+    s = open_session(user, None, None)
+    contact = s.contacts.get(name)
+    book = PolicyBook(s.folder)
+    if choice is None and tasks is None and receive_rate is None and send_rate is None:
+        rule = book.rule(contact)
+        result({"name": contact.name, **rule.to_json()}, _rule_line(contact.name, rule.to_json()), as_json)
+        return
+    try:
+        chosen = None if choice is None else Policy(choice)
+    except ValueError as exc:
+        raise UserError(f"policy must be accept, hold or refuse, not {choice!r}") from exc
+    confirm(f"Change what {contact.name}'s mail may do here?", yes)
+    before, after = book.change(contact, policy=chosen, tasks=tasks, receive_per_min=receive_rate,
+                                send_per_min=send_rate)
+    result({"name": contact.name, "before": before.to_json(), **after.to_json()},
+           _rule_line(contact.name, after.to_json()), as_json)
+
+
+def _rule_line(name: str, rule: dict[str, Any]) -> str:
+    tasks = "tasks trusted" if rule["tasks"] else "tasks shown as plain text"
+    return (f"{name}: {rule['policy']}, {tasks}, receive ≤ {rule['receive_per_min']}/min, "
+            f"send ≤ {rule['send_per_min']}/min")
+
+
+@held_app.callback(invoke_without_command=True)
+def held(ctx: typer.Context, user: User = None, as_json: Json = False) -> None:
+    """List held mail (kept aside, not yet seen by any agent)."""
+    if ctx.invoked_subcommand is not None:
+        return
+    from follower.held import HeldBox
+    from talk.context import open_session
+
+    box = HeldBox(open_session(user, None, None).folder).all()
+    rows = [{"id": i, "name": e["record"].get("name"), "from": e["record"].get("from"),
+             "reason": e["reason"], "held_at": e["held_at"], "text": e["record"].get("text", "")}
+            for i, e in sorted(box.items(), key=lambda kv: kv[1]["held_at"])]
+    if as_json:
+        emit_json(rows)
+        return
+    if not rows:
+        result({}, "no held mail", False)
+    for r in rows:
+        result({}, f"{_when(r['held_at'])}  {r['id'][:12]}  from {r['name']}: "
+                   f"{str(r['text']).splitlines()[0][:60] if r['text'] else ''}  ({r['reason']})", False)
+
+
+@held_app.command("accept")
+def held_accept(
+    which: Annotated[str, typer.Argument(help="A held message id (or prefix), or all.")],
+    yes: Yes = False, user: User = None, relay: Relay = None, passphrase_file: PassFile = None,
+    as_json: Json = False,
+) -> None:
+    """Release held mail into the spool, where the agents' alarms take it."""
+    _release(which, "spooled", yes, user, relay, passphrase_file, as_json)
+
+
+@held_app.command("drop")
+def held_drop(
+    which: Annotated[str, typer.Argument(help="A held message id (or prefix), or all.")],
+    yes: Yes = False, user: User = None, relay: Relay = None, passphrase_file: PassFile = None,
+    as_json: Json = False,
+) -> None:
+    """Delete held mail unread by any agent; each sender is told it was dropped."""
+    _release(which, "dropped", yes, user, relay, passphrase_file, as_json)
+
+
+def _release(which: str, state: str, yes: bool, user: str | None, relay: str | None,
+             passphrase_file: str | None, as_json: bool) -> None:
+    from follower.held import HeldBox
+    from follower.receipts import ReceiptBatch
+    from keys.policy import PolicyBook
+    from spool_writer.spool import Spool
+    from talk.context import open_session
+
+    s = open_session(user, relay, passphrase_file)
+    box = HeldBox(s.folder)
+    ids = box.pick(which)
+    verb = "release into the spool" if state == "spooled" else "drop"
+    confirm(f"{verb.capitalize()} {len(ids)} held message{'s' if len(ids) != 1 else ''}?", yes)
+    entries = box.all()
+    batch = ReceiptBatch()
+    spool = Spool(s.folder / "spool") if state == "spooled" else None
+    for msg_id in ids:
+        record = entries[msg_id]["record"]
+        if spool is not None:
+            spool.deliver(record)  # first: a crash before the removal below leaves a copy, not a loss
+        contact = s.contacts.by_fingerprint(str(record.get("from")))
+        if contact is not None:
+            batch.add(contact, msg_id, state, "" if state == "spooled" else "dropped by the recipient")
+            PolicyBook(s.folder).note(contact, f"held {state}", message=msg_id)
+    box.remove(ids)
+    failed = batch.flush(s.identity(), s.client)
+    note = "; the senders will learn it on their resend" if failed else ""
+    done = "released into the spool" if state == "spooled" else "dropped"
+    result({state: ids}, f"{done}: {len(ids)} message{'s' if len(ids) != 1 else ''}{note}", as_json)
+
+
+def tasks(user: User = None, as_json: Json = False) -> None:
+    """Tasks sent and received (opencode-mesh envelopes), each with its latest status."""
+    from follower.tasks import TaskLedger
+    from talk.context import open_session
+
+    rows = TaskLedger(open_session(user, None, None).folder).rows()
+    if as_json:
+        emit_json(rows)
+        return
+    if not rows:
+        result({}, "no tasks yet", False)
+    for r in rows:
+        who = f"to {r['name']}" if r["asked_by"] == "me" else f"from {r['name']}"
+        retry = f" ({r['retries']} retries)" if r["retries"] else ""
+        summary = f": {r['summary'].splitlines()[0][:60]}" if r["summary"] else ""
+        result({}, f"{r['task']}  {who:<16} {r['status']}{retry}{summary}", False)
+
+
+def reply(
+    task: Annotated[str, typer.Argument(help="The task id to answer.")],
+    status: Annotated[str, typer.Option("--status", help="done, partial or failed.")],
+    summary: Annotated[str, typer.Option("--summary", help="The conclusion (≤ 300 words); - reads stdin.")],
+    artifacts: Annotated[str | None, typer.Option(
+        "--artifacts", help="Comma-separated paths of what the task produced.")] = None,
+    to: Annotated[str | None, typer.Option(
+        "--to", help="The contact who sent the task, if several did.")] = None,
+    user: User = None, relay: Relay = None, passphrase_file: PassFile = None, as_json: Json = False,
+) -> None:
+    """Answer a received task with a well-formed result block."""
+    from follower.outbound import send as send_message
+    from follower.outbox import Outbox
+    from follower.tasks import TaskLedger
+    from keys import mesh
+    from keys.errors import NotFound, UserError
+    from talk.context import open_session, read_text_arg
+
+    s = open_session(user, relay, passphrase_file)
+    asked = [r for r in TaskLedger(s.folder).find(task) if r["asked_by"] == "peer"]
+    if to is not None:
+        asked = [r for r in asked if to in (r["name"], r["peer"])]
+    if not asked:
+        raise NotFound(f"no received task {task!r}; `talk tasks` lists them")
+    if len(asked) > 1:
+        raise UserError(f"task {task!r} came from several contacts; pick one with --to NAME")
+    contact = s.contacts.get(asked[0]["peer"])
+    items = [a.strip() for a in artifacts.split(",") if a.strip()] if artifacts else []
+    summary = read_text_arg(summary)
+    try:
+        block = mesh.result_block(task, status, summary, items)
+    except ValueError as exc:
+        raise UserError(f"cannot reply: {exc}") from exc
+    inner = send_message(s.identity(), s.client, contact, block, outbox=Outbox(s.folder), task=task)
+    fields = {"task": task, "status": status, "summary": summary, "artifacts": items}
+    TaskLedger(s.folder).record("result", "out", contact.fingerprint, contact.name, fields, inner.id)
+    result({"id": inner.id, "to": contact.name, "task": task, "status": status},
+           f"sent the {status} result of {task} to {contact.name}", as_json)
+
+
+def forward(
+    msg_id: Annotated[str, typer.Argument(help="The id of a message in this identity's spool.")],
+    name: Annotated[str, typer.Argument(help="The contact to pass it on to.")],
+    user: User = None, relay: Relay = None, passphrase_file: PassFile = None, as_json: Json = False,
+) -> None:
+    """Pass a received message on; its hop list grows, and past 4 hops peers refuse it."""
+    from follower.admission import MAX_HOPS
+    from keys.errors import NotFound, UserError
+    from talk.mail import send
+    from talk.spool_cli import find_record
+
+    record = find_record(user, msg_id)
+    if record is None:
+        raise NotFound(f"no message {msg_id!r} in the spool; `talk log` shows what is there")
+    hops = [*record.get("hops", []), str(record["from"])]
+    if len(hops) > MAX_HOPS:
+        raise UserError(f"not forwarded: this message has already passed {len(hops) - 1} hops; "
+                        f"peers refuse more than {MAX_HOPS}")
+    text = f"(forwarded from {record.get('name', record['from'])}) {record.get('text', '')}"
+    send(user, relay, passphrase_file, name, text, as_json, hops=hops)
