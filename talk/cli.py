@@ -385,3 +385,22 @@ install_app.command("codex")(install_codex_command)
 install_app.command("claude")(install_claude_command)
 app.add_typer(install_app, name="install")
 app.add_typer(alarm_app, name="alarm")
+
+
+def mcp_command(
+    session: Annotated[str | None, typer.Option(
+        "--session", help="Agent session id that gets its own copy of new mail (default: mcp-<parent pid>).",
+    )] = None,
+    host: Annotated[str, typer.Option(
+        "--host", help="The agent program that starts this server: claude, codex, opencode or other.",
+    )] = "other",
+    user: User = None, relay: Relay = None, passphrase_file: PassFile = None,
+) -> None:
+    """Serve talk's tools to an agent over MCP on stdin/stdout (send, peers, inbox, status)."""
+    from talk.mcp_server import serve
+
+    serve(user, relay, passphrase_file, session, host)
+
+
+# The agents' tools over the Model Context Protocol; the SDK is imported only when this runs.
+app.command("mcp")(mcp_command)

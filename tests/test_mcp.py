@@ -1,0 +1,145 @@
+"""`talk mcp` end to end: the real server process, driven by the MCP SDK's own stdio client.
+
+Bob's agent talks to bob's `talk mcp` over stdin/stdout; alice is a plain `talk` CLI on her own
+TALK_HOME; mail goes through a real relay, and bob's follower spools it for the MCP session.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import Coroutine
+from pathlib import Path
+from typing import Any
+
+from mcp import Client, StdioServerParameters
+from mcp.types import CallToolResult, TextContent
+
+from tests.conftest import TALK, Agent, RelayProcess, make_agent
+
+SID = "s-mcp"
+TOOLS = {"send_message", "list_peers", "check_inbox", "message_status"}
+CALL_TIMEOUT_S = 30.0
+TEST_TIMEOUT_S = 120.0
+
+
+def server(agent: Agent) -> Client:
+    params = StdioServerParameters(command=TALK, args=["mcp", "--session", SID], env=agent.env())
+    return Client(params, read_timeout_seconds=CALL_TIMEOUT_S)
+
+
+def text_of(result: CallToolResult) -> str:
+    return "\n".join(block.text for block in result.content if isinstance(block, TextContent))
+
+
+async def call(client: Client, name: str, **args: Any) -> CallToolResult:
+    return await client.call_tool(name, args)
+
+
+async def ok(client: Client, name: str, **args: Any) -> Any:
+    result = await call(client, name, **args)
+    assert not result.is_error, f"{name} failed: {text_of(result)}"
+    return result.structured_content
+
+
+async def failed(client: Client, name: str, **args: Any) -> str:
+    result = await call(client, name, **args)
+    assert result.is_error, f"{name} should have failed: {result}"
+    return text_of(result)
+
+
+def run(coro: Coroutine[Any, Any, None]) -> None:
+    asyncio.run(asyncio.wait_for(coro, TEST_TIMEOUT_S))
+
+
+def chat_texts(agent: Agent) -> list[str]:
+    return [m["text"] for m in agent.ok("receive").lines() if m["kind"] == "chat"]
+
+
+async def inbox_until(client: Client, count: int, within: float) -> tuple[list[dict[str, Any]], list[str]]:
+    """Poll check_inbox until `count` messages came; returns them and the framed texts seen."""
+    messages: list[dict[str, Any]] = []
+    framed: list[str] = []
+    deadline = time.monotonic() + within
+    while len(messages) < count and time.monotonic() < deadline:
+        result = await call(client, "check_inbox")
+        assert not result.is_error, text_of(result)
+        got = result.structured_content["messages"]
+        if got:
+            messages += got
+            framed.append(result.structured_content["framed"])
+            assert text_of(result) == framed[-1]  # what the agent reads is the framed form
+        else:
+            await asyncio.sleep(0.2)
+    return messages, framed
+
+
+def test_the_tools_over_stdio(pair: tuple[Agent, Agent]) -> None:
+    alice, bob = pair
+
+    async def scenario() -> None:
+        async with server(bob) as client:
+            tools = (await client.list_tools()).tools
+            assert {t.name for t in tools} == TOOLS and len(tools) == len(TOOLS)
+            assert all(t.input_schema.get("type") == "object" for t in tools)
+            schema = next(t.input_schema for t in tools if t.name == "send_message")
+            assert set(schema["required"]) == {"to", "text"}
+
+            peers = (await ok(client, "list_peers"))["peers"]
+            assert [(p["name"], p["source"], p["verified"]) for p in peers] == [("alice", "joined", False)]
+            assert peers[0]["policy"]["policy"] == "accept" and len(peers[0]["fingerprint"]) == 32
+
+            sent = await ok(client, "send_message", to="alice", text="hi from bob's agent")
+            assert sent["to"] == "alice" and sent["state"] == "stored" and len(sent["id"]) == 32
+            assert await asyncio.to_thread(chat_texts, alice) == ["hi from bob's agent"]
+            assert await asyncio.to_thread(chat_texts, alice) == []  # once
+
+            await asyncio.to_thread(bob.ok, "follow", "--peer", "alice")
+            for text in ("first from alice", "second from alice"):
+                await asyncio.to_thread(alice.ok, "send", "bob", text)
+            messages, framed = await inbox_until(client, 2, 30)
+            assert [(m["name"], m["text"]) for m in messages] == [
+                ("alice", "first from alice"), ("alice", "second from alice")]
+            assert all({"id", "from", "ts", "kind"} <= set(m) for m in messages)
+            assert "first from alice" in "".join(framed) and "second from alice" in "".join(framed)
+            assert (await ok(client, "check_inbox"))["messages"] == []  # exactly once
+
+            status = await ok(client, "message_status", message_id=sent["id"])
+            assert status["id"] == sent["id"] and status["state"] in ("stored", "spooled", "delivered")
+            unknown = await failed(client, "message_status", message_id="0" * 32)
+            assert "unknown message id" in unknown
+            assert (await ok(client, "list_peers"))["peers"][0]["name"] == "alice"  # still serving
+
+    try:
+        run(scenario())
+    finally:
+        bob.run("stop")
+
+
+def test_talk_errors_are_one_line_tool_errors(tmp_path: Path, relay: RelayProcess) -> None:
+    carol = make_agent(tmp_path, relay, "carol", None)
+
+    async def scenario() -> None:
+        async with server(carol) as client:
+            error = await failed(client, "send_message", to="dave", text="hello?")
+            assert "no contact 'dave'" in error
+            assert "Traceback" not in error and "\n" not in error
+            bad = await failed(client, "send_message", to="dave", text="x", wait="read")
+            assert "wait" in bad  # the input schema refuses what talk could not do
+            assert (await ok(client, "list_peers")) == {"peers": []}
+            assert (await ok(client, "check_inbox")) == {"messages": []}
+
+    run(scenario())
+
+
+def test_the_session_is_registered_for_the_follower(tmp_path: Path, relay: RelayProcess) -> None:
+    carol = make_agent(tmp_path, relay, "carol", None)
+
+    async def scenario() -> None:
+        async with server(carol) as client:
+            await ok(client, "list_peers")
+            sessions = json.loads((await asyncio.to_thread(carol.ok, "session", "list", "--json")).out)
+            assert [(s["sid"], s["host"], s["alive"]) for s in sessions] == [(SID, "other", True)]
+
+    run(scenario())
