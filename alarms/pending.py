@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from spool_writer import handed as handed_log
 from spool_writer import process
 from spool_writer.cursor import RECENT, load_state, lock_path, message_of, read_new
 from spool_writer.layout import SpoolLayout, flocked, generations, read_json, write_json
@@ -184,6 +185,7 @@ def take(layout: SpoolLayout, sid: str, transcript: str | None, *, record: bool,
                               process.start_time(os.getpid()), transcript, transcript_size(transcript)))
         if kept != batches:
             save(path, kept)  # before the cursor: a crash between the two repeats nothing
+        handed_log.record(layout.handed, fresh, sid)  # for the sender's "delivered" receipt
         if taken is not None and taken.state != cursor:
             write_json(cursor_file, taken.state.to_json())
     return out

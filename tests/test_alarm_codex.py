@@ -414,6 +414,10 @@ def test_mail_waiting_before_the_session_reaches_the_model_once(
     assert fake_model.count("PEER-BEFORE-START") == 0  # added context, not a user turn
     assert "hello codex" in first["last_user_text"]
     assert not spool_has(s["folder"], msg_id, "inbox.ndjson")  # the session took the inbox over
+    # The hook logged its hand-over: bob's follower tells alice, whose receive takes the receipt.
+    alice = s["alice"]
+    _wait(lambda: alice.ok("receive").out == "" and
+          alice.ok("status", msg_id, "--json").json()["state"] == "delivered", 15, "the delivered receipt")
 
 
 @pytest.mark.hosts

@@ -373,6 +373,9 @@ def test_mail_reaches_the_model_within_2_s_of_the_spool_exactly_once(rig: Rig) -
     assert again == {"pid": rig.alarm_pids[0], "session": rig.sid, "url": rig.opencode.url, "started": False}
     time.sleep(2)  # a second delivery would come within this
     rig.delivered_once(text)
+    # The alarm logged its hand-over: bob's follower tells alice, whose receive takes the receipt.
+    wait_for(lambda: rig.alice.ok("receive").out == ""
+             and rig.alice.ok("outbox", "--json").json()[-1]["state"] == "delivered", 15, "the receipt")
     stopped = alarm(rig.bob, "stop", "opencode", "--session", rig.sid)
     assert stopped == {"stopped": [{"session": rig.sid, "pid": rig.alarm_pids[0]}]}
     assert running_pid(rig.bob.home / "bob", rig.sid) is None
