@@ -38,6 +38,7 @@ from starlette.middleware import Middleware
 from starlette.requests import HTTPConnection, Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route, WebSocketRoute
+from starlette.types import ASGIApp
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
 from keys.encoding import b64e, is_hex32
@@ -53,6 +54,7 @@ from keys.wire import (
 from relay import logsafe
 from relay.config import RelayConfig
 from relay.errors import ApiError, bad_request, not_found
+from relay.hotpath import HotPath
 from relay.limits import Limiter, client_address, retry_after
 from relay.metrics import Metrics, TimedRoutes
 from relay.notify import Hub, LocalHub
@@ -150,7 +152,8 @@ class Relay:
         """Authenticate the mailbox owner; return (fingerprint, body)."""
         fp = _path_hex(request, "fp")
         body = await _body(request, limit)
-        await self.check_owner(fp, request.method, request.url.path, request.headers.items(), body)
+        # The raw path, as the client signed it (building request.url costs ~10 µs a request).
+        await self.check_owner(fp, request.method, request.scope["path"], request.headers.items(), body)
         return fp, body
 
     async def sign_key(self, fp: str) -> bytes | None:
@@ -467,4 +470,16 @@ def create_app(
     handlers = {ApiError: relay.api_error, HTTPException: relay.http_error,
                 Exception: relay.internal_error}
     timed = [Middleware(TimedRoutes, metrics=relay.metrics)]
-    return Starlette(routes=routes, exception_handlers=handlers, middleware=timed, lifespan=lifespan)
+    return RelayApp(relay, routes=routes, exception_handlers=handlers, middleware=timed, lifespan=lifespan)
+
+
+class RelayApp(Starlette):
+    """Starlette, with `relay.hotpath.HotPath` in front of its whole stack (outside even the
+    server-error layer, whose job HotPath does itself for the two routes it takes)."""
+
+    def __init__(self, relay: Relay, **kwargs: Any) -> None:
+        self.relay = relay
+        super().__init__(**kwargs)
+
+    def build_middleware_stack(self) -> ASGIApp:
+        return HotPath(super().build_middleware_stack(), self.relay)

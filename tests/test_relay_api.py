@@ -783,3 +783,40 @@ def test_restart_keeps_mail_keys_and_seen_nonces(relay: RelayProcess) -> None:
     )
     # A request seen before the restart is still a replay after it.
     assert_error(call(relay, "POST", path, body, headers), 401, "unauthorized", "replayed")
+
+
+HOT_PROBES = [
+    ("POST", "/v1/mail/{fp}/fetch"), ("POST", "/v1/mail/{fp}/{tag}"), ("POST", "/v1/mail/{fp}/ack"),
+    ("POST", "/v1/mail/{fp}/session"), ("POST", "/v1/mail/{fp}/stream"), ("GET", "/v1/mail/{fp}/fetch"),
+    ("POST", "/v1/mail/{fp}"), ("POST", "/v1/mail/{fp}/{tag}/extra"), ("POST", "/v1/mail//fetch"),
+    ("POST", "/v1/mail/{fp}/"), ("POST", "v1/mail/{fp}/fetch"), ("POST", "/v2/mail/{fp}/fetch"),
+    ("POST", "/v1/keys/{fp}"), ("POST", "/v1/invites/{fp}/revoke"), ("PUT", "/v1/mail/{fp}/{tag}"),
+    ("POST", "/v1/mail/{nofp}/NOTHEX"),
+]
+
+
+@pytest.mark.parametrize(("method", "template"), HOT_PROBES)
+def test_the_hot_path_takes_what_the_routes_would_give_its_handlers(method: str, template: str) -> None:
+    """relay.hotpath dispatches deposits and fetches past Starlette's router: for any request it
+    must pick the handler the router would pick, or leave the request to the router."""
+    from starlette.routing import Match
+
+    from relay.hotpath import HotPath
+
+    store = SqliteStore(":memory:")
+    try:
+        app = create_app(store)
+        path = template.format(fp="a" * 32, nofp="b" * 32, tag="c" * 32)
+        scope = {"type": "http", "method": method, "path": path, "root_path": ""}
+        hot = HotPath(app, app.relay).match(scope)  # type: ignore[attr-defined]
+        routed = None
+        for route in app.routes:
+            match, child = route.matches(scope)
+            if match is Match.FULL:
+                routed = (route.endpoint.__name__, child["path_params"])  # type: ignore[attr-defined]
+                break
+        taken = (hot[0].__name__, hot[1]) if hot else None
+        assert taken is None or taken == routed, (taken, routed)
+        assert taken is not None or routed is None or routed[0] not in ("fetch", "deposit"), routed
+    finally:
+        store.db.close()
