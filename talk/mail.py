@@ -35,6 +35,10 @@ def send_report(s: Session, name: str, original: str, wait: str | None = None, t
     from follower.sendrate import spend
     from keys.policy import PolicyBook
 
+    if wait is not None:
+        from talk.waiting import check_wanted
+
+        check_wanted(wait)  # before anything is sent
     contact = s.contacts.get(name)
     body = original
     extra: dict[str, Any] = {"hops": hops} if hops else {}

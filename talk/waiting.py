@@ -21,10 +21,14 @@ def reached(state: str, wanted: str) -> bool:
     return state not in ("refused", "expired", "dropped") and RANK[state] >= RANK[wanted]
 
 
-def wait_for(s: Any, msg_id: str, wanted: str, timeout: float) -> str:
-    """The state once `wanted` is reached; UserError on a final refusal, TimedOut at the end."""
+def check_wanted(wanted: str) -> None:
     if wanted not in WAITABLE:
         raise UserError(f"--wait must be one of {', '.join(WAITABLE)}, not {wanted!r}")
+
+
+def wait_for(s: Any, msg_id: str, wanted: str, timeout: float) -> str:
+    """The state once `wanted` is reached; UserError on a final refusal, TimedOut at the end."""
+    check_wanted(wanted)
     from follower.inbound import Inbox
     from follower.outbound import resend_due
     from follower.seen import SeenIds

@@ -310,3 +310,23 @@ def test_receipts_travel_on_their_own_tag(talking: tuple[Agent, Agent, subproces
         wait_for(lambda: bool(db.execute("SELECT 1 FROM mail WHERE tag = ?", (expected,)).fetchall()),
                  10, "bob's receipt on the relay")
         assert db.execute("SELECT COUNT(*) FROM mail WHERE fp = ?", (a.fingerprint,)).fetchone()[0] >= 1
+
+
+def test_bad_input_to_the_conversation_commands_is_one_clear_line(pair: tuple[Agent, Agent]) -> None:
+    alice, _ = pair
+    cases = [
+        (["policy", "bob", "maybe", "--yes"], "accept, hold or refuse"),
+        (["policy", "bob", "--receive-rate", "0", "--yes"], "between 1 and 100000"),
+        (["policy", "nobody"], "no contact"),
+        (["send", "bob", "hi", "--wait", "read"], "--wait must be one of"),
+        (["send", "bob", "hi", "--task", "--mode", "forever"], "cannot send this task"),
+        (["status", "0123456789abcdef"], "no sent message"),
+        (["held", "accept", "feedbeef", "--yes"], "no held message"),
+        (["reply", "nosuch-task", "--status", "done", "--summary", "x"], "no received task"),
+        (["forward", "0" * 32, "bob"], "no message"),
+    ]
+    for args, says in cases:
+        r = alice.run(*args)
+        assert r.code == 1, (args, r.code, r.err)
+        assert says in r.err and r.err.strip().count("\n") == 0 and "Traceback" not in r.err, (args, r.err)
+    assert alice.ok("outbox", "--json").json() == []  # the refused sends left nothing behind
