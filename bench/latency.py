@@ -126,6 +126,8 @@ def run(args: argparse.Namespace) -> dict[str, float]:
             alice = make_agent(talk, root, relay, "alice", None, deadline)
             bob = make_agent(talk, root, relay, "bob", None, deadline)
             befriend(alice, bob, deadline)
+            # Hundreds of messages a minute on purpose: above bob's default receive limit.
+            bob.ok(deadline, "policy", "alice", "--receive-rate", "100000", "--yes")
             bob.ok(deadline, "follow", "--peer", "alice")
             wait_push_connected(bob, deadline)
             push = measure(alice, bob, relay, args.messages, deadline)

@@ -5,8 +5,9 @@ over a few processes so the client's GIL is not the bottleneck; the relay is a `
 process on a free 127.0.0.1 port. Sender i deposits pre-sealed blobs (sealed before timing, so
 the client's crypto is not measured) into receiver i mod M's mailbox under their channel tag;
 each receiver, like the follower, opens a session with one signed request, then loops MACed
-fetches (a page of up to 100) that each ack the page before, and sleeps --idle-ms when its
-mailbox is empty. Senders pause while more than --window messages
+fetches (a page of up to 100) that each ack the page before, pauses --linger-ms (the
+follower's LINGER_S) after a page that was not full, and sleeps --idle-ms when its mailbox is
+empty. Senders pause while more than --window messages
 are deposited but not yet delivered, so the backlog stays bounded and latency means something.
 
 Cases, measured in the same run, each after --warmup seconds, for --seconds:
@@ -57,6 +58,7 @@ from nacl.public import PublicKey
 
 from follower.client import RelayClient
 from follower.http11 import Connection
+from follower.inbound import LINGER_S
 from keys.envelope import channel_tag, new_message, seal
 from keys.identity import Identity
 
@@ -152,6 +154,7 @@ class Plan:
     receivers: list[tuple[Identity, list[str]]]  # (identity, the tags it fetches)
     window: int
     idle_s: float
+    linger_s: float
     t0: float = 0.0  # measurement window, time.monotonic() (system-wide on Linux)
     t1: float = 0.0
 
@@ -211,7 +214,7 @@ def receive_loop(plan: Plan, shared: Shared, j: int, out: dict[str, Any]) -> Non
                 status, body = conn.exchange("GET", f"/box/{me.fingerprint}", b"", {})
                 ids = [body.split(b" ", 1)[0].decode()] if status == 200 and body else []
             else:  # as the follower: each fetch acks the page before it
-                mail, _ = client.fetch(me, tags, PAGE, ack=taken)
+                mail, more = client.fetch(me, tags, PAGE, ack=taken)
                 ids = taken = [m.id for m in mail]
             if not ids:
                 time.sleep(plan.idle_s)
@@ -220,6 +223,8 @@ def receive_loop(plan: Plan, shared: Shared, j: int, out: dict[str, Any]) -> Non
             times.extend((mail_id, now) for mail_id in ids)
             n += len(ids)
             shared.delivered[j] = n
+            if not plan.baseline and not more and plan.linger_s:
+                time.sleep(plan.linger_s)  # as the follower: let the next page gather
     finally:
         client.close()
         conn.close()
@@ -311,7 +316,8 @@ def make_plan(args: argparse.Namespace, send_url: str, recv_url: str, baseline: 
             for r in receivers:
                 client.publish(r.bundle())
     plan_receivers = [(r, tags[j] or ["0" * 32]) for j, r in enumerate(receivers)]
-    return Plan(send_url, recv_url, baseline, jobs, plan_receivers, args.window, args.idle_ms / 1000)
+    return Plan(send_url, recv_url, baseline, jobs, plan_receivers, args.window, args.idle_ms / 1000,
+                args.linger_ms / 1000)
 
 
 def run_case(name: str, args: argparse.Namespace, urls: tuple[str, str], baseline: bool) -> dict[str, Any]:
@@ -414,6 +420,8 @@ def main() -> int:
     parser.add_argument("--procs", type=int, default=4, help="client processes (half send, half receive)")
     parser.add_argument("--window", type=int, default=1600, help="most messages deposited, not delivered")
     parser.add_argument("--idle-ms", type=float, default=2.0, help="a receiver's sleep on an empty fetch")
+    parser.add_argument("--linger-ms", type=float, default=LINGER_S * 1000,
+                        help="a receiver's pause after a page that was not full (the follower's)")
     parser.add_argument("--skip-redis", action="store_true")
     parser.add_argument("--timeout", type=float, default=600.0)
     parser.add_argument("--serve-baseline", type=int, metavar="PORT", help=argparse.SUPPRESS)

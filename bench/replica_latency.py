@@ -48,6 +48,8 @@ def run(args: argparse.Namespace) -> dict[str, float]:
             alice = make_agent(talk, root, a, "alice", None, deadline)
             bob = make_agent(talk, root, a, "bob", None, deadline)
             befriend(alice, bob, deadline)
+            # Hundreds of messages a minute on purpose: above bob's default receive limit.
+            bob.ok(deadline, "policy", "alice", "--receive-rate", "100000", "--yes")
             follow_through(bob, a, deadline)
             single = measure(alice, bob, a, args.messages, deadline)
             follow_through(bob, b, deadline)

@@ -18,7 +18,7 @@ from typing import Any
 
 from follower.backoff import delay
 from follower.client import RelayClient
-from follower.inbound import Inbox
+from follower.inbound import LINGER_S, Inbox
 from follower.push import PushListener
 from follower.state import FollowConfig, FollowStatus
 from follower.upkeep import Upkeep
@@ -54,7 +54,8 @@ class Follower:
         self.contacts = ContactBook(folder)
         self.spool = Spool(folder / "spool")
         self.inbox = Inbox(identity, self.client, self.contacts, InviteBook(folder),
-                           SpoolDedup(self.spool), batch_acks=True, handed_state="spooled")
+                           SpoolDedup(self.spool), batch_acks=True, linger_s=LINGER_S,
+                           handed_state="spooled")
         self.upkeep = Upkeep(identity, folder, self.client)
         self.wake = threading.Event()
         self.stopping = False

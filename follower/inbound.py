@@ -38,6 +38,7 @@ from keys.invites import InviteBook, InviteCode, InviteState, open_request, stat
 from keys.policy import PolicyBook, Rule
 
 Emit = Callable[[dict[str, Any]], None]
+LINGER_S = 0.002  # the follower's pause before acking a page that was not full
 
 
 class Dedup(Protocol):
@@ -80,6 +81,7 @@ class Inbox:
     invites: InviteBook
     seen: Dedup
     batch_acks: bool = False
+    linger_s: float = 0.0
     handed_state: str = "delivered"
     rates: RateWindow = field(default_factory=RateWindow)
     receipts: ReceiptBatch = field(default_factory=ReceiptBatch)
@@ -150,6 +152,10 @@ class Inbox:
                 report.receipts += outcome is Outcome.RECEIPT
             if not fresh and not taken:
                 break  # the relay keeps serving what we acked: stop rather than spin
+            if taken and not more and self.linger_s:
+                # What came is handed on already; pausing before the fetch that acks it lets the
+                # next page gather under load (one request for many messages, not one each).
+                time.sleep(self.linger_s)
 
     def take(self, item: Fetched, invites: dict[str, InviteCode], receipts: dict[str, Contact],
              emit: Emit, report: Report) -> Outcome:

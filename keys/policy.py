@@ -21,8 +21,8 @@ from keys.storage import append_records, locked, read_json, read_records, write_
 
 POLICIES_FILE = "policies.json"
 TRUST_LOG = "trust.log"
-RECEIVE_PER_MIN = 120  # far above a conversation, low enough to stop a looping agent
-SEND_PER_MIN = 120
+RECEIVE_PER_MIN = 600  # 10 a second: far above a conversation, and a runaway loop shows in a minute
+SEND_PER_MIN = 600
 HOLD_HOURS = 24.0
 
 

@@ -184,6 +184,7 @@ def test_kill_9_fifty_times_and_restart_the_relay_five_times(
     following: tuple[Agent, Agent, int], relay: RelayProcess
 ) -> None:
     alice, bob, _ = following
+    bob.ok("policy", "alice", "--receive-rate", "100000", "--yes")  # a flood on purpose: let it in
     alice_id = _identity(alice, "alice")
     to_bob = ContactBook(alice.home / "alice").get("bob")
     sent: list[str] = []
