@@ -31,7 +31,7 @@ from follower.receipts import ReceiptBatch
 from follower.tasks import TaskLedger
 from keys import mesh
 from keys.contacts import Contact, ContactBook, Source, free_name, pinned_contact
-from keys.envelope import Inner, channel_tag, open_blob, receipt_tag
+from keys.envelope import Inner, open_blob, pair_tags
 from keys.errors import SecurityError, TamperedMessage
 from keys.identity import Identity
 from keys.invites import InviteBook, InviteCode, InviteState, open_request, state_of
@@ -85,6 +85,16 @@ class Inbox:
     handed_state: str = "delivered"
     rates: RateWindow = field(default_factory=RateWindow)
     receipts: ReceiptBatch = field(default_factory=ReceiptBatch)
+    _tags: dict[bytes, tuple[str, str]] = field(default_factory=dict, repr=False)
+
+    def tags_to_us(self, contact: Contact) -> tuple[str, str]:
+        """(chat tag, receipt tag) of mail from `contact` to us. Each costs a key agreement and
+        a follower asks on every drain; a tag follows from the keys alone, so it never goes stale."""
+        tags = self._tags.get(contact.box_key)
+        if tags is None:
+            tags = self._tags[contact.box_key] = pair_tags(
+                self.identity.box_secret, PublicKey(contact.box_key), self.identity.fingerprint)
+        return tags
 
     @property
     def folder(self) -> Path:
@@ -92,19 +102,14 @@ class Inbox:
 
     def routes(self, peers: list[Contact] | None) -> tuple[dict[str, Contact], dict[str, InviteCode]]:
         """The tags to fetch: the chosen contacts' channels to us, plus our live invites."""
-        own = self.identity.box_secret
         chosen = self.contacts.all() if peers is None else peers
-        channels = {
-            channel_tag(own, PublicKey(c.box_key), self.identity.fingerprint): c for c in chosen
-        }
+        channels = {self.tags_to_us(c)[0]: c for c in chosen}
         invites = {code.tag: code for code in self.invites.live(time.time())}
         return channels, invites
 
     def receipt_routes(self) -> dict[str, Contact]:
         """Receipts may come from anyone we wrote to, followed or not."""
-        own = self.identity.box_secret
-        return {receipt_tag(own, PublicKey(c.box_key), self.identity.fingerprint): c
-                for c in self.contacts.all()}
+        return {self.tags_to_us(c)[1]: c for c in self.contacts.all()}
 
     def receive(self, emit: Emit, peers: list[Contact] | None = None, limit: int = 100) -> Report:
         """Take all waiting mail. With `batch_acks`, a page is acked by the next fetch (one

@@ -45,13 +45,14 @@ class Upkeep:
         self.resend_after = env_float("TALK_RESEND_AFTER", RESEND_AFTER_S)
         self.slow_every = min(5.0, self.resend_after)  # the outbox is folded at most this often
         self.last_slow = 0.0
+        # Read once; this process is the only one that moves it (one follower per identity).
+        saved = read_json(self.folder / OFFSET_FILE, {})
+        self.offset = int(saved.get("offset", 0)) if isinstance(saved, dict) else 0
 
     def report_delivered(self) -> int:
         """`delivered` receipts for what alarms handed to agents since last time."""
-        state = read_json(self.folder / OFFSET_FILE, {})
-        offset = int(state.get("offset", 0)) if isinstance(state, dict) else 0
-        items, end = handed.read_since(self.log, offset)
-        if end == offset:
+        items, end = handed.read_since(self.log, self.offset)
+        if end == self.offset:
             return 0
         batch = ReceiptBatch()
         told: set[str] = set()
@@ -63,7 +64,8 @@ class Upkeep:
                 batch.add(contact, msg_id, "delivered")
         if batch.flush(self.identity, self.client):
             return 0  # not told: read these lines again next time
-        write_json(self.folder / OFFSET_FILE, {"offset": handed.empty_if_read(self.log, end)})
+        self.offset = handed.empty_if_read(self.log, end)
+        write_json(self.folder / OFFSET_FILE, {"offset": self.offset})
         return len(told)
 
     def expire_held(self, now: float) -> int:

@@ -133,16 +133,20 @@ def channel_tag(own: PrivateKey, peer: PublicKey, recipient_fp: str) -> str:
 
     Both ends compute the same value (the Box key is symmetric); only they can.
     """
-    return _pair_tag(own, peer, recipient_fp, b"talk-channel-v1")
+    return pair_tags(own, peer, recipient_fp)[0]
 
 
 def receipt_tag(own: PrivateKey, peer: PublicKey, recipient_fp: str) -> str:
     """The tag for receipts *to* `recipient_fp`: apart from chat, so a sender waiting for its
     receipts can fetch them alone while its chat mail stays for whoever reads it."""
-    return _pair_tag(own, peer, recipient_fp, b"talk-receipt-v1")
+    return pair_tags(own, peer, recipient_fp)[1]
 
 
-def _pair_tag(own: PrivateKey, peer: PublicKey, recipient_fp: str, person: bytes) -> str:
-    shared = Box(own, peer).shared_key()
-    digest = hashlib.blake2b(recipient_fp.encode(), key=bytes(shared), digest_size=16, person=person)
-    return digest.hexdigest()
+def pair_tags(own: PrivateKey, peer: PublicKey, recipient_fp: str) -> tuple[str, str]:
+    """(chat tag, receipt tag) for mail to `recipient_fp`, from one key agreement."""
+    shared = bytes(Box(own, peer).shared_key())
+
+    def tag(person: bytes) -> str:
+        return hashlib.blake2b(recipient_fp.encode(), key=shared, digest_size=16, person=person).hexdigest()
+
+    return tag(b"talk-channel-v1"), tag(b"talk-receipt-v1")

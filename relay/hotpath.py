@@ -13,7 +13,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from starlette.requests import Request
 from starlette.responses import Response
@@ -33,7 +33,6 @@ class HotPath:
     def __init__(self, app: ASGIApp, relay: Relay) -> None:
         self.app = app
         self.relay = relay
-        self._timers: dict[str, Any] = {}
 
     def match(self, scope: Scope) -> tuple[Handler, dict[str, str]] | None:
         """POST /v1/mail/{fp}/fetch and POST /v1/mail/{fp}/{tag}, exactly as the routes read them."""
@@ -66,10 +65,4 @@ class HotPath:
             log.exception("relay: internal error")
             response = await self.relay.internal_error(request, exc)
         await response(scope, receive, send)
-        self.observe(handler.__name__, time.perf_counter() - start)
-
-    def observe(self, route: str, seconds: float) -> None:
-        timer = self._timers.get(route)
-        if timer is None:
-            timer = self._timers[route] = self.relay.metrics.latency.labels(route)
-        timer.observe(seconds)
+        self.relay.metrics.observe(handler.__name__, time.perf_counter() - start)

@@ -39,6 +39,14 @@ class Metrics:
         self.errors = Counter("talk_relay_errors", "Error answers by code", ["code"], registry=r)
         self.latency = Histogram("talk_relay_request_seconds", "HTTP request latency by route",
                                  ["route"], buckets=LATENCY_BUCKETS, registry=r)
+        self._timers: dict[str, Any] = {}  # a labelled child is looked up under a lock: do it once
+
+    def observe(self, route: str, seconds: float) -> None:
+        """One request's latency under its route's name."""
+        timer = self._timers.get(route)
+        if timer is None:
+            timer = self._timers[route] = self.latency.labels(route)
+        timer.observe(seconds)
 
 
 def serve_metrics(metrics: Metrics, port: int, host: str = "127.0.0.1") -> None:
@@ -55,7 +63,6 @@ class TimedRoutes:
     def __init__(self, app: ASGIApp, metrics: Metrics) -> None:
         self.app = app
         self.metrics = metrics
-        self._by_route: dict[str, Any] = {}  # a labelled child is looked up under a lock: do it once
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -67,7 +74,4 @@ class TimedRoutes:
         finally:
             # The router records the matched endpoint in the shared scope; an unknown path has none.
             route = getattr(scope.get("endpoint"), "__name__", "unmatched")
-            child = self._by_route.get(route)
-            if child is None:
-                child = self._by_route[route] = self.metrics.latency.labels(route)
-            child.observe(time.perf_counter() - start)
+            self.metrics.observe(route, time.perf_counter() - start)
