@@ -219,3 +219,9 @@ def relay_env() -> dict[str, str]:
     """A relay for benchmarks: deposit rate limits off, so they measure the path, not the limiter
     (every benchmark client comes from 127.0.0.1 and sends faster than any agent would)."""
     return {**base_env(None), "TALK_RELAY_RATE_PER_CLIENT": "off", "TALK_RELAY_RATE_PER_TAG": "off"}
+
+
+def pct(values: list[float], q: float) -> float:
+    """The q-quantile by nearest rank (nan for no values)."""
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))] if ordered else float("nan")

@@ -37,6 +37,7 @@ from common import (
     befriend,
     find_talk,
     make_agent,
+    pct,
     relay_env,
 )
 from nacl.public import PublicKey
@@ -75,10 +76,6 @@ class SpoolWatcher(threading.Thread):
             else:
                 time.sleep(0.0002)
 
-
-def pct(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
 
 
 def measure(alice: Agent, bob: Agent, relay: Relay, count: int, deadline: Deadline) -> list[float]:

@@ -28,14 +28,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from common import Agent, BenchError, Deadline, Relay, befriend, find_talk, make_agent, relay_env, timed
+from common import Agent, BenchError, Deadline, Relay, befriend, find_talk, make_agent, pct, relay_env, timed
 
 from alarms.mailbox import SessionMail
-
-
-def pct(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
 
 
 def in_session(bob: Agent, text: str) -> bool:

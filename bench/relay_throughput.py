@@ -53,7 +53,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from common import BenchError, Deadline, Relay, base_env, find_talk, free_port, relay_env, stop_process
+from common import (
+    BenchError,
+    Deadline,
+    Relay,
+    base_env,
+    find_talk,
+    free_port,
+    pct,
+    relay_env,
+    stop_process,
+)
 from nacl.public import PublicKey
 
 from follower.client import RelayClient
@@ -274,10 +284,6 @@ def drive(plan: Plan, procs: int, warmup: float, seconds: float) -> dict[str, An
                 c.join()
     return summarize(plan, outs)
 
-
-def pct(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))] if ordered else float("nan")
 
 
 def summarize(plan: Plan, outs: list[dict[str, Any]]) -> dict[str, Any]:

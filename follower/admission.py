@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from collections import deque
 from dataclasses import dataclass
-from enum import StrEnum
 from typing import Any
 
 from keys.encoding import is_hex32
@@ -18,30 +17,24 @@ from keys.policy import Policy, Rule
 MAX_HOPS = 4
 
 
-class Action(StrEnum):
-    ACCEPT = "accept"
-    HOLD = "hold"
-    REFUSE = "refuse"
-
-
 @dataclass(frozen=True)
 class Verdict:
-    action: Action
+    action: Policy  # what is done with this one message: the same three words as a policy
     reason: str = ""
 
 
 def admit(rule: Rule, hops: list[str], over_rate: bool) -> Verdict:
     if len(hops) > MAX_HOPS:
-        return Verdict(Action.REFUSE, f"relayed through {len(hops)} hops; talk refuses more than "
+        return Verdict(Policy.REFUSE, f"relayed through {len(hops)} hops; talk refuses more than "
                                       f"{MAX_HOPS} (a forwarding loop?)")
     if rule.policy is Policy.REFUSE:
-        return Verdict(Action.REFUSE, "the recipient does not accept messages from you")
+        return Verdict(Policy.REFUSE, "the recipient does not accept messages from you")
     if rule.policy is Policy.HOLD:
-        return Verdict(Action.HOLD, "held until the recipient accepts it")
+        return Verdict(Policy.HOLD, "held until the recipient accepts it")
     if over_rate:
-        return Verdict(Action.HOLD, f"over the receive limit of {rule.receive_per_min} a minute; "
+        return Verdict(Policy.HOLD, f"over the receive limit of {rule.receive_per_min} a minute; "
                                     "held until the recipient releases it")
-    return Verdict(Action.ACCEPT)
+    return Verdict(Policy.ACCEPT)
 
 
 def hops_of(value: Any) -> list[str] | None:

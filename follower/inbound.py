@@ -22,7 +22,7 @@ from typing import Any, Protocol
 from nacl.public import PublicKey
 
 from follower import receipts as receipts_mod
-from follower.admission import Action, RateWindow, admit, hops_of
+from follower.admission import RateWindow, admit, hops_of
 from follower.client import Fetched, RelayClient
 from follower.held import HeldBox
 from follower.outbound import send
@@ -35,7 +35,7 @@ from keys.envelope import Inner, open_blob, pair_tags
 from keys.errors import SecurityError, TamperedMessage
 from keys.identity import Identity
 from keys.invites import InviteBook, InviteCode, InviteState, open_request, state_of
-from keys.policy import PolicyBook, Rule
+from keys.policy import Policy, PolicyBook, Rule
 
 Emit = Callable[[dict[str, Any]], None]
 LINGER_S = 0.002  # the follower's pause before acking a page that was not full
@@ -205,12 +205,12 @@ class Inbox:
             raise TamperedMessage(f"a message from {contact.name} carries a malformed hop list")
         now = time.time()
         verdict = admit(rule, hops, self.rates.over(contact.fingerprint, rule.receive_per_min, now))
-        if verdict.action is Action.REFUSE:
+        if verdict.action is Policy.REFUSE:
             self.receipts.add(contact, inner.id, "refused", verdict.reason)
             report.notes.append(f"refused a message from {contact.name}: {verdict.reason}")
             return Outcome.DECLINED
         record = self.record(contact, inner, rule, hops)
-        if verdict.action is Action.HOLD:
+        if verdict.action is Policy.HOLD:
             HeldBox(self.folder).hold(record, verdict.reason)
             self.receipts.add(contact, inner.id, "held", verdict.reason)
             report.notes.append(f"held a message from {contact.name}: {verdict.reason}")

@@ -29,7 +29,7 @@ COMPACT_BYTES = 4 * 1024 * 1024
 PREVIEW = 200
 RANK = {"sent": 0, "stored": 1, "held": 2, "refused": 2.5, "expired": 2.5, "dropped": 2.5,
         "spooled": 3, "delivered": 4}
-FINAL = frozenset({"refused", "expired", "dropped", "delivered"})
+REFUSALS = frozenset({"refused", "expired", "dropped"})  # final, and the message never got through
 RECEIPT_STATES = frozenset({"held", "spooled", "delivered", "refused", "expired", "dropped", "duplicate"})
 RESEND_AFTER_S = 30.0
 MAX_ATTEMPTS = 8

@@ -3,7 +3,8 @@
 Alarms append one line per message they take from a session's spool, before they move the
 cursor (so a crash repeats a line, never loses one); the follower reads the log from its own
 offset, sends each sender a `delivered` receipt, and only then saves the offset. When it has
-read everything, it empties the log under the same lock. Standard library only: alarms import it.
+read everything, it empties the log under the same lock. Alarms import it: it needs only the
+standard library and keys.storage's locked, durable append.
 """
 
 from __future__ import annotations
@@ -14,6 +15,8 @@ import os
 import time
 from pathlib import Path
 from typing import Any
+
+from keys.storage import append_records
 
 HANDED_FILE = "handed.ndjson"
 TRUNCATE_AT = 256 * 1024
@@ -26,18 +29,7 @@ def log_path(spool_root: Path) -> Path:
 def record(log: Path, records: list[dict[str, Any]], sid: str) -> None:
     lines = [{"id": r["id"], "from": r["from"], "sid": sid, "ts": time.time()}
              for r in records if isinstance(r.get("id"), str) and isinstance(r.get("from"), str)]
-    if not lines:
-        return
-    data = b"".join(json.dumps(x, separators=(",", ":")).encode() + b"\n" for x in lines)
-    fd = os.open(log, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o600)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        size = os.fstat(fd).st_size  # a crash mid-append left half a line: end it first
-        torn = size > 0 and os.pread(fd, 1, size - 1) != b"\n"
-        os.write(fd, (b"\n" if torn else b"") + data)
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+    append_records(log, lines)
 
 
 def read_since(log: Path, offset: int) -> tuple[list[dict[str, Any]], int]:

@@ -164,6 +164,7 @@ def _release(which: str, state: str, yes: bool, user: str | None, relay: str | N
     entries = box.all()
     batch = ReceiptBatch()
     spool = Spool(s.folder / "spool") if state == "spooled" else None
+    trust = PolicyBook(s.folder)
     for msg_id in ids:
         record = entries[msg_id]["record"]
         if spool is not None:
@@ -171,7 +172,7 @@ def _release(which: str, state: str, yes: bool, user: str | None, relay: str | N
         contact = s.contacts.by_fingerprint(str(record.get("from")))
         if contact is not None:
             batch.add(contact, msg_id, state, "" if state == "spooled" else "dropped by the recipient")
-            PolicyBook(s.folder).note(contact, f"held {state}", message=msg_id)
+            trust.note(contact, f"held {state}", message=msg_id)
     box.remove(ids)
     failed = batch.flush(s.identity(), s.client)
     note = "; the senders will learn it on their resend" if failed else ""

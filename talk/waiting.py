@@ -10,7 +10,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from follower.outbox import FINAL, RANK, RESEND_AFTER_S, Outbox
+from follower.outbox import RANK, REFUSALS, RESEND_AFTER_S, Outbox
 from keys.errors import TimedOut, UserError
 
 WAITABLE = ("stored", "spooled", "delivered")
@@ -18,7 +18,7 @@ POLL_S = 0.1
 
 
 def reached(state: str, wanted: str) -> bool:
-    return state not in ("refused", "expired", "dropped") and RANK[state] >= RANK[wanted]
+    return state not in REFUSALS and RANK[state] >= RANK[wanted]
 
 
 def check_wanted(wanted: str) -> None:
@@ -45,7 +45,7 @@ def wait_for(s: Any, msg_id: str, wanted: str, timeout: float) -> str:
         state = entry.state if entry else "sent"
         if reached(state, wanted):
             return state
-        if state in FINAL:
+        if state in REFUSALS:
             why = f": {entry.reason}" if entry and entry.reason else ""
             raise UserError(f"message {msg_id} was {state} by the recipient{why}")
         if time.monotonic() >= stop:

@@ -20,7 +20,7 @@ import pytest
 import follower.outbox as outbox_mod
 import spool_writer.handed as handed
 from alarms.framing import FOOTER, TRUSTED_TASKS, frame, one_line
-from follower.admission import MAX_HOPS, Action, RateWindow, Verdict, admit, hops_of
+from follower.admission import MAX_HOPS, RateWindow, Verdict, admit, hops_of
 from follower.held import HeldBox
 from follower.outbox import MAX_ATTEMPTS, PREVIEW, Entry, Outbox, advance, fold
 from follower.receipts import MAX_REASON, STATES, ReceiptBatch, parse_items, receipt_message
@@ -399,34 +399,34 @@ def hops(n: int) -> list[str]:
 
 
 def test_admit_accepts_a_contact_within_its_rate() -> None:
-    assert admit(accept(), [], over_rate=False) == Verdict(Action.ACCEPT, "")
+    assert admit(accept(), [], over_rate=False) == Verdict(Policy.ACCEPT, "")
 
 
 def test_admit_allows_exactly_the_hop_limit() -> None:
-    assert admit(accept(), hops(MAX_HOPS), over_rate=False).action is Action.ACCEPT
+    assert admit(accept(), hops(MAX_HOPS), over_rate=False).action is Policy.ACCEPT
 
 
 def test_admit_hop_limit_beats_every_policy() -> None:
     for policy in Policy:
         verdict = admit(Rule(policy), hops(MAX_HOPS + 1), over_rate=True)
-        assert verdict.action is Action.REFUSE
+        assert verdict.action is Policy.REFUSE
         assert f"{MAX_HOPS + 1} hops" in verdict.reason
         assert "loop" in verdict.reason
 
 
 def test_admit_refuses_a_refused_contact_even_over_rate() -> None:
     verdict = admit(Rule(Policy.REFUSE), [], over_rate=True)
-    assert verdict == Verdict(Action.REFUSE, "the recipient does not accept messages from you")
+    assert verdict == Verdict(Policy.REFUSE, "the recipient does not accept messages from you")
 
 
 def test_admit_holds_a_held_contact_for_its_policy_not_its_rate() -> None:
     verdict = admit(Rule(Policy.HOLD), [], over_rate=True)
-    assert verdict == Verdict(Action.HOLD, "held until the recipient accepts it")
+    assert verdict == Verdict(Policy.HOLD, "held until the recipient accepts it")
 
 
 def test_admit_holds_the_excess_over_the_receive_rate() -> None:
     verdict = admit(Rule(Policy.ACCEPT, receive_per_min=7), [], over_rate=True)
-    assert verdict.action is Action.HOLD
+    assert verdict.action is Policy.HOLD
     assert "receive limit of 7 a minute" in verdict.reason
 
 
