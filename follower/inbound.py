@@ -182,11 +182,12 @@ class Inbox:
         contact, inner = self.open(item)
         if contact.fingerprint != expected.fingerprint or inner.kind != receipts_mod.KIND:
             raise TamperedMessage("a message on a receipt channel is not a receipt from that peer")
-        mine = Outbox(self.folder).entries()
+        outbox = Outbox(self.folder)
+        mine = outbox.entries()
         # A peer may speak only of mail we sent to that peer.
         items = [i for i in receipts_mod.parse_items(inner)
                  if i[0] in mine and mine[i[0]].to == contact.fingerprint]
-        Outbox(self.folder).receipts(items)
+        outbox.receipts(items)
         return Outcome.RECEIPT
 
     def take_message(self, item: Fetched, emit: Emit, report: Report) -> Outcome:
