@@ -2,8 +2,9 @@
 
 A message is acked only after the caller has handed it on and its id is on disk, so a crash
 or a dead relay at any point leaves it on the relay; when it comes again the id is known and
-it is acked without being handed on twice. Mail that cannot be opened, or is sealed by a key
-no contact pins, is never handed on: it is deleted and reported.
+it is acked without being handed on twice. Mail that cannot be opened, is sealed by a key no
+contact pins, or fails the gate (`keys.gate`) is never handed on: it is acked, kept in the
+quarantine file with its reason (`follower.quarantine`), reported, and the rest flows on.
 
 Each message from a contact is then admitted, held or refused by that contact's policy
 (`follower.admission`), and its sender gets a receipt saying which; receipts that come back
@@ -27,12 +28,14 @@ from follower.client import Fetched, RelayClient
 from follower.held import HeldBox
 from follower.outbound import send
 from follower.outbox import Outbox
+from follower.quarantine import Quarantine
 from follower.receipts import ReceiptBatch
 from follower.tasks import TaskLedger
 from keys import mesh
-from keys.contacts import Contact, ContactBook, Source, free_name, pinned_contact
+from keys.contacts import Contact, ContactBook, Source, peer_name, pinned_contact
+from keys.encoding import utc_now_iso
 from keys.envelope import Inner, open_blob, pair_tags
-from keys.errors import SecurityError, TamperedMessage
+from keys.errors import MalformedMessage, NotFound, SecurityError, TamperedMessage
 from keys.identity import Identity
 from keys.invites import InviteBook, InviteCode, InviteState, open_request, state_of
 from keys.policy import Policy, PolicyBook, Rule
@@ -170,9 +173,22 @@ class Inbox:
             if item.tag in receipts:
                 return self.take_receipt(item, receipts[item.tag])
             return self.take_message(item, emit, report)
-        except SecurityError as exc:
-            report.refused.append(exc.message)
+        except (SecurityError, ValueError) as exc:
+            # The message's own fault (the gate's Invalid is a ValueError): keep it aside and go
+            # on. A fault of this machine (OSError) or of the relay propagates: nothing is acked.
+            self.quarantine(item, exc, answer=item.tag not in receipts)
+            report.refused.append(str(exc))
             return Outcome.REFUSED
+
+    def quarantine(self, item: Fetched, exc: Exception, answer: bool) -> None:
+        """Keep a refused blob with its reason; tell its sender, when the sender is known."""
+        sender = exc.sender if isinstance(exc, MalformedMessage) else None
+        msg_id = exc.msg_id if isinstance(exc, MalformedMessage) else None
+        known = sender if isinstance(sender, Contact) else None
+        Quarantine(self.folder).keep(item.id, item.tag, item.blob, str(exc),
+                                     known.fingerprint if known else None, msg_id)
+        if answer and known is not None and msg_id is not None:
+            self.receipts.add(known, msg_id, "refused", str(exc))
 
     def open(self, item: Fetched) -> tuple[Contact, Inner]:
         return open_blob(item.blob, self.identity.box_secret, self.identity.fingerprint,
@@ -260,14 +276,20 @@ class Inbox:
             return Outcome.STALE_INVITE
         names = {c.name for c in self.contacts.all()}
         contact = self.contacts.pin(
-            pinned_contact(free_name(bundle.name, names), bundle, Source.INVITED)
+            pinned_contact(peer_name(bundle.name, bundle.fingerprint, names), bundle, Source.INVITED)
         )
         self.invites.set_state(code.tag, InviteState.USED, used_by=bundle.fingerprint)
-        note = send(self.identity, self.client, contact,
-                    f"{self.identity.name} accepted your contact request", kind="contact_accepted")
+        try:
+            send(self.identity, self.client, contact,
+                 f"{self.identity.name} accepted your contact request", kind="contact_accepted")
+        except NotFound:
+            # The joiner has no mailbox on this relay (it never published its keys): its fault,
+            # and no reason to stop the inviter's mail. It learns of the acceptance when it
+            # publishes and is written to.
+            report.notes.append(f"{contact.name} joined but has no mailbox on the relay to tell")
         emit({
             "id": request_id, "from": contact.fingerprint, "name": contact.name,
-            "text": f"{contact.name} joined with your invite code", "ts": note.ts,
+            "text": f"{contact.name} joined with your invite code", "ts": utc_now_iso(),
             "kind": "contact_accepted",
         })
         self.seen.add(request_id)

@@ -10,7 +10,7 @@ from nacl.public import PublicKey
 
 from follower.client import RelayClient
 from follower.outbox import Outbox
-from keys.contacts import Contact, ContactBook, Source, free_name, pinned_contact
+from keys.contacts import Contact, ContactBook, Source, peer_name, pinned_contact
 from keys.encoding import b64d, b64e
 from keys.envelope import Inner, channel_tag, new_message, seal
 from keys.errors import InviteError, NotFound, PinMismatch, RelayError, UserError
@@ -122,7 +122,7 @@ def join(identity: Identity, client: RelayClient, book: ContactBook, code_text: 
         raise InviteError(REDEEM_ERRORS[410])
     bundle = checked_bundle(client, code.fingerprint)
     existing = book.by_fingerprint(code.fingerprint)
-    contact_name = name or free_name(bundle.name, {c.name for c in book.all()})
+    contact_name = name or peer_name(bundle.name, bundle.fingerprint, {c.name for c in book.all()})
     if existing is None and name is not None and any(c.name == name for c in book.all()):
         raise UserError(f"the name {name!r} is already used for another contact; pick another")
     blob = seal_request(code, identity.bundle(), secrets.token_hex(16))

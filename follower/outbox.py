@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from keys import gate
 from keys.storage import read_records, seal_torn_tail
 
 OUTBOX_FILE = "outbox.ndjson"
@@ -30,7 +31,7 @@ PREVIEW = 200
 RANK = {"sent": 0, "stored": 1, "held": 2, "refused": 2.5, "expired": 2.5, "dropped": 2.5,
         "spooled": 3, "delivered": 4}
 REFUSALS = frozenset({"refused", "expired", "dropped"})  # final, and the message never got through
-RECEIPT_STATES = frozenset({"held", "spooled", "delivered", "refused", "expired", "dropped", "duplicate"})
+RECEIPT_STATES = frozenset(gate.RECEIPT_STATES)
 RESEND_AFTER_S = 30.0
 MAX_ATTEMPTS = 8
 

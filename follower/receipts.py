@@ -18,16 +18,15 @@ from nacl.public import PrivateKey, PublicKey
 
 from follower.client import RelayClient
 from keys.contacts import Contact
-from keys.encoding import is_hex32
 from keys.envelope import Inner, new_message, receipt_tag, seal
 from keys.errors import TalkError
+from keys.gate import MAX_REASON, RECEIPT_STATES, Invalid, check_receipts
 from keys.identity import Identity
 
 log = logging.getLogger("talk.follower")
 KIND = "receipt"
-STATES = ("held", "spooled", "delivered", "refused", "expired", "dropped", "duplicate")
+STATES = RECEIPT_STATES
 PER_MESSAGE = 300  # items per receipt message: far below the 64 KiB envelope
-MAX_REASON = 300
 
 
 def receipt_message(identity: Identity, contact: Contact, items: list[dict[str, str]]) -> Inner:
@@ -51,18 +50,13 @@ def send_receipts(identity: Identity, client: RelayClient, contact: Contact,
 
 
 def parse_items(inner: Inner) -> list[tuple[str, str, str]]:
-    """The well-formed (id, state, reason) items of a receipt; anything else is ignored."""
-    raw = inner.extra.get("receipts")
-    if not isinstance(raw, list):
+    """The (id, state, reason) items of a receipt; none unless every item is well formed (the
+    gate refuses such a receipt on arrival; this holds for an Inner built any other way too)."""
+    try:
+        items = check_receipts(inner.extra.get("receipts"))
+    except Invalid:
         return []
-    items = []
-    for item in raw:
-        if not isinstance(item, dict):
-            continue
-        ref, state, reason = item.get("ref"), item.get("state"), item.get("reason", "")
-        if is_hex32(ref) and state in STATES and isinstance(reason, str):
-            items.append((str(ref), str(state), reason[:MAX_REASON]))
-    return items
+    return [(i["ref"], i["state"], i["reason"]) for i in items]
 
 
 @dataclass

@@ -14,6 +14,7 @@ from typing import Any
 
 from keys.encoding import b64d, b64e
 from keys.errors import NotFound, UserError
+from keys.gate import confusable
 from keys.identity import KeyBundle, check_name
 from keys.storage import locked, read_json, write_json
 
@@ -79,6 +80,23 @@ def free_name(wanted: str, taken: set[str]) -> str:
     while f"{wanted}-{n}" in taken:
         n += 1
     return f"{wanted}-{n}"
+
+
+def peer_name(wanted: str, fingerprint: str, taken: set[str]) -> str:
+    """The local name for a contact who calls itself `wanted` (a joiner's or inviter's own
+    choice, so hostile): kept if it is a valid name that looks like no other contact's; with a
+    fingerprint prefix if another contact has that very name; `peer-<fingerprint>` if it
+    breaks the name rule or only looks like another contact's name (bob spelt with a Cyrillic o)."""
+    try:
+        check_name(wanted)
+    except UserError:
+        return free_name(f"peer-{fingerprint[:8]}", taken)
+    twin = confusable(wanted, taken)
+    if twin is None:
+        return wanted
+    if twin == wanted:
+        return free_name(f"{wanted}-{fingerprint[:6]}", taken)
+    return free_name(f"peer-{fingerprint[:8]}", taken)
 
 
 class ContactBook:

@@ -9,7 +9,7 @@ import re
 from datetime import UTC, datetime
 from typing import Any
 
-HEX32 = re.compile(r"^[0-9a-f]{32}$")
+HEX32 = re.compile(r"[0-9a-f]{32}")
 
 
 def b64e(data: bytes) -> str:
@@ -35,7 +35,7 @@ def canonical_json(obj: Any) -> bytes:
 
 
 def is_hex32(value: object) -> bool:
-    return isinstance(value, str) and HEX32.match(value) is not None
+    return isinstance(value, str) and HEX32.fullmatch(value) is not None
 
 
 def utc_now_iso() -> str:

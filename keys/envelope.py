@@ -13,6 +13,7 @@ from __future__ import annotations
 import hashlib
 import json
 import secrets
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
@@ -20,8 +21,9 @@ from typing import Any, TypeVar
 from nacl.exceptions import CryptoError
 from nacl.public import Box, PrivateKey, PublicKey, SealedBox
 
-from keys.encoding import is_hex32, utc_now_iso
-from keys.errors import MessageTooLarge, TamperedMessage, UnknownSender
+from keys import gate
+from keys.encoding import utc_now_iso
+from keys.errors import MalformedMessage, MessageTooLarge, TamperedMessage, UnknownSender
 
 VERSION = 1
 BUCKETS = (512, 2048, 8192, 32768, 65536)
@@ -60,16 +62,10 @@ class Inner:
         }
 
     @classmethod
-    def from_json(cls, data: Any) -> Inner:
-        if not isinstance(data, dict):
-            raise ValueError("not an object")
-        core: dict[str, Any] = {k: data.get(k) for k in ("id", "from", "to", "ts", "kind", "text")}
-        if not all(is_hex32(core[k]) for k in ("id", "from", "to")):
-            raise ValueError("id, from and to must be 32 hex characters")
-        if not all(isinstance(core[k], str) for k in ("ts", "kind", "text")):
-            raise ValueError("ts, kind and text must be strings")
-        extra = {k: v for k, v in data.items() if k not in core and k != "v"}
-        return cls(core["id"], core["from"], core["to"], core["ts"], core["kind"], core["text"], extra)
+    def from_json(cls, data: Any, now: float | None = None) -> Inner:
+        """The envelope as `keys.gate` admits it; raises gate.Invalid naming the bad field."""
+        f = gate.check_inner(data, time.time() if now is None else now)
+        return cls(f["id"], f["from"], f["to"], f["ts"], f["kind"], f["text"], f["extra"])
 
 
 def new_message(sender: str, recipient: str, text: str, kind: str = "chat", **extra: Any) -> Inner:
@@ -107,8 +103,9 @@ def open_blob(
 ) -> tuple[C, Inner]:
     """Open a blob addressed to `own`. `lookup` maps a sender box key to a pinned contact.
 
-    Raises TamperedMessage for anything that does not open or parse, UnknownSender for a valid
-    seal by a key no contact pins; the caller must never show such a message.
+    Raises TamperedMessage for anything that does not open or parse (MalformedMessage when it
+    opened but the gate refused a field), UnknownSender for a valid seal by a key no contact
+    pins; the caller must never show such a message.
     """
     try:
         outer = SealedBox(own).decrypt(blob)
@@ -120,9 +117,13 @@ def open_blob(
         raise UnknownSender("a message from an unknown sender was dropped unread")
     try:
         plain = Box(own, PublicKey(sender_key)).decrypt(boxed)
-        inner = Inner.from_json(json.loads(unpad(plain)))
+        data = json.loads(unpad(plain))
     except (CryptoError, ValueError) as exc:
         raise TamperedMessage("a message failed its integrity check and was dropped") from exc
+    try:
+        inner = Inner.from_json(data)
+    except gate.Invalid as exc:
+        raise MalformedMessage(f"a message was refused: {exc}", contact, gate.salvage_id(data)) from exc
     if inner.sender != fingerprint_of(contact) or inner.recipient != own_fp:
         raise TamperedMessage("a message names the wrong sender or recipient and was dropped")
     return contact, inner

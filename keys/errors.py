@@ -8,6 +8,7 @@
     ├── SecurityError              2  refused for safety: never shown, nothing sent
     │   ├── PinMismatch            a key bundle does not hash to the pinned fingerprint
     │   ├── TamperedMessage        ciphertext that does not open, or opens to nonsense
+    │   │   └── MalformedMessage   opened, from a contact, but a field is not of its shape
     │   └── UnknownSender          sealed by a key that no contact pins
     ├── RelayError                 3  the relay cannot be reached or answers with a failure
     └── TimedOut                   4  `--wait` gave up before the message got that far
@@ -55,6 +56,16 @@ class PinMismatch(SecurityError):
 
 class TamperedMessage(SecurityError):
     pass
+
+
+class MalformedMessage(TamperedMessage):
+    """A contact's message opened, but the gate refused a field. `sender` is the contact and
+    `msg_id` the message's id when that field was sound, so the sender can be told."""
+
+    def __init__(self, message: str, sender: object = None, msg_id: str | None = None) -> None:
+        super().__init__(message)
+        self.sender = sender
+        self.msg_id = msg_id
 
 
 class UnknownSender(SecurityError):

@@ -16,6 +16,8 @@ from nacl.signing import SigningKey, VerifyKey
 
 from keys.encoding import b64d, b64e, canonical_json, is_hex32
 from keys.errors import PinMismatch, UserError
+from keys.gate import one_script
+from keys.printable import printable
 
 BUNDLE_CONTEXT = b"talk-bundle-v1\n"
 MAX_NAME = 64
@@ -27,12 +29,13 @@ def fingerprint(sign_key: bytes, box_key: bytes) -> str:
 
 
 def check_name(name: str) -> str:
-    """Names become folder names and contact keys: keep them short and shell-safe."""
+    """Names become folder names and contact keys, and agents read them: keep them short,
+    shell-safe, and in one script (a Latin name with a Cyrillic letter is a disguise)."""
     ok = 0 < len(name) <= MAX_NAME and all(c.isalnum() or c in "-_." for c in name)
-    if not ok or name.startswith((".", "-")):
+    if not ok or name.startswith((".", "-")) or not one_script(name):
         raise UserError(
-            f"invalid name {name!r}: use 1-{MAX_NAME} letters, digits, '-', '_' or '.', "
-            "not starting with '.' or '-'"
+            f"invalid name {printable(name)!r}: use 1-{MAX_NAME} letters of one script, digits, "
+            "'-', '_' or '.', not starting with '.' or '-'"
         )
     return name
 

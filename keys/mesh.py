@@ -10,6 +10,9 @@ more than one block, the first valid one (by position) wins; a task envelope is 
 when its marker is the first non-empty line. Keys inside blocks start at column 0, which is why a
 multi-line summary is written with its continuation lines indented by two spaces.
 
+Every task id must be of the gate's shape (`keys.gate.TASK_ID`) and every task header value
+printable on one line, else the text is chat: these values are shown to agents outside the quote.
+
 Trust: parsing says nothing about trust. Whether a message framed as a task is treated as one is
 decided elsewhere, by the sender's policy; anyone can type these markers.
 """
@@ -23,6 +26,8 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
+
+from keys import gate
 
 MARKERS = ("opencode-mesh", "aoi-mesh")
 MODES = ("one-shot", "session", "resume")
@@ -41,9 +46,10 @@ _BLOCK_KEYS = {
     "question": ("task", "question", "options"),
     "digest": ("task", "gen", "facts", "pending", "refs"),
 }
-# Fields of the spool record that parsed fields are merged into: a header with one of these names
-# is stored as "mesh_<name>", so an envelope can never overwrite the message's own sender or kind.
-_RECORD_KEYS = frozenset({"from", "to", "id", "name", "text", "ts", "kind", "received"})
+# The task headers that keep their own name on the spool line; any other header is stored as
+# "mesh_<name>", so an envelope can never set a field the receiver's own judgement sets
+# (task_trust, retry, gap, hops, …), today's or tomorrow's.
+_TASK_HEADERS = frozenset({"task", "mode", "reply", "env"})
 
 Values = dict[str, list[str]]  # block key -> [value on the key's line, following lines...]
 
@@ -90,7 +96,7 @@ def _parse_task(lines: list[str]) -> Parsed | None:
         line = lines[index].strip()
         if line == "---":
             header.setdefault("mode", "one-shot")
-            valid = header.get("task") and header["mode"] in MODES
+            valid = gate.is_task_id(header.get("task")) and header["mode"] in MODES
             return Parsed("task", header, _strip_blank_lines(lines[index + 1 :])) if valid else None
         if not line:
             continue
@@ -98,10 +104,13 @@ def _parse_task(lines: list[str]) -> Parsed | None:
         if match is None:
             return None
         key = match.group(1).lower()
-        name = f"mesh_{key}" if key in _RECORD_KEYS else key
+        name = key if key in _TASK_HEADERS else f"mesh_{key}"
         if name in header:
             return None  # two values for one header: no way to tell which one the sender meant
-        header[name] = match.group(2).strip()
+        value = gate.check_header_value(match.group(2).strip())
+        if value is None:
+            return None  # a header value that could not be shown safely: not a task
+        header[name] = value
     return None  # no "---" line
 
 
@@ -158,7 +167,7 @@ def _comma_list(value: str) -> list[str]:
 
 def _result_fields(values: Values) -> dict[str, Any] | None:
     task, status = _first(values, "task"), _first(values, "status")
-    if not task or status not in STATUSES:
+    if not gate.is_task_id(task) or status not in STATUSES:
         return None
     summary = _text(values.get("summary", []))
     return {"task": task, "status": status, "summary": summary,
@@ -167,7 +176,7 @@ def _result_fields(values: Values) -> dict[str, Any] | None:
 
 def _question_fields(values: Values) -> dict[str, Any] | None:
     task, question = _first(values, "task"), _first(values, "question")
-    if not task or not question:
+    if not gate.is_task_id(task) or not question:
         return None
     options = [option.strip() for option in _first(values, "options").split("|") if option.strip()]
     return {"task": task, "question": question, "options": options}
@@ -176,7 +185,8 @@ def _question_fields(values: Values) -> dict[str, Any] | None:
 def _digest_fields(values: Values) -> dict[str, Any] | None:
     # The protocol drops a non-conforming digest (rotation is skipped), so every key is required.
     task, gen = _first(values, "task"), _first(values, "gen")
-    if not task or not _GEN.fullmatch(gen) or not all(k in values for k in _BLOCK_KEYS["digest"]):
+    complete = all(k in values for k in _BLOCK_KEYS["digest"])
+    if not gate.is_task_id(task) or not _GEN.fullmatch(gen) or not complete:
         return None
     facts = _facts(values["facts"])
     if facts is None:

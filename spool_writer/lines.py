@@ -13,13 +13,16 @@ import os
 from pathlib import Path
 from typing import Any
 
+from keys.printable import json_safe
 from spool_writer.layout import fsync_dir, generation
 
 _CHUNK = 64 * 1024
 
 
 def encode(record: dict[str, Any]) -> bytes:
-    return json.dumps(record, ensure_ascii=False).encode() + b"\n"
+    """One NDJSON line. What JSON leaves raw inside strings and some readers take for a line
+    break (U+2028, NEL) or a terminal for a command (C1) is escaped, so a line stays one line."""
+    return json_safe(json.dumps(record, ensure_ascii=False)).encode() + b"\n"
 
 
 def id_of(line: bytes) -> str | None:

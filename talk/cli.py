@@ -10,7 +10,7 @@ import typer
 
 from talk import conversation_cli
 from talk.alarm_cli import alarm_app
-from talk.follow_cli import follow, status, stop
+from talk.follow_cli import follow, quarantine, status, stop
 from talk.install_claude import install_claude_command
 from talk.install_codex import install_codex_command
 from talk.options import Json, PassFile, Relay, User
@@ -369,6 +369,7 @@ def demo() -> None:
 app.command()(follow)
 app.command()(stop)
 app.command()(status)
+app.command()(quarantine)
 app.command()(conversation_cli.outbox)
 app.command()(conversation_cli.policy)
 app.add_typer(conversation_cli.held_app, name="held")

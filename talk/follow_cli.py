@@ -149,6 +149,7 @@ def status(
 
 def gather_status(folder: Path) -> dict[str, Any]:
     from alarms.opencode import alarm_status
+    from follower.quarantine import Quarantine
     from follower.state import FollowStatus, running_pid
     from spool_writer.sessions import list_sessions
 
@@ -168,7 +169,7 @@ def gather_status(folder: Path) -> dict[str, Any]:
         for x in list_sessions(spool)
     ]
     return {"follower": follower, "sessions": sessions, "inbox": str(spool / "inbox.ndjson"),
-            "alarms": alarm_status(folder)}
+            "alarms": alarm_status(folder), "quarantined": Quarantine(folder).count()}
 
 
 # Which door wakes each kind of session (see alarms/).
@@ -206,4 +207,26 @@ def render_status(report: dict[str, Any]) -> str:
         lines.append("no sessions registered")
     lines += [render_alarm(row) for row in report["alarms"]]
     lines.append(f"fallback inbox: {report['inbox']}")
+    if report.get("quarantined"):
+        lines.append(f"quarantined: {report['quarantined']} refused message(s); `talk quarantine` "
+                     "lists them")
     return "\n".join(lines)
+
+
+def quarantine(user: User = None, as_json: Json = False) -> None:
+    """List mail refused on arrival (malformed, tampered, unknown sender): kept, never shown."""
+    from follower.quarantine import Quarantine
+    from talk.context import open_session
+
+    entries = Quarantine(open_session(user, None, None).folder).entries()
+    if as_json:
+        for entry in entries:
+            emit_json({k: v for k, v in entry.items() if k != "blob"})
+        return
+    if not entries:
+        result({}, "nothing quarantined", False)
+        return
+    for e in entries:
+        when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(float(e.get("at", 0))))
+        who = f" from {e['from']}" if e.get("from") else ""
+        result({}, f"{when}{who}: {e.get('reason', '?')}", False)

@@ -77,7 +77,7 @@ def receive(user: str | None, relay: str | None, passphrase_file: str | None,
     from follower.inbound import Inbox
     from follower.seen import SeenIds
     from follower.state import running_pid
-    from keys.errors import SecurityError, UserError
+    from keys.errors import UserError
 
     s = open_session(user, relay, passphrase_file)
     pid = running_pid(s.folder)
@@ -92,7 +92,7 @@ def receive(user: str | None, relay: str | None, passphrase_file: str | None,
     report = inbox.receive(emit_json, chosen)
     for note in report.notes:
         warn(note)
-    if report.refused:
-        for reason in report.refused[:-1]:
-            warn(reason)
-        raise SecurityError(report.refused[-1])
+    # Refused mail is the sender's (or the relay's) fault, not this command's: it is quarantined,
+    # everything else was delivered, so the exit status stays 0 and stderr says what was dropped.
+    for reason in report.refused:
+        warn(f"quarantined: {reason} (see `talk quarantine`)")

@@ -6,9 +6,11 @@ import json
 import sys
 from typing import Any
 
+from keys.printable import json_safe, printable
+
 
 def emit_json(data: Any) -> None:
-    sys.stdout.write(json.dumps(data, ensure_ascii=False) + "\n")
+    sys.stdout.write(json_safe(json.dumps(data, ensure_ascii=False)) + "\n")
     sys.stdout.flush()
 
 
@@ -16,12 +18,13 @@ def result(data: dict[str, Any], human: str, as_json: bool) -> None:
     if as_json:
         emit_json(data)
     else:
-        sys.stdout.write(human.rstrip("\n") + "\n")
+        # Human lines may carry a peer's words: no control byte reaches the terminal raw.
+        sys.stdout.write(printable(human.rstrip("\n"), lines=True) + "\n")
         sys.stdout.flush()
 
 
 def warn(message: str) -> None:
-    sys.stderr.write(f"talk: {message}\n")
+    sys.stderr.write(f"talk: {printable(message, lines=True)}\n")
     sys.stderr.flush()
 
 

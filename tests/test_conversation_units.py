@@ -30,6 +30,7 @@ from follower.tasks import fold as fold_tasks
 from keys.contacts import Contact, Source, pinned_contact
 from keys.envelope import Inner, new_message
 from keys.errors import NotFound, UserError
+from keys.gate import Invalid
 from keys.identity import Identity
 from keys.policy import (
     POLICIES_FILE,
@@ -498,9 +499,9 @@ def test_parse_items_accepts_every_receipt_state() -> None:
     assert [state for _, state, _ in parse_items(inner)] == list(STATES)
 
 
-def test_parse_items_drops_unknown_states_bad_refs_and_non_string_reasons() -> None:
+def test_a_receipt_with_any_malformed_item_is_refused_whole() -> None:
     good = {"ref": FP_A, "state": "delivered", "reason": "ok"}
-    inner = receipt_inner([
+    bad_items = [
         {"ref": FP_B, "state": "stored"},
         {"ref": FP_B, "state": "sent"},
         {"ref": FP_B, "state": None},
@@ -512,9 +513,13 @@ def test_parse_items_drops_unknown_states_bad_refs_and_non_string_reasons() -> N
         {"ref": FP_B, "state": "spooled", "reason": None},
         "not an item",
         [FP_B, "spooled"],
-        good,
-    ])
-    assert parse_items(inner) == [(FP_A, "delivered", "ok")]
+    ]
+    assert parse_items(receipt_inner([good])) == [(FP_A, "delivered", "ok")]
+    for bad in bad_items:
+        inner = receipt_inner([bad, good])
+        assert parse_items(inner) == []
+        with pytest.raises(Invalid):  # and the gate refuses the whole message on arrival
+            Inner.from_json(inner.to_json())
 
 
 def test_parse_items_truncates_long_reasons() -> None:

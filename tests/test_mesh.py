@@ -23,11 +23,13 @@ from keys.mesh import (
 KINDS = {"task", "result", "question", "digest", "chat"}
 
 # The protocol's example blocks verbatim; only the enum placeholders are replaced by real values
-# ("one-shot | session | resume" -> one-shot, "done | partial | failed" -> done, gen -> 3).
+# ("one-shot | session | resume" -> one-shot, "done | partial | failed" -> done, gen -> 3), and
+# the task id placeholders by real ids: "<任务ID>" is no id (angle brackets are not shell-safe,
+# and a task id is shown to the agent outside the quote, in a command it may run).
 # The remarks in parentheses after env and options are part of the examples and stay as text.
 EXAMPLE_TASK = """[opencode-mesh v1]
 from: <发送节点名>
-task: <唯一任务ID>
+task: 节点a-mabc12-x7k2
 mode: one-shot
 reply: result-block
 env: s=win32/x64 r=linux/x64        (v1.5 可选:s=发送方平台,r=接收方平台,未知为 ?)
@@ -35,20 +37,20 @@ env: s=win32/x64 r=linux/x64        (v1.5 可选:s=发送方平台,r=接收方�
 <任务正文(自然语言,可多段)>"""
 
 EXAMPLE_RESULT = """[opencode-mesh-result v1]
-task: <对应任务ID>
+task: 节点a-mabc12-x7k2
 status: done
 summary: <≤300 字,直接给结论>
 artifacts: <产物路径列表(逗号分隔)或 none>
 [/opencode-mesh-result]"""
 
 EXAMPLE_QUESTION = """[opencode-mesh-question v1]
-task: <任务ID>
+task: 节点a-mabc12-x7k2
 question: <一句话问题>
 options: A | B | C      (可为空)
 [/opencode-mesh-question]"""
 
 EXAMPLE_DIGEST = """[opencode-mesh-digest v1]
-task: <任务ID>
+task: 节点a-mabc12-x7k2
 gen: 3
 facts:
 - <抽取式事实:逐字保留路径/命令/结论/约束,每行一条,按重要性排序>
@@ -60,18 +62,18 @@ EXAMPLES = [EXAMPLE_TASK, EXAMPLE_RESULT, EXAMPLE_QUESTION, EXAMPLE_DIGEST]
 
 EXPECTED: list[tuple[str, str, dict[str, Any]]] = [
     (EXAMPLE_TASK, "task", {
-        "task": "<唯一任务ID>", "mesh_from": "<发送节点名>", "mode": "one-shot", "reply": "result-block",
+        "task": "节点a-mabc12-x7k2", "mesh_from": "<发送节点名>", "mode": "one-shot", "reply": "result-block",
         "env": "s=win32/x64 r=linux/x64        (v1.5 可选:s=发送方平台,r=接收方平台,未知为 ?)",
     }),
     (EXAMPLE_RESULT, "result", {
-        "task": "<对应任务ID>", "status": "done", "summary": "<≤300 字,直接给结论>",
+        "task": "节点a-mabc12-x7k2", "status": "done", "summary": "<≤300 字,直接给结论>",
         "artifacts": ["<产物路径列表(逗号分隔)或 none>"],
     }),
     (EXAMPLE_QUESTION, "question", {
-        "task": "<任务ID>", "question": "<一句话问题>", "options": ["A", "B", "C      (可为空)"],
+        "task": "节点a-mabc12-x7k2", "question": "<一句话问题>", "options": ["A", "B", "C      (可为空)"],
     }),
     (EXAMPLE_DIGEST, "digest", {
-        "task": "<任务ID>", "gen": 3,
+        "task": "节点a-mabc12-x7k2", "gen": 3,
         "facts": ["<抽取式事实:逐字保留路径/命令/结论/约束,每行一条,按重要性排序>"],
         "pending": "<未完成事项或 none>", "refs": ["<产物/日志路径或 none>"],
     }),
@@ -139,7 +141,7 @@ def test_mixed_open_and_close_tags(kind: str) -> None:
 # -- task envelopes ------------------------------------------------------------------------------
 
 
-def test_task_header_keys_are_lower_cased_and_unknown_keys_kept() -> None:
+def test_task_header_keys_are_lower_cased_and_unknown_keys_kept_apart() -> None:
     text = "\n".join([
         "", "  [aoi-mesh v1]  ", "From: laptop", "TASK: t-1", "priority: high", "x-trace: abc",
         "", "---", "", "line one", "  indented line two  ", "", "line four", "", "",
@@ -147,14 +149,28 @@ def test_task_header_keys_are_lower_cased_and_unknown_keys_kept() -> None:
     parsed = parse(text)
     assert parsed.kind == "task"
     assert parsed.fields == {
-        "mesh_from": "laptop", "task": "t-1", "priority": "high", "x-trace": "abc", "mode": "one-shot",
+        "mesh_from": "laptop", "task": "t-1", "mesh_priority": "high", "mesh_x-trace": "abc",
+        "mode": "one-shot",
     }
     assert parsed.body == "line one\n  indented line two  \n\nline four"
 
 
 def test_task_header_names_of_spool_fields_are_prefixed() -> None:
-    parsed = parse("[opencode-mesh v1]\ntask: t\nkind: evil\nid: x\n---\nbody")
-    assert parsed.fields == {"task": "t", "mesh_kind": "evil", "mesh_id": "x", "mode": "one-shot"}
+    parsed = parse("[opencode-mesh v1]\ntask: t\nkind: evil\nid: x\ntask_trust: true\ngap: 9\n"
+                   "hops: x\n---\nbody")
+    assert parsed.fields == {"task": "t", "mesh_kind": "evil", "mesh_id": "x", "mesh_task_trust": "true",
+                             "mesh_gap": "9", "mesh_hops": "x", "mode": "one-shot"}
+
+
+@pytest.mark.parametrize("task", ["t\u2028x", "a b", "x;rm", "<id>", "t\x1b[2J", "-x", "t" * 129])
+def test_a_task_id_that_is_not_shell_and_header_safe_is_chat(task: str) -> None:
+    assert parse(f"[opencode-mesh v1]\ntask: {task}\n---\nbody").kind == "chat"
+    assert parse(f"[opencode-mesh-result v1]\ntask: {task}\nstatus: done\nsummary: s\nartifacts: none\n"
+                 "[/opencode-mesh-result]").kind == "chat"
+
+
+def test_a_task_header_value_with_controls_is_chat() -> None:
+    assert parse("[opencode-mesh v1]\ntask: t\nenv: a\x1b[31m\n---\nbody").kind == "chat"
 
 
 @pytest.mark.parametrize("mode", ["one-shot", "session", "resume"])
@@ -221,9 +237,9 @@ def test_digest_with_none_values_and_several_facts() -> None:
 
 
 def test_first_valid_block_wins() -> None:
-    second = EXAMPLE_RESULT.replace("<对应任务ID>", "second")
+    second = EXAMPLE_RESULT.replace("节点a-mabc12-x7k2", "second")
     assert parse(EXAMPLE_QUESTION + "\n" + EXAMPLE_RESULT).kind == "question"
-    assert parse(EXAMPLE_RESULT + "\n" + second).fields["task"] == "<对应任务ID>"
+    assert parse(EXAMPLE_RESULT + "\n" + second).fields["task"] == "节点a-mabc12-x7k2"
     broken = EXAMPLE_RESULT.replace("status: done", "status: maybe")
     assert parse(broken + "\n" + second).fields["task"] == "second"
     unclosed = EXAMPLE_RESULT.replace("[/opencode-mesh-result]", "")
@@ -234,8 +250,8 @@ MALFORMED = [
     "",
     "just chatting",
     EXAMPLE_RESULT.replace("[/opencode-mesh-result]", ""),  # no close tag
-    EXAMPLE_RESULT.replace("task: <对应任务ID>\n", ""),  # no task
-    EXAMPLE_RESULT.replace("task: <对应任务ID>", "task:"),  # empty task
+    EXAMPLE_RESULT.replace("task: 节点a-mabc12-x7k2\n", ""),  # no task
+    EXAMPLE_RESULT.replace("task: 节点a-mabc12-x7k2", "task:"),  # empty task
     EXAMPLE_RESULT.replace("status: done", "status: finished"),  # bad status
     EXAMPLE_RESULT.replace("status: done", "status: Done"),  # enum values are case-sensitive
     EXAMPLE_RESULT.replace("status: done", "status: done\nstatus: failed"),  # a key twice
@@ -245,7 +261,7 @@ MALFORMED = [
     EXAMPLE_RESULT.replace("\ntask:", "\n  task:"),  # keys start at column 0
     EXAMPLE_QUESTION.replace("question: <一句话问题>", "question:"),
     EXAMPLE_TASK.replace("mode: one-shot", "mode: forever"),
-    EXAMPLE_TASK.replace("task: <唯一任务ID>\n", ""),
+    EXAMPLE_TASK.replace("task: 节点a-mabc12-x7k2\n", ""),
     EXAMPLE_TASK.replace("\n---\n", "\n"),  # no separator
     EXAMPLE_TASK.replace("reply: result-block", "reply result-block"),  # header not key: value
     EXAMPLE_TASK.replace("reply: result-block", "from: twice"),

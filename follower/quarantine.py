@@ -1,0 +1,56 @@
+"""Mail refused on its own account: acked on the relay, kept here with the reason.
+
+A blob that does not open, is sealed by a key no contact pins, names the wrong sender, or holds a
+field the gate refuses is the sender's or the relay's doing, never this machine's. Left on the
+relay it would come back first on every fetch and every later message would wait behind it, so
+it is acked like any other, and one line goes to `quarantine.ndjson` in the identity folder:
+
+    {"at": epoch, "reason": "...", "tag": relay tag, "relay_id": ..., "from": fp|null,
+     "id": message id|null, "blob": base64 (or null past MAX_BLOB_KEPT)}
+
+The line is on disk (fsynced) before the ack, like a spool line. Only faults of this machine
+(OSError: a full disk, permissions) stop acking. The file is rotated to `quarantine.ndjson.1`
+past MAX_BYTES, so it never grows without bound; `talk status` counts both generations.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+from keys.encoding import b64e
+from keys.storage import append_records, read_records
+
+QUARANTINE_FILE = "quarantine.ndjson"
+MAX_BYTES = 4 * 1024 * 1024
+MAX_BLOB_KEPT = 70_000  # a whole envelope; bigger is not talk's and is kept without its bytes
+
+
+class Quarantine:
+    def __init__(self, folder: Path) -> None:
+        self.path = folder / QUARANTINE_FILE
+        self.older = folder / (QUARANTINE_FILE + ".1")
+
+    def keep(self, relay_id: str, tag: str, blob: bytes, reason: str, sender: str | None = None,
+             msg_id: str | None = None) -> None:
+        self._rotate()
+        append_records(self.path, [{
+            "at": round(time.time(), 3), "reason": reason, "tag": tag, "relay_id": relay_id,
+            "from": sender, "id": msg_id, "blob": b64e(blob) if len(blob) <= MAX_BLOB_KEPT else None,
+        }])
+
+    def _rotate(self) -> None:
+        try:
+            if self.path.stat().st_size > MAX_BYTES:
+                os.replace(self.path, self.older)
+        except FileNotFoundError:
+            pass
+
+    def entries(self) -> list[dict[str, Any]]:
+        """Oldest first, both generations."""
+        return read_records(self.older) + read_records(self.path)
+
+    def count(self) -> int:
+        return len(self.entries())

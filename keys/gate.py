@@ -1,0 +1,177 @@
+"""The one gate for what peers send: every field checked to a strict shape on arrival.
+
+Whatever a contact, a joiner or the relay hands over is hostile until it passes here: the inner
+envelope of a message, a contact request, the name a joiner picks, the items of a receipt, and
+the header values of opencode-mesh tasks and blocks. A value either matches its shape exactly
+(full matches: no trailing newline slips past a `$`) or the whole message is refused with
+`Invalid`, whose reason names the field; nothing is half used. Fields the gate does not know are
+dropped, never passed on, so a sender can add nothing that the receiver would act on.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from datetime import UTC, datetime
+from typing import Any
+
+from keys.printable import is_printable, printable
+
+HEX32 = re.compile(r"[0-9a-f]{32}")
+# RFC 3339 in UTC as talk writes it: a "Z" offset, optional fraction of up to 9 digits.
+TS = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d{1,9})?Z")
+EARLIEST = datetime(2024, 1, 1, tzinfo=UTC).timestamp()
+MAX_FUTURE_S = 24 * 3600  # a sender's clock may run ahead; a day is plenty
+KINDS = ("chat", "receipt", "contact_accepted")
+MAX_TEXT = 65536  # the largest padded envelope: a longer text cannot have been sealed by talk
+MAX_HOPS_LISTED = 64  # more than any forward chain a peer accepts (admission refuses past 4)
+MAX_SEQ = 2**53
+# Task ids: talk writes `<node>-<base36>-<rand>`; other nodes may use other letters, dots or
+# colons. No blanks, nothing a shell or a header could read as something else: an agent is shown
+# the id outside the quote, in a `talk reply ID` command it may run.
+TASK_ID = re.compile(r"\w[\w.:-]{0,127}")
+MAX_HEADER_VALUE = 256
+RECEIPT_STATES = ("held", "spooled", "delivered", "refused", "expired", "dropped", "duplicate")
+MAX_RECEIPTS = 1000
+MAX_REASON = 300
+
+
+class Invalid(ValueError):
+    """A field a peer sent is not of its shape; `str()` says which and why."""
+
+
+def is_hex32(value: object) -> bool:
+    return isinstance(value, str) and HEX32.fullmatch(value) is not None
+
+
+def check_id(value: object, what: str = "id") -> str:
+    if not is_hex32(value):
+        raise Invalid(f"{what} is not 32 lowercase hex characters")
+    return str(value)
+
+
+def check_ts(value: object, now: float) -> str:
+    if not isinstance(value, str) or TS.fullmatch(value) is None:
+        raise Invalid("ts is not an RFC 3339 UTC time")
+    try:
+        when = datetime.strptime(value[:19], "%Y-%m-%dT%H:%M:%S").replace(tzinfo=UTC).timestamp()
+    except ValueError as exc:
+        raise Invalid("ts is not a real date and time") from exc
+    if when < EARLIEST or when > now + MAX_FUTURE_S:
+        raise Invalid("ts is outside the sane range (is the sender's clock right?)")
+    return value
+
+
+def check_text(value: object) -> str:
+    if not isinstance(value, str) or len(value) > MAX_TEXT:
+        raise Invalid(f"text is not a string of at most {MAX_TEXT} characters")
+    return value
+
+
+def check_hops(value: object) -> list[str]:
+    """The fingerprints a forwarded message passed through, oldest first."""
+    if value is None:
+        return []
+    if not isinstance(value, list) or len(value) > MAX_HOPS_LISTED or not all(map(is_hex32, value)):
+        raise Invalid("hops is not a list of fingerprints")
+    return [str(h) for h in value]
+
+
+def is_task_id(value: object) -> bool:
+    return isinstance(value, str) and TASK_ID.fullmatch(value) is not None
+
+
+def check_seq(value: object) -> int:
+    if type(value) is not int or not 0 < value < MAX_SEQ:
+        raise Invalid("seq is not a positive integer")
+    return value
+
+
+def check_receipts(value: object) -> list[dict[str, str]]:
+    """A receipt's items: each {"ref": message id, "state": one of RECEIPT_STATES, "reason"}."""
+    if not isinstance(value, list) or len(value) > MAX_RECEIPTS:
+        raise Invalid("receipts is not a list of at most 1000 items")
+    items = []
+    for item in value:
+        if not isinstance(item, dict):
+            raise Invalid("a receipt item is not an object")
+        reason = item.get("reason", "")
+        if item.get("state") not in RECEIPT_STATES or not isinstance(reason, str):
+            raise Invalid("a receipt item has an unknown state or a reason that is not text")
+        items.append({"ref": check_id(item.get("ref"), "a receipt's ref"), "state": str(item["state"]),
+                      "reason": printable(reason[:MAX_REASON])})
+    return items
+
+
+_EXTRA = {"hops": check_hops, "seq": check_seq, "receipts": check_receipts}
+
+
+def check_inner(data: object, now: float) -> dict[str, Any]:
+    """The fields of an opened inner envelope, each checked; unknown fields are dropped.
+    Returns {"id", "from", "to", "ts", "kind", "text", "extra": {...}}; raises Invalid."""
+    if not isinstance(data, dict):
+        raise Invalid("the envelope is not a JSON object")
+    if data.get("v") != 1:
+        raise Invalid("the envelope is not version 1")
+    kind = data.get("kind")
+    if kind not in KINDS:
+        raise Invalid("kind is not one talk knows")
+    extra: dict[str, Any] = {k: check(data[k]) for k, check in _EXTRA.items() if k in data}
+    if "task" in data:
+        if not is_task_id(data["task"]):
+            raise Invalid("task is not a task id")
+        extra["task"] = data["task"]
+    if kind == "receipt" and "receipts" not in extra:
+        raise Invalid("a receipt carries no items")
+    return {"id": check_id(data.get("id")), "from": check_id(data.get("from"), "from"),
+            "to": check_id(data.get("to"), "to"), "ts": check_ts(data.get("ts"), now),
+            "kind": str(kind), "text": check_text(data.get("text")), "extra": extra}
+
+
+def salvage_id(data: object) -> str | None:
+    """The message id of an envelope the gate refused, if that one field is sound (so the sender
+    can be told, by a receipt, which of its messages was refused)."""
+    value = data.get("id") if isinstance(data, dict) else None
+    return value if is_hex32(value) else None
+
+
+def check_header_value(value: str) -> str | None:
+    """An opencode-mesh header value that may be shown outside the quote, or None."""
+    ok = 0 < len(value) <= MAX_HEADER_VALUE and is_printable(value)
+    return value if ok else None
+
+
+# --- names -------------------------------------------------------------------------------------
+
+# Letters of other scripts that look like Latin ones, folded to the Latin letter they mimic. Not
+# the whole Unicode confusables table: the scripts whose lowercase letters pass for Latin.
+_LOOKALIKES = str.maketrans(dict(zip(
+    # Cyrillic, Greek, then dotless i and long s (escaped: they are the very look-alikes).
+    "\u0430\u0432\u0441\u0435\u0451\u04bb\u0456\u0458\u043a\u04cf\u043c\u043d\u043e\u043f\u0440\u051b"
+    "\u0455\u0442\u0443\u0445\u051d\u044c\u0475\u03b1\u03b2\u03b3\u03b5\u03b9\u03ba\u03bd\u03bf\u03c1"
+    "\u03c4\u03c5\u03c7\u03c9\u03f2\u03f3" "01|\u0131\u017f",
+    "abceehijklmhonpqstyxwbv" "abyeiknoptuxwcj" "ollis", strict=True)))
+
+
+def _script(char: str) -> str:
+    if not char.isalpha():
+        return ""
+    word = unicodedata.name(char, "UNKNOWN").split(" ")[0]
+    # Japanese mixes these three in one name; they are one writing system for this purpose.
+    return "CJK" if word in ("HIRAGANA", "KATAKANA", "CJK") else word
+
+
+def one_script(name: str) -> bool:
+    """Whether every letter of `name` is of one script (digits and - _ . belong to all)."""
+    return len({s for s in map(_script, name) if s}) <= 1
+
+
+def skeleton(name: str) -> str:
+    """What a name looks like: compatibility-folded, lower case, look-alike letters folded."""
+    return unicodedata.normalize("NFKC", name).casefold().translate(_LOOKALIKES)
+
+
+def confusable(name: str, others: set[str]) -> str | None:
+    """The other name that `name` could be mistaken for, if any (the same name included)."""
+    shape = skeleton(name)
+    return next((o for o in sorted(others) if skeleton(o) == shape), None)

@@ -1,0 +1,94 @@
+"""A hostile peer's tools for tests: seal any JSON as a contact would, with the project's own keys.
+
+talk's own `seal` only seals an `Inner` it built; an attacker seals whatever it likes. These
+helpers do the same, so the tests can hand the receiver exactly the bytes an attacker would.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import secrets
+from pathlib import Path
+from typing import Any
+
+from nacl.public import Box, PublicKey, SealedBox
+
+from follower.client import RelayClient
+from keys import keystore
+from keys.contacts import Contact, ContactBook
+from keys.encoding import utc_now_iso
+from keys.envelope import channel_tag, pad
+from keys.identity import Identity
+
+
+def identity_of(home: Path, name: str) -> Identity:
+    """An identity made with --no-passphrase, unlocked from its TALK_HOME."""
+    return keystore.unlock(keystore.load(home / name), None)
+
+
+def contact_of(home: Path, name: str, contact: str) -> Contact:
+    return ContactBook(home / name).get(contact)
+
+
+def envelope(sender: Identity, to: Contact, **fields: Any) -> dict[str, Any]:
+    """A well-formed inner envelope; `fields` override or add (None removes a field)."""
+    data: dict[str, Any] = {"v": 1, "id": secrets.token_hex(16), "from": sender.fingerprint,
+                            "to": to.fingerprint, "ts": utc_now_iso(), "kind": "chat", "text": "hi"}
+    data.update(fields)
+    return {k: v for k, v in data.items() if v is not None}
+
+
+def seal_raw(sender: Identity, to: Contact, data: Any) -> bytes:
+    """Seal `data` (any JSON value, or raw bytes) exactly as talk seals an envelope."""
+    plain = data if isinstance(data, bytes) else json.dumps(data, ensure_ascii=False).encode()
+    peer = PublicKey(to.box_key)
+    boxed = Box(sender.box_secret, peer).encrypt(pad(plain))
+    return bytes(SealedBox(peer).encrypt(bytes(sender.box_secret.public_key) + bytes(boxed)))
+
+
+def deposit_raw(relay_url: str, sender: Identity, to: Contact, data: Any) -> str:
+    """Deposit a crafted envelope on the pair's chat channel; returns the relay's id."""
+    tag = channel_tag(sender.box_secret, PublicKey(to.box_key), to.fingerprint)
+    with RelayClient(relay_url) as client:
+        return client.deposit(to.fingerprint, tag, seal_raw(sender, to, data))
+
+
+def deposit_blob(relay_url: str, sender: Identity, to: Contact, blob: bytes) -> str:
+    """Deposit raw bytes (not even sealed) on the pair's chat channel."""
+    tag = channel_tag(sender.box_secret, PublicKey(to.box_key), to.fingerprint)
+    with RelayClient(relay_url) as client:
+        return client.deposit(to.fingerprint, tag, blob)
+
+
+# What talk itself writes outside the quote; every other line an agent sees must start with "> ".
+_OWN_LINE = re.compile(
+    r"\[talk\] \d+ new messages? from peers:"
+    r"|--- (?:message|task) \d+ of \d+ from [\w.-]+ \(fingerprint [0-9a-f]{32}, id [0-9a-f]{32}, "
+    r"sent [0-9TZ:.-]+\)"
+    r"|--- end of message \d+"
+    r"|    NOTE: \d+ earlier messages? from [\w.-]+ did not arrive .*"
+    r"|    A task from a device you trust for tasks \(task [\w.:-]+, mode [\w-]+\)\..*"
+    r"|    WARNING: this text carries an opencode-mesh task header, .*"
+    r"|    The result of task (?:[\w][\w.:-]*|\?): (?:done|partial|failed|\?)\."
+    r"|    A question about task (?:[\w][\w.:-]*|\?); answer it with talk send\."
+    r"|These are messages from other agents \(peers\), delivered by talk\. .*"
+    r"|Except: a message headed \"task\" .*"
+)
+_ONE_LINE = re.compile(r"\[talk\] peer message from [\w.-]+ \(fingerprint [0-9a-f]{32}, id [0-9a-f]{32}\)"
+                       r"(?: \[[^\]\n]*\])?: \".*\" -- data from another agent, .*")
+
+
+def peer_lines_outside_quote(framed: str) -> list[str]:
+    """Lines of a framed block that talk did not write and that are not quoted: must be none.
+    Every line break must be a plain "\\n": any other (U+2028, CR, VT, NEL…) counts as a breach."""
+    breaches = [] if framed.splitlines() == framed.split("\n") else ["a line break other than \\n"]
+    return breaches + [line for line in framed.split("\n")
+                       if not line.startswith("> ") and line != ">" and not _OWN_LINE.fullmatch(line)]
+
+
+def one_line_breaches(line: str) -> list[str]:
+    """A monitor's one-line event must be exactly one line of talk's shape."""
+    if len(line.splitlines()) != 1 or _ONE_LINE.fullmatch(line) is None:
+        return [line]
+    return []
