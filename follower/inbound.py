@@ -32,7 +32,7 @@ from follower.tasks import TaskLedger
 from keys import mesh
 from keys.contacts import Contact, ContactBook, Source, free_name, pinned_contact
 from keys.envelope import Inner, open_blob, pair_tags
-from keys.errors import SecurityError, TamperedMessage
+from keys.errors import KeyInUse, SecurityError, TamperedMessage
 from keys.identity import Identity
 from keys.invites import InviteBook, InviteCode, InviteState, open_request, state_of
 from keys.policy import Policy, PolicyBook, Rule
@@ -176,7 +176,7 @@ class Inbox:
 
     def open(self, item: Fetched) -> tuple[Contact, Inner]:
         return open_blob(item.blob, self.identity.box_secret, self.identity.fingerprint,
-                         self.contacts.by_box_key, lambda c: c.fingerprint)
+                         self.contacts.with_box_key, lambda c: c.fingerprint)
 
     def take_receipt(self, item: Fetched, expected: Contact) -> Outcome:
         contact, inner = self.open(item)
@@ -248,7 +248,13 @@ class Inbox:
         return record
 
     def take_request(self, item: Fetched, code: InviteCode, emit: Emit, report: Report) -> Outcome:
-        request_id, bundle = open_request(code, item.blob)
+        """Pin a joiner. A request that fails its checks (no proof of its box key, a key pinned
+        to another contact) is refused, and its code with it: the relay let the code through once."""
+        try:
+            request_id, bundle = open_request(code, item.blob, self.identity.box_secret)
+        except SecurityError as exc:
+            self._refuse_invite(code, exc.message)
+            raise
         if request_id in self.seen:
             return Outcome.DUPLICATE
         record = self.invites.all()[code.tag]
@@ -259,9 +265,13 @@ class Inbox:
             report.notes.append(f"dropped a contact request for an invite that is {state.value}")
             return Outcome.STALE_INVITE
         names = {c.name for c in self.contacts.all()}
-        contact = self.contacts.pin(
-            pinned_contact(free_name(bundle.name, names), bundle, Source.INVITED)
-        )
+        try:
+            contact = self.contacts.pin(
+                pinned_contact(free_name(bundle.name, names), bundle, Source.INVITED)
+            )
+        except KeyInUse as exc:
+            self._refuse_invite(code, exc.message)
+            raise KeyInUse(f"refused a contact request: {exc.message}") from exc
         self.invites.set_state(code.tag, InviteState.USED, used_by=bundle.fingerprint)
         note = send(self.identity, self.client, contact,
                     f"{self.identity.name} accepted your contact request", kind="contact_accepted")
@@ -272,3 +282,8 @@ class Inbox:
         })
         self.seen.add(request_id)
         return Outcome.DELIVERED
+
+    def _refuse_invite(self, code: InviteCode, reason: str) -> None:
+        record = self.invites.all().get(code.tag)
+        if record is not None and state_of(record, time.time()) is InviteState.OPEN:
+            self.invites.set_state(code.tag, InviteState.USED, used_by=None, refused=reason)

@@ -7,6 +7,7 @@
     │   └── MessageTooLarge
     ├── SecurityError              2  refused for safety: never shown, nothing sent
     │   ├── PinMismatch            a key bundle does not hash to the pinned fingerprint
+    │   ├── KeyInUse               a bundle reuses a key already pinned to another contact
     │   ├── TamperedMessage        ciphertext that does not open, or opens to nonsense
     │   └── UnknownSender          sealed by a key that no contact pins
     ├── RelayError                 3  the relay cannot be reached or answers with a failure
@@ -50,6 +51,10 @@ class SecurityError(TalkError):
 
 
 class PinMismatch(SecurityError):
+    pass
+
+
+class KeyInUse(SecurityError):
     pass
 
 
