@@ -125,17 +125,16 @@ def open_request(code: InviteCode, blob: bytes, own: PrivateKey) -> tuple[str, K
         raise TamperedMessage("a contact request carried keys with a bad self-signature; dropped")
     if proof is None:
         raise TamperedMessage(
-            f"a contact request from {bundle.fingerprint} carried no proof that it holds its box "
-            "key (sent by an older talk?); dropped: the joiner should update talk and join with "
-            "a new code")
+            f"refused a contact request from {bundle.fingerprint}: it carries no proof that it "
+            "holds its box key (an older talk?); the joiner should update talk and ask for a new code")
     try:
         expected = box_proof(code, bundle, own, PublicKey(bundle.box_key))
     except CryptoError:  # a degenerate box key agrees on nothing
         expected = b""
     if not hmac.compare_digest(proof, expected):
         raise TamperedMessage(
-            f"a contact request from {bundle.fingerprint} named a box key its sender does not "
-            "hold (someone else's?); dropped")
+            f"refused a contact request from {bundle.fingerprint}: it names a box key its sender "
+            "does not hold (someone else's?); invite the person you meant with a new code")
     return request_id, bundle
 
 
