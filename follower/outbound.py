@@ -16,6 +16,7 @@ from keys.envelope import Inner, channel_tag, new_message, seal
 from keys.errors import InviteError, NotFound, PinMismatch, RelayError, UserError
 from keys.identity import Identity, KeyBundle, check_name
 from keys.invites import InviteBook, InviteCode, box_proof, new_code, parse_code, seal_request
+from keys.policy import PolicyBook
 
 
 def checked_bundle(client: RelayClient, fp: str) -> KeyBundle:
@@ -55,14 +56,21 @@ def add_contact(book: ContactBook, client: RelayClient, fp: str, name: str) -> C
 
 
 def verify_contact(book: ContactBook, client: RelayClient, contact: Contact) -> Contact:
-    """Check that the relay still serves exactly the pinned keys."""
+    """Check that the relay still serves exactly the pinned keys, and record the check (the
+    contact's `verified_at`, a "verified" line in trust.log). It widens no policy: that is
+    `PolicyBook.change`, on a person's say-so.
+
+    Raises:
+        PinMismatch: the relay serves other keys; nothing is recorded.
+    """
     bundle = checked_bundle(client, contact.fingerprint)
     if (bundle.sign_key, bundle.box_key) != (contact.sign_key, contact.box_key):
         raise PinMismatch(
             f"PIN MISMATCH for {contact.name}: the relay serves keys other than the pinned ones"
         )
-    book.mark_verified(contact.name)
-    return contact
+    checked = book.mark_verified(contact.name)
+    PolicyBook(book.folder).note(checked, "verified", verified_at=checked.verified_at)
+    return checked
 
 
 def send(identity: Identity, client: RelayClient, contact: Contact, text: str,

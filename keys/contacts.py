@@ -156,8 +156,10 @@ class ContactBook:
             write_json(self.path, raw)
         return contact
 
-    def mark_verified(self, name: str) -> None:
+    def mark_verified(self, name: str) -> Contact:
+        """Record that the keys were checked now; returns the contact as stored."""
         with locked(self.folder):
             raw = read_json(self.path, {})
             raw[name]["verified_at"] = time.time()
             write_json(self.path, raw)
+        return Contact.from_json(raw[name])
