@@ -32,7 +32,7 @@ from follower.tasks import TaskLedger
 from keys import mesh
 from keys.contacts import Contact, ContactBook, Source, free_name, pinned_contact
 from keys.envelope import Inner, open_blob, pair_tags
-from keys.errors import KeyInUse, SecurityError, TamperedMessage
+from keys.errors import SecurityError, TamperedMessage
 from keys.identity import Identity
 from keys.invites import InviteBook, InviteCode, InviteState, open_request, state_of
 from keys.policy import Policy, PolicyBook, Rule
@@ -252,6 +252,7 @@ class Inbox:
         to another contact) is refused, and its code with it: the relay let the code through once."""
         try:
             request_id, bundle = open_request(code, item.blob, self.identity.box_secret)
+            self.contacts.check_free(bundle, "a contact request from")
         except SecurityError as exc:
             self._refuse_invite(code, exc.message)
             raise
@@ -265,13 +266,9 @@ class Inbox:
             report.notes.append(f"dropped a contact request for an invite that is {state.value}")
             return Outcome.STALE_INVITE
         names = {c.name for c in self.contacts.all()}
-        try:
-            contact = self.contacts.pin(
-                pinned_contact(free_name(bundle.name, names), bundle, Source.INVITED)
-            )
-        except KeyInUse as exc:
-            self._refuse_invite(code, exc.message)
-            raise KeyInUse(f"refused a contact request: {exc.message}") from exc
+        contact = self.contacts.pin(
+            pinned_contact(free_name(bundle.name, names), bundle, Source.INVITED)
+        )
         self.invites.set_state(code.tag, InviteState.USED, used_by=bundle.fingerprint)
         note = send(self.identity, self.client, contact,
                     f"{self.identity.name} accepted your contact request", kind="contact_accepted")

@@ -141,7 +141,7 @@ def join(identity: Identity, client: RelayClient, book: ContactBook, code_text: 
     bundle = checked_bundle(client, code.fingerprint)
     existing = book.by_fingerprint(code.fingerprint)
     if existing is None:
-        book.check_free(bundle)  # before the code is spent on a contact we could not pin
+        book.check_free(bundle, "to join")  # before the code is spent on a contact we could not pin
     contact_name = name or free_name(bundle.name, {c.name for c in book.all()})
     if existing is None and name is not None and any(c.name == name for c in book.all()):
         raise UserError(f"the name {name!r} is already used for another contact; pick another")

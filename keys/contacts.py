@@ -85,22 +85,6 @@ def free_name(wanted: str, taken: set[str]) -> str:
     return f"{wanted}-{n}"
 
 
-def key_clash(pinned: list[Contact], keys: KeyBundle | Contact) -> KeyInUse | None:
-    """The refusal for keys that reuse a key of another pinned contact, or None."""
-    for other in pinned:
-        if other.fingerprint == keys.fingerprint:
-            continue
-        which = ("sign" if other.sign_key == keys.sign_key
-                 else "box" if other.box_key == keys.box_key else None)
-        if which is not None:
-            return KeyInUse(
-                f"the keys of {keys.fingerprint} reuse the {which} key pinned to your contact "
-                f"{other.name!r} ({other.fingerprint}), so one of the two does not own it; nothing "
-                "was pinned: check both fingerprints with their owners over another channel"
-            )
-    return None
-
-
 class ContactBook:
     """The contacts of one identity, in `contacts.json` of its folder."""
 
@@ -126,9 +110,10 @@ class ContactBook:
     def by_fingerprint(self, fp: str) -> Contact | None:
         return next((c for c in self.all() if c.fingerprint == fp), None)
 
-    def check_free(self, bundle: KeyBundle) -> None:
-        """Raise KeyInUse if the bundle shares a key with a contact it is not."""
-        clash = key_clash(self.all(), bundle)
+    def check_free(self, bundle: KeyBundle, refusing: str = "the keys of") -> None:
+        """Raise KeyInUse if the bundle shares a key with a contact it is not; its message
+        starts "refused {refusing} {fingerprint}"."""
+        clash = key_clash(self.all(), bundle, refusing)
         if clash is not None:
             raise clash
 
@@ -163,3 +148,20 @@ class ContactBook:
             raw[name]["verified_at"] = time.time()
             write_json(self.path, raw)
         return Contact.from_json(raw[name])
+
+
+def key_clash(pinned: list[Contact], keys: KeyBundle | Contact,
+              refusing: str = "the keys of") -> KeyInUse | None:
+    """The refusal for keys that reuse a key of another pinned contact, or None."""
+    for other in pinned:
+        if other.fingerprint == keys.fingerprint:
+            continue
+        which = ("sign" if other.sign_key == keys.sign_key
+                 else "box" if other.box_key == keys.box_key else None)
+        if which is not None:
+            return KeyInUse(
+                f"refused {refusing} {keys.fingerprint}: its {which} key is already pinned to your "
+                f"contact {other.name!r} ({other.fingerprint}), so one of the two does not own it; "
+                "nothing was pinned: check both fingerprints with their owners over another channel"
+            )
+    return None

@@ -13,7 +13,7 @@ from __future__ import annotations
 import hashlib
 import json
 import secrets
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -102,7 +102,7 @@ def seal(inner: Inner, sender: PrivateKey, recipient: PublicKey) -> bytes:
 
 
 def open_blob(
-    blob: bytes, own: PrivateKey, own_fp: str, candidates: Callable[[bytes], Sequence[C]],
+    blob: bytes, own: PrivateKey, own_fp: str, candidates: Callable[[bytes], list[C]],
     fingerprint_of: Callable[[C], str],
 ) -> tuple[C, Inner]:
     """Open a blob addressed to `own`. `candidates` maps a sender box key to the pinned

@@ -156,8 +156,8 @@ def test_a_relay_bundle_with_bobs_box_key_blocks_nothing_silently(
     alice.ok("add", crafted.fingerprint, "--name", "mallory")
 
     bob.ok("join", invite(alice))
-    r = refused_receive(alice, "refused a contact request", "box key pinned to your contact 'mallory'",
-                        crafted.fingerprint)
+    r = refused_receive(alice, f"refused a contact request from {fingerprint(bob)}",
+                        "box key is already pinned to your contact 'mallory'", crafted.fingerprint)
     assert r.lines() == []
     assert contact_names(alice) == ["mallory"]
     # bob hears nothing back (no acceptance), and alice was told exactly why.
@@ -168,7 +168,7 @@ def test_a_relay_bundle_with_bobs_box_key_blocks_nothing_silently(
     before = (carol.home / "carol" / "contacts.json").read_bytes()
     r = carol.run("add", crafted.fingerprint, "--name", "mallory")
     assert r.code == 2 and "Traceback" not in r.err
-    assert "box key pinned to your contact 'bob'" in r.err and fingerprint(bob) in r.err
+    assert "box key is already pinned to your contact 'bob'" in r.err and fingerprint(bob) in r.err
     assert (carol.home / "carol" / "contacts.json").read_bytes() == before
 
 
@@ -208,7 +208,8 @@ def test_joining_an_inviter_whose_keys_clash_with_a_contact_spends_nothing(
     before = (bob.home / "bob" / "contacts.json").read_bytes()
     r = bob.run("join", code.encode())
     assert r.code == 2 and "Traceback" not in r.err
-    assert "box key pinned to your contact 'alice'" in r.err
+    assert f"refused to join {crafted.fingerprint}" in r.err
+    assert "box key is already pinned to your contact 'alice'" in r.err
     assert (bob.home / "bob" / "contacts.json").read_bytes() == before
     # Nothing was redeemed: the slot is still open on the relay.
     body = seal_request(code, mallory.bundle(), bytes(32), "probe")

@@ -527,12 +527,13 @@ def test_contact_book_refuses_a_key_pinned_to_another_contact(
     book.pin(pinned_contact("bob", bob.bundle(), Source.INVITED))
     before = (tmp_path / "contacts.json").read_bytes()
     borrowed_box = borrowed_box_bundle(carol, bob)
-    with pytest.raises(KeyInUse, match=r"box key pinned to your contact 'bob' \(" + bob.fingerprint):
+    clash = r"box key is already pinned to your contact 'bob' \(" + bob.fingerprint
+    with pytest.raises(KeyInUse, match=clash):
         book.pin(pinned_contact("carol", borrowed_box, source))
-    with pytest.raises(KeyInUse, match="box key"):
-        book.check_free(borrowed_box)
+    with pytest.raises(KeyInUse, match="refused to join " + borrowed_box.fingerprint):
+        book.check_free(borrowed_box, "to join")
     borrowed_sign = KeyBundle("bob2", bob.sign_public, carol.box_public, b"\0" * 64)
-    with pytest.raises(KeyInUse, match="sign key pinned to your contact 'bob'"):
+    with pytest.raises(KeyInUse, match="sign key is already pinned to your contact 'bob'"):
         book.pin(pinned_contact("bob2", borrowed_sign, source))
     assert (tmp_path / "contacts.json").read_bytes() == before
     book.check_free(bob.bundle())  # the same keys again are not a clash
