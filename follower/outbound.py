@@ -6,6 +6,7 @@ import secrets
 import time
 from typing import Any
 
+from nacl.exceptions import CryptoError
 from nacl.public import PublicKey
 
 from follower.client import RelayClient
@@ -146,7 +147,12 @@ def join(identity: Identity, client: RelayClient, book: ContactBook, code_text: 
     if existing is None and name is not None and any(c.name == name for c in book.all()):
         raise UserError(f"the name {name!r} is already used for another contact; pick another")
     own = identity.bundle()
-    proof = box_proof(code, own, identity.box_secret, PublicKey(bundle.box_key))
+    try:
+        proof = box_proof(code, own, identity.box_secret, PublicKey(bundle.box_key))
+    except CryptoError as exc:  # a degenerate X25519 key: no agreement, no proof, no mail
+        raise InviteError(
+            f"the keys published for {code.fingerprint} hold an unusable box key, so nothing can be "
+            "sealed to them; nothing was sent: ask the inviter to check `talk id`") from exc
     blob = seal_request(code, own, proof, secrets.token_hex(16))
     try:
         client.redeem(code.tag, blob)

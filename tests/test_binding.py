@@ -258,3 +258,19 @@ def test_requests_without_or_with_a_wrong_box_proof_are_refused_and_the_rest_flo
     carol_agent.ok("send", "alice", "hello from carol")
     got = alice.ok("receive").lines()
     assert [(m["name"], m["text"]) for m in got] == [("carol", "hello from carol")]
+
+
+def test_joining_an_inviter_whose_box_key_is_degenerate_fails_in_one_line(
+    tmp_path: Path, bob: Agent, relay: RelayProcess
+) -> None:
+    """An all-zero X25519 key agrees on nothing; the join says so and spends nothing."""
+    mallory = identity_of(make_agent(tmp_path, relay, "mallory", None), "mallory")
+    crafted = borrowed_box_bundle(mallory, bytes(32))
+    code = new_code(crafted.fingerprint, 1, time.time())
+    with RelayClient(relay.url) as client:
+        client.publish(crafted)
+        client.open_invite(CraftedOwner(crafted.fingerprint, mallory.signing_key), code.tag, code.expires)
+    r = bob.run("join", code.encode())
+    assert r.code == 1 and "Traceback" not in r.err and len(r.err.strip().splitlines()) == 1
+    assert "unusable box key" in r.err
+    assert contact_names(bob) == []
