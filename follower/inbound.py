@@ -192,7 +192,7 @@ class Inbox:
 
     def open(self, item: Fetched) -> tuple[Contact, Inner]:
         return open_blob(item.blob, self.identity.box_secret, self.identity.fingerprint,
-                         self.contacts.by_box_key, lambda c: c.fingerprint)
+                         self.contacts.with_box_key, lambda c: c.fingerprint)
 
     def take_receipt(self, item: Fetched, expected: Contact) -> Outcome:
         contact, inner = self.open(item)
@@ -264,7 +264,14 @@ class Inbox:
         return record
 
     def take_request(self, item: Fetched, code: InviteCode, emit: Emit, report: Report) -> Outcome:
-        request_id, bundle = open_request(code, item.blob)
+        """Pin a joiner. A request that fails its checks (no proof of its box key, a key pinned
+        to another contact) is refused, and its code with it: the relay let the code through once."""
+        try:
+            request_id, bundle = open_request(code, item.blob, self.identity.box_secret)
+            self.contacts.check_free(bundle, "a contact request from")
+        except SecurityError as exc:
+            self._refuse_invite(code, exc.message)
+            raise
         if request_id in self.seen:
             return Outcome.DUPLICATE
         record = self.invites.all()[code.tag]
@@ -294,3 +301,8 @@ class Inbox:
         })
         self.seen.add(request_id)
         return Outcome.DELIVERED
+
+    def _refuse_invite(self, code: InviteCode, reason: str) -> None:
+        record = self.invites.all().get(code.tag)
+        if record is not None and state_of(record, time.time()) is InviteState.OPEN:
+            self.invites.set_state(code.tag, InviteState.USED, used_by=None, refused=reason)

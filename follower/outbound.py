@@ -6,6 +6,7 @@ import secrets
 import time
 from typing import Any
 
+from nacl.exceptions import CryptoError
 from nacl.public import PublicKey
 
 from follower.client import RelayClient
@@ -15,11 +16,22 @@ from keys.encoding import b64d, b64e
 from keys.envelope import Inner, channel_tag, new_message, seal
 from keys.errors import InviteError, NotFound, PinMismatch, RelayError, UserError
 from keys.identity import Identity, KeyBundle, check_name
-from keys.invites import InviteBook, InviteCode, new_code, parse_code, seal_request
+from keys.invites import InviteBook, InviteCode, box_proof, new_code, parse_code, seal_request
+from keys.policy import PolicyBook
 
 
 def checked_bundle(client: RelayClient, fp: str) -> KeyBundle:
-    """The relay's bundle for `fp`, checked against that fingerprint (PinMismatch otherwise)."""
+    """The relay's bundle for `fp`, checked against that fingerprint (PinMismatch otherwise).
+
+    The self-signature proves the sign key only: an X25519 box key cannot sign, and a bundle
+    on the relay answers no challenge, so whoever publishes one may have copied another
+    party's box key beside their own sign key. That gains them nothing: mail sealed to the
+    box key opens only for its real holder, the inner Box of every message proves the sender
+    holds its box key (the key agreement at first mail is the proof of possession), mail is
+    attributed to the contact its authenticated sender names, and `ContactBook.pin` refuses
+    a bundle that reuses a key already pinned to another contact. Invite joins prove the box
+    key up front (`keys.invites.box_proof`).
+    """
     try:
         bundle = client.bundle(fp)
     except RelayError as exc:
@@ -45,14 +57,21 @@ def add_contact(book: ContactBook, client: RelayClient, fp: str, name: str) -> C
 
 
 def verify_contact(book: ContactBook, client: RelayClient, contact: Contact) -> Contact:
-    """Check that the relay still serves exactly the pinned keys."""
+    """Check that the relay still serves exactly the pinned keys, and record the check (the
+    contact's `verified_at`, a "verified" line in trust.log). It widens no policy: that is
+    `PolicyBook.change`, on a person's say-so.
+
+    Raises:
+        PinMismatch: the relay serves other keys; nothing is recorded.
+    """
     bundle = checked_bundle(client, contact.fingerprint)
     if (bundle.sign_key, bundle.box_key) != (contact.sign_key, contact.box_key):
         raise PinMismatch(
             f"PIN MISMATCH for {contact.name}: the relay serves keys other than the pinned ones"
         )
-    book.mark_verified(contact.name)
-    return contact
+    checked = book.mark_verified(contact.name)
+    PolicyBook(book.folder).note(checked, "verified", verified_at=checked.verified_at)
+    return checked
 
 
 def send(identity: Identity, client: RelayClient, contact: Contact, text: str,
@@ -122,10 +141,19 @@ def join(identity: Identity, client: RelayClient, book: ContactBook, code_text: 
         raise InviteError(REDEEM_ERRORS[410])
     bundle = checked_bundle(client, code.fingerprint)
     existing = book.by_fingerprint(code.fingerprint)
+    if existing is None:
+        book.check_free(bundle, "to join")  # before the code is spent on a contact we could not pin
     contact_name = name or peer_name(bundle.name, bundle.fingerprint, {c.name for c in book.all()})
     if existing is None and name is not None and any(c.name == name for c in book.all()):
         raise UserError(f"the name {name!r} is already used for another contact; pick another")
-    blob = seal_request(code, identity.bundle(), secrets.token_hex(16))
+    own = identity.bundle()
+    try:
+        proof = box_proof(code, own, identity.box_secret, PublicKey(bundle.box_key))
+    except CryptoError as exc:  # a degenerate X25519 key: no agreement, no proof, no mail
+        raise InviteError(
+            f"the keys published for {code.fingerprint} hold an unusable box key, so nothing can be "
+            "sealed to them; nothing was sent: ask the inviter to check `talk id`") from exc
+    blob = seal_request(code, own, proof, secrets.token_hex(16))
     try:
         client.redeem(code.tag, blob)
     except RelayError as exc:

@@ -2,6 +2,10 @@
 
 A contact is only ever created from a bundle that was checked against a fingerprint the user
 already had (from `talk add`, or from an invite code), so every stored key is pinned.
+
+Each key belongs to one contact. A self-signed bundle proves only its sign key, so anyone may
+publish their own sign key beside someone else's box key; such a bundle is refused once either
+key is pinned, so it can neither shadow nor be shadowed by the real owner.
 """
 
 from __future__ import annotations
@@ -13,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from keys.encoding import b64d, b64e
-from keys.errors import NotFound, UserError
+from keys.errors import KeyInUse, NotFound, UserError
 from keys.gate import confusable
 from keys.identity import KeyBundle, check_name
 from keys.storage import locked, read_json, write_json
@@ -116,19 +120,36 @@ class ContactBook:
                 return contact
         raise NotFound(f"no contact {name!r}; see `talk contacts`, or add one with `talk add`")
 
-    def by_box_key(self, box_key: bytes) -> Contact | None:
-        return next((c for c in self.all() if c.box_key == box_key), None)
+    def with_box_key(self, box_key: bytes) -> list[Contact]:
+        """Every contact pinned to this box key: one, unless the book predates `pin`'s check.
+        Which of them sent a message is for the message's authenticated sender to say."""
+        return [c for c in self.all() if c.box_key == box_key]
 
     def by_fingerprint(self, fp: str) -> Contact | None:
         return next((c for c in self.all() if c.fingerprint == fp), None)
 
+    def check_free(self, bundle: KeyBundle, refusing: str = "the keys of") -> None:
+        """Raise KeyInUse if the bundle shares a key with a contact it is not; its message
+        starts "refused {refusing} {fingerprint}"."""
+        clash = key_clash(self.all(), bundle, refusing)
+        if clash is not None:
+            raise clash
+
     def pin(self, contact: Contact) -> Contact:
-        """Store a new contact. Re-pinning the same keys is a no-op that returns the stored one."""
+        """Store a new contact. Re-pinning the same keys is a no-op that returns the stored one.
+
+        Raises:
+            KeyInUse: its sign or box key is already pinned to another contact.
+            UserError: its name is taken by another contact.
+        """
         with locked(self.folder):
             raw: dict[str, Any] = read_json(self.path, {})
             for existing in raw.values():
                 if existing["fingerprint"] == contact.fingerprint:
                     return Contact.from_json(existing)
+            clash = key_clash([Contact.from_json(v) for v in raw.values()], contact)
+            if clash is not None:
+                raise clash
             if contact.name in raw:
                 raise UserError(
                     f"the name {contact.name!r} is already used for another contact; "
@@ -138,8 +159,27 @@ class ContactBook:
             write_json(self.path, raw)
         return contact
 
-    def mark_verified(self, name: str) -> None:
+    def mark_verified(self, name: str) -> Contact:
+        """Record that the keys were checked now; returns the contact as stored."""
         with locked(self.folder):
             raw = read_json(self.path, {})
             raw[name]["verified_at"] = time.time()
             write_json(self.path, raw)
+        return Contact.from_json(raw[name])
+
+
+def key_clash(pinned: list[Contact], keys: KeyBundle | Contact,
+              refusing: str = "the keys of") -> KeyInUse | None:
+    """The refusal for keys that reuse a key of another pinned contact, or None."""
+    for other in pinned:
+        if other.fingerprint == keys.fingerprint:
+            continue
+        which = ("sign" if other.sign_key == keys.sign_key
+                 else "box" if other.box_key == keys.box_key else None)
+        if which is not None:
+            return KeyInUse(
+                f"refused {refusing} {keys.fingerprint}: its {which} key is already pinned to your "
+                f"contact {other.name!r} ({other.fingerprint}), so one of the two does not own it; "
+                "nothing was pinned: check both fingerprints with their owners over another channel"
+            )
+    return None

@@ -98,10 +98,15 @@ def seal(inner: Inner, sender: PrivateKey, recipient: PublicKey) -> bytes:
 
 
 def open_blob(
-    blob: bytes, own: PrivateKey, own_fp: str, lookup: Callable[[bytes], C | None],
+    blob: bytes, own: PrivateKey, own_fp: str, candidates: Callable[[bytes], list[C]],
     fingerprint_of: Callable[[C], str],
 ) -> tuple[C, Inner]:
-    """Open a blob addressed to `own`. `lookup` maps a sender box key to a pinned contact.
+    """Open a blob addressed to `own`. `candidates` maps a sender box key to the pinned
+    contacts that hold it (normally one).
+
+    The outer key only narrows the search: the sender is the candidate whose fingerprint the
+    inner `from` names, and the inner Box proves that the writer holds that box key. So a
+    second contact pinned with someone else's box key never receives the owner's mail.
 
     Raises TamperedMessage for anything that does not open or parse (MalformedMessage when it
     opened but the gate refused a field), UnknownSender for a valid seal by a key no contact
@@ -112,8 +117,8 @@ def open_blob(
     except CryptoError as exc:
         raise TamperedMessage("a message did not decrypt: it was tampered with or not for you") from exc
     sender_key, boxed = outer[:32], outer[32:]
-    contact = lookup(sender_key)
-    if contact is None:
+    pinned = candidates(sender_key)
+    if not pinned:
         raise UnknownSender("a message from an unknown sender was dropped unread")
     try:
         plain = Box(own, PublicKey(sender_key)).decrypt(boxed)
@@ -123,8 +128,12 @@ def open_blob(
     try:
         inner = Inner.from_json(data)
     except gate.Invalid as exc:
-        raise MalformedMessage(f"a message was refused: {exc}", contact, gate.salvage_id(data)) from exc
-    if inner.sender != fingerprint_of(contact) or inner.recipient != own_fp:
+        # Only a sender the envelope itself names, among those holding this key, is told.
+        named = data.get("from") if isinstance(data, dict) else None
+        sender = next((c for c in pinned if fingerprint_of(c) == named), None)
+        raise MalformedMessage(f"a message was refused: {exc}", sender, gate.salvage_id(data)) from exc
+    contact = next((c for c in pinned if fingerprint_of(c) == inner.sender), None)
+    if contact is None or inner.recipient != own_fp:
         raise TamperedMessage("a message names the wrong sender or recipient and was dropped")
     return contact, inner
 

@@ -7,6 +7,7 @@
     │   └── MessageTooLarge
     ├── SecurityError              2  refused for safety: never shown, nothing sent
     │   ├── PinMismatch            a key bundle does not hash to the pinned fingerprint
+    │   ├── KeyInUse               a bundle reuses a key already pinned to another contact
     │   ├── TamperedMessage        ciphertext that does not open, or opens to nonsense
     │   │   └── MalformedMessage   opened, from a contact, but a field is not of its shape
     │   └── UnknownSender          sealed by a key that no contact pins
@@ -51,6 +52,10 @@ class SecurityError(TalkError):
 
 
 class PinMismatch(SecurityError):
+    pass
+
+
+class KeyInUse(SecurityError):
     pass
 
 

@@ -6,6 +6,12 @@ under that key and deposits it under that tag; the inviter fetches it like any o
 The relay sees neither the secret nor the bundle, so it can read or forge nothing; the
 fingerprint in the code lets the joiner check the inviter's keys. The relay's invite slot and
 the inviter's own record both make a code single-use and mortal.
+
+A bundle's self-signature proves its sign key only; an X25519 box key cannot sign. So the
+request also carries a possession proof: a MAC under the X25519 key the joiner's box secret
+agrees with the inviter's box key, over the invite secret and both of the joiner's keys. Only
+the holder of that box secret (or the inviter) can make it, it is bound to this invite, and
+the inviter refuses a request without it: nobody joins with another contact's box key.
 """
 
 from __future__ import annotations
@@ -13,6 +19,7 @@ from __future__ import annotations
 import base64
 import binascii
 import hashlib
+import hmac
 import json
 import secrets
 import struct
@@ -23,16 +30,20 @@ from pathlib import Path
 from typing import Any
 
 from nacl.exceptions import CryptoError
+from nacl.public import Box, PrivateKey, PublicKey
 from nacl.secret import SecretBox
 
+from keys.encoding import b64d, b64e
 from keys.envelope import pad, unpad
 from keys.errors import InviteError, TamperedMessage
+from keys.gate import is_hex32
 from keys.identity import KeyBundle
 from keys.storage import locked, read_json, write_json
 
 PREFIX = "talk-"
 INVITES_FILE = "invites.json"
 DEFAULT_DAYS = 7.0
+PROOF_PERSON = b"talk-box-proof"
 
 
 @dataclass(frozen=True)
@@ -79,21 +90,54 @@ def parse_code(text: str) -> InviteCode:
     return InviteCode(raw[:16].hex(), raw[16:32], expires)
 
 
-def seal_request(code: InviteCode, joiner: KeyBundle, request_id: str) -> bytes:
-    body = {"v": 1, "kind": "contact_request", "id": request_id, "bundle": joiner.to_json()}
+def box_proof(code: InviteCode, joiner: KeyBundle, own: PrivateKey, peer: PublicKey) -> bytes:
+    """The proof that the joiner holds the secret of `joiner.box_key`, for this invite.
+
+    The joiner computes it with its box secret and the inviter's box key; the inviter
+    recomputes it with its own box secret and the joiner's box key (the agreement is symmetric).
+    """
+    shared = bytes(Box(own, peer).shared_key())
+    bound = code.secret + joiner.sign_key + joiner.box_key
+    return hashlib.blake2b(bound, key=shared, digest_size=32, person=PROOF_PERSON).digest()
+
+
+def seal_request(code: InviteCode, joiner: KeyBundle, proof: bytes, request_id: str) -> bytes:
+    body = {"v": 1, "kind": "contact_request", "id": request_id, "bundle": joiner.to_json(),
+            "box_proof": b64e(proof)}
     return bytes(SecretBox(code.key).encrypt(pad(json.dumps(body).encode())))
 
 
-def open_request(code: InviteCode, blob: bytes) -> tuple[str, KeyBundle]:
-    """Return (request id, the joiner's checked bundle); TamperedMessage if anything is off."""
+def open_request(code: InviteCode, blob: bytes, own: PrivateKey) -> tuple[str, KeyBundle]:
+    """Return (request id, the joiner's checked bundle); `own` is the inviter's box secret.
+
+    Raises:
+        TamperedMessage: the request does not open with the code, its bundle is not
+            self-signed, or it does not prove that the joiner holds its box key.
+    """
     try:
         body = json.loads(unpad(SecretBox(code.key).decrypt(blob)))
         bundle = KeyBundle.from_json(body["bundle"])
-        request_id = str(body["id"])
-    except (CryptoError, ValueError, KeyError, TypeError) as exc:
+        request_id = body["id"]
+        raw_proof = body.get("box_proof")
+        proof = None if raw_proof is None else b64d(raw_proof, 32)
+    except (CryptoError, ValueError, KeyError, TypeError, AttributeError) as exc:
         raise TamperedMessage("a contact request did not open with its invite code; dropped") from exc
     if not bundle.self_signed():
         raise TamperedMessage("a contact request carried keys with a bad self-signature; dropped")
+    if not is_hex32(request_id):
+        raise TamperedMessage("a contact request carried an id that is not 32 lowercase hex; dropped")
+    if proof is None:
+        raise TamperedMessage(
+            f"refused a contact request from {bundle.fingerprint}: it carries no proof that it "
+            "holds its box key (an older talk?); the joiner should update talk and ask for a new code")
+    try:
+        expected = box_proof(code, bundle, own, PublicKey(bundle.box_key))
+    except CryptoError:  # a degenerate box key agrees on nothing
+        expected = b""
+    if not hmac.compare_digest(proof, expected):
+        raise TamperedMessage(
+            f"refused a contact request from {bundle.fingerprint}: it names a box key its sender "
+            "does not hold (someone else's?); invite the person you meant with a new code")
     return request_id, bundle
 
 

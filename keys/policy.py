@@ -1,10 +1,11 @@
 """Inbound policy per contact: accept, hold or refuse their mail; task trust; rate limits.
 
-A pin says who a peer is; a rule says what their mail may do here. Contacts made by invite or
-checked with `talk verify` are accepted by default; a contact pinned from a bare fingerprint
-(`talk add`) is held until a person accepts it, so a typo'd or planted fingerprint cannot
-reach an agent. Task envelopes are framed as tasks only from contacts trusted for tasks,
-which is never the default. Every change is appended to `trust.log` with its time.
+A pin says who a peer is; a rule says what their mail may do here. Contacts made by invite
+are accepted by default; a contact pinned from a bare fingerprint (`talk add`) is held until a
+person accepts it, so a typo'd or planted fingerprint cannot reach an agent. Checking its keys
+(`talk verify`) is recorded but widens nothing by itself: only a change made on a terminal or
+with `--yes` does. Task envelopes are framed as tasks only from contacts trusted for tasks,
+which is never the default. Every change, and every check, is appended to `trust.log`.
 """
 
 from __future__ import annotations
@@ -60,8 +61,14 @@ class Rule:
 
 
 def default_rule(contact: Contact) -> Rule:
-    vouched = contact.source in (Source.INVITED, Source.JOINED) or contact.verified_at is not None
+    vouched = contact.source in (Source.INVITED, Source.JOINED)
     return Rule(Policy.ACCEPT if vouched else Policy.HOLD)
+
+
+def raised_by_verify(rule: Rule) -> Policy | None:
+    """What checking a contact's keys may lead a person to widen: held mail to accepted. A
+    refused contact stays refused (the keys were never the reason), so that is `talk policy`."""
+    return Policy.ACCEPT if rule.policy is Policy.HOLD else None
 
 
 def check_rate(value: int | None, what: str) -> None:

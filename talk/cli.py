@@ -125,22 +125,41 @@ def add(
 @app.command()
 def verify(
     name: Annotated[str, typer.Argument(help="Contact name (or fingerprint).")],
-    user: User = None, relay: Relay = None, as_json: Json = False,
+    yes: conversation_cli.Yes = False, user: User = None, relay: Relay = None, as_json: Json = False,
 ) -> None:
-    """Check a contact's keys on the relay against the pin; print the safety number."""
+    """Check a contact's keys on the relay against the pin, record the check in trust.log and
+    print the safety number. Accepting a held contact's mail asks on a terminal, else needs --yes."""
     from follower.outbound import verify_contact
+    from keys.policy import PolicyBook, raised_by_verify
 
     s = _session(user, relay, None)
     contact = verify_contact(s.contacts, s.client, s.contacts.get(name))
-    _print_pinned(s, contact, as_json)
+    book = PolicyBook(s.folder)
+    rule = book.rule(contact)
+    wanted = raised_by_verify(rule)
+    raised = wanted is not None and conversation_cli.agreed(
+        f"Keys match. Accept {contact.name}'s mail from now on (policy {rule.policy.value} → "
+        f"{wanted.value})?", yes)
+    note = ""
+    if raised:
+        before, rule = book.change(contact, policy=wanted)
+        note = (f"{contact.name}'s mail is now {rule.policy.value} (was {before.policy.value}); "
+                "logged in trust.log")
+    elif wanted is not None:
+        note = (f"{contact.name}'s mail is still {rule.policy.value}: run `talk verify {contact.name} --yes` "
+                f"(or `talk policy {contact.name} {wanted.value} --yes`) to accept it")
+    _print_pinned(s, contact, as_json, {"verified_at": contact.verified_at, "policy": rule.policy.value,
+                                        "policy_raised": raised})
+    if note:
+        warn(note)
 
 
-def _print_pinned(s: Any, contact: Any, as_json: bool) -> None:
+def _print_pinned(s: Any, contact: Any, as_json: bool, more: dict[str, Any] | None = None) -> None:
     from keys.safety import safety_number
 
     number = safety_number(s.record.fingerprint, contact.fingerprint)
     result(
-        {"name": contact.name, "fingerprint": contact.fingerprint, "safety_number": number},
+        {"name": contact.name, "fingerprint": contact.fingerprint, "safety_number": number, **(more or {})},
         f"{contact.name} pinned: {contact.fingerprint}\n"
         f"safety number (read it aloud; {contact.name} must see the same):\n  {number}",
         as_json,

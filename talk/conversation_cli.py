@@ -19,17 +19,21 @@ def _when(ts: float) -> str:
     return datetime.fromtimestamp(ts).strftime("%Y-%m-%d %H:%M:%S") if ts else "?"
 
 
+def agreed(question: str, yes: bool) -> bool:
+    """Whether a person said yes: --yes, or a yes at a terminal prompt; off a terminal, no."""
+    return yes or (sys.stdin.isatty() and typer.confirm(question, default=False))
+
+
 def confirm(question: str, yes: bool) -> None:
     """Trust changes need a person: a prompt on a terminal, else an explicit --yes."""
     from keys.errors import UserError
 
-    if yes:
+    if agreed(question, yes):
         return
     if not sys.stdin.isatty():
         raise UserError(f"{question.rstrip('?')}: not done without --yes when not run on a terminal "
                         "(so an agent cannot widen its own trust by accident)")
-    if not typer.confirm(question, default=False):
-        raise UserError("cancelled; nothing changed")
+    raise UserError("cancelled; nothing changed")
 
 
 def outbox(

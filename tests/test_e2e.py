@@ -288,7 +288,7 @@ def test_add_by_fingerprint_then_talk(tmp_path: Path, relay: RelayProcess) -> No
     r = bob.ok("receive", "--peer", "alice")
     assert r.out == "" and "held a message from alice" in r.err
     assert [h["text"] for h in bob.ok("held", "--json").json()] == ["added by hand"]
-    bob.ok("verify", "alice")  # now accepted: her next message is shown at once
+    bob.ok("verify", "alice", "--yes")  # checked and accepted: her next message is shown at once
     alice.ok("send", "bob", "after verify")
     assert [m["text"] for m in bob.ok("receive", "--peer", "alice").lines()] == ["after verify"]
 

@@ -31,10 +31,10 @@ from follower.outbound import create_invite
 from follower.quarantine import Quarantine
 from keys import keystore
 from keys.contacts import ContactBook, Source, pinned_contact
-from keys.encoding import utc_now_iso
+from keys.encoding import b64e, utc_now_iso
 from keys.envelope import channel_tag, pad
 from keys.identity import Identity
-from keys.invites import InviteBook
+from keys.invites import InviteBook, box_proof
 from spool_writer.spool import Spool
 from tests.conftest import RelayProcess, free_port
 from tests.peer_forge import one_line_breaches, peer_lines_outside_quote, seal_raw
@@ -122,10 +122,17 @@ def deposit(world: World, client: RelayClient, kind: str, value: Any) -> None:
         client.deposit(to_bob.fingerprint, tag, seal_raw(world.alice, to_bob, {**base, "text": value}))
     elif kind == "blob":
         client.deposit(to_bob.fingerprint, tag, value)
-    else:  # a contact request under a fresh invite, with a hostile name or id
+    else:  # a contact request under a fresh invite, self-signed and proven, with a hostile name or id
         code = create_invite(world.bob, client, InviteBook(world.folder), 1)
-        bundle = {**Identity.generate("joiner").bundle().to_json(), "name": value["name"]}
-        body = json.dumps({"v": 1, "kind": "contact_request", "id": value["id"], "bundle": bundle})
+        made = Identity.generate("joiner")
+        name = value["name"]
+        joiner = Identity(name if isinstance(name, str) else "joiner", made.signing_key, made.box_secret)
+        bundle: dict[str, Any] = {**joiner.bundle().to_json()}
+        if not isinstance(name, str):
+            bundle["name"] = name
+        proof = box_proof(code, joiner.bundle(), joiner.box_secret, PublicKey(world.bob.box_public))
+        body = json.dumps({"v": 1, "kind": "contact_request", "id": value["id"], "bundle": bundle,
+                           "box_proof": b64e(proof)})
         client.redeem(code.tag, bytes(SecretBox(code.key).encrypt(pad(body.encode()))))
 
 

@@ -13,12 +13,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from nacl.public import PublicKey
 
 from alarms.framing import frame, one_line
 from follower.client import RelayClient
+from follower.outbound import checked_bundle
 from follower.quarantine import Quarantine
 from keys.identity import Identity
-from keys.invites import parse_code, seal_request
+from keys.invites import box_proof, parse_code, seal_request
 from tests.conftest import Agent, RelayProcess, befriend, make_agent, wait_for
 from tests.peer_forge import (
     contact_of,
@@ -197,7 +199,9 @@ def test_garbage_from_a_stranger_does_not_fail_receive(
 def redeem_as(inviter: Agent, relay: RelayProcess, joiner: Identity) -> None:
     code = parse_code(inviter.ok("invite", "--json").json()["code"])
     with RelayClient(relay.url) as client:  # never published: the inviter cannot even answer it
-        client.redeem(code.tag, seal_request(code, joiner.bundle(), secrets.token_hex(16)))
+        inviter_box = PublicKey(checked_bundle(client, code.fingerprint).box_key)
+        proof = box_proof(code, joiner.bundle(), joiner.box_secret, inviter_box)
+        client.redeem(code.tag, seal_request(code, joiner.bundle(), proof, secrets.token_hex(16)))
 
 
 def forged_identity(name: str) -> Identity:

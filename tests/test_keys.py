@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
+from nacl.secret import SecretBox
 
 from keys import keystore
 from keys.contacts import ContactBook, Source, free_name, pinned_contact
@@ -25,10 +26,12 @@ from keys.envelope import (
     channel_tag,
     new_message,
     open_blob,
+    pad,
     seal,
 )
 from keys.errors import (
     InviteError,
+    KeyInUse,
     MessageTooLarge,
     PinMismatch,
     TamperedMessage,
@@ -36,7 +39,14 @@ from keys.errors import (
     UserError,
 )
 from keys.identity import Identity, KeyBundle, fingerprint, parse_fingerprint
-from keys.invites import InviteCode, new_code, open_request, parse_code, seal_request
+from keys.invites import (
+    InviteCode,
+    box_proof,
+    new_code,
+    open_request,
+    parse_code,
+    seal_request,
+)
 from keys.safety import safety_number
 from keys.wire import (
     AUTH_WINDOW_S,
@@ -66,16 +76,20 @@ def carol() -> Identity:
     return Identity.generate("carol")
 
 
-def contacts_of(*peers: Identity) -> dict[bytes, str]:
-    """What a pinned contact book answers: box key → fingerprint."""
-    return {p.box_public: p.fingerprint for p in peers}
+def contacts_of(*peers: Identity) -> dict[bytes, list[str]]:
+    """What a pinned contact book answers: box key → the fingerprints pinned with it."""
+    pinned: dict[bytes, list[str]] = {}
+    for p in peers:
+        pinned.setdefault(p.box_public, []).append(p.fingerprint)
+    return pinned
 
 
 def open_as(
-    recipient: Identity, blob: bytes, pinned: dict[bytes, str], own_fp: str | None = None
+    recipient: Identity, blob: bytes, pinned: dict[bytes, list[str]], own_fp: str | None = None
 ) -> tuple[str, Inner]:
     return open_blob(
-        blob, recipient.box_secret, own_fp or recipient.fingerprint, pinned.get, lambda fp: fp
+        blob, recipient.box_secret, own_fp or recipient.fingerprint,
+        lambda key: pinned.get(key, []), lambda fp: fp,
     )
 
 
@@ -229,6 +243,22 @@ def test_inner_sender_not_the_sealing_key_is_tampered(
         open_as(bob, blob, contacts_of(alice, carol))
 
 
+def test_mail_goes_to_the_contact_its_sealed_sender_names(
+    alice: Identity, bob: Identity, carol: Identity
+) -> None:
+    """Two pins share bob's box key (a book from before `pin` refused that): bob's mail is
+    bob's whichever pin comes first, and the pin's maker cannot write as it."""
+    impostor = borrowed_box_bundle(carol, bob).fingerprint
+    pinned = {bob.box_public: [impostor, bob.fingerprint]}
+    assert open_as(alice, sealed_text(bob, alice, "from bob"), pinned)[0] == bob.fingerprint
+    reordered = {bob.box_public: [bob.fingerprint, impostor]}
+    assert open_as(alice, sealed_text(bob, alice, "again"), reordered)[0] == bob.fingerprint
+    from_carol = seal(new_message(impostor, alice.fingerprint, "hi"), carol.box_secret,
+                      alice.box_secret.public_key)
+    with pytest.raises(UnknownSender):
+        open_as(alice, from_carol, pinned)
+
+
 def framing(sender: Identity, recipient: Identity) -> int:
     """Bytes of inner JSON around the text (ids, time, kind): about 180."""
     empty = new_message(sender.fingerprint, recipient.fingerprint, "").to_json()
@@ -315,28 +345,93 @@ def test_invite_expiry_out_of_range_is_refused(alice: Identity, days: float) -> 
         new_code(alice.fingerprint, days, time.time())
 
 
+def joiner_request(code: InviteCode, joiner: Identity, inviter: Identity, request_id: str) -> bytes:
+    """What `talk join` deposits: the joiner's bundle and its proof of the box key."""
+    proof = box_proof(code, joiner.bundle(), joiner.box_secret, inviter.box_secret.public_key)
+    return seal_request(code, joiner.bundle(), proof, request_id)
+
+
 def test_contact_request_opens_only_with_its_code(alice: Identity, bob: Identity) -> None:
     code = new_code(alice.fingerprint, 7, time.time())
-    blob = seal_request(code, bob.bundle(), "req-1")
-    request_id, bundle = open_request(code, blob)
+    blob = joiner_request(code, bob, alice, "req-1")
+    request_id, bundle = open_request(code, blob, alice.box_secret)
     assert request_id == "req-1"
     assert bundle == bob.bundle()
     bundle.check_against(bob.fingerprint)
 
     wrong = new_code(alice.fingerprint, 7, time.time())
     with pytest.raises(TamperedMessage):
-        open_request(wrong, blob)
+        open_request(wrong, blob, alice.box_secret)
     flipped = bytearray(blob)
     flipped[-1] ^= 0x80
     with pytest.raises(TamperedMessage):
-        open_request(code, bytes(flipped))
+        open_request(code, bytes(flipped), alice.box_secret)
 
 
 def test_contact_request_with_a_forged_bundle_is_tampered(alice: Identity, bob: Identity) -> None:
     code = InviteCode(alice.fingerprint, b"\x01" * 16, int(time.time()) + 60)
     forged = dataclasses.replace(bob.bundle(), name="notbob")
+    proof = box_proof(code, forged, bob.box_secret, alice.box_secret.public_key)
     with pytest.raises(TamperedMessage, match="self-signature"):
-        open_request(code, seal_request(code, forged, "req-2"))
+        open_request(code, seal_request(code, forged, proof, "req-2"), alice.box_secret)
+
+
+def borrowed_box_bundle(owner: Identity, box_of: Identity) -> KeyBundle:
+    """A bundle self-signed by `owner` around someone else's box key: signs, but owns no box."""
+    unsigned = KeyBundle(owner.name, owner.sign_public, box_of.box_public, b"\0" * 64)
+    return dataclasses.replace(unsigned, signature=owner.sign(unsigned.signed_part()))
+
+
+def test_box_proof_is_symmetric_and_bound_to_invite_and_keys(
+    alice: Identity, bob: Identity, carol: Identity
+) -> None:
+    code = new_code(alice.fingerprint, 7, time.time())
+    made = box_proof(code, bob.bundle(), bob.box_secret, alice.box_secret.public_key)
+    assert made == box_proof(code, bob.bundle(), alice.box_secret, bob.box_secret.public_key)
+    assert len(made) == 32
+    other_code = new_code(alice.fingerprint, 7, time.time())
+    assert made != box_proof(other_code, bob.bundle(), bob.box_secret, alice.box_secret.public_key)
+    assert made != box_proof(code, carol.bundle(), bob.box_secret, alice.box_secret.public_key)
+    # Only the two box secrets of the agreement make it: a third party's gives another value.
+    assert made != box_proof(code, bob.bundle(), carol.box_secret, alice.box_secret.public_key)
+
+
+def test_a_bundle_with_a_borrowed_box_key_cannot_prove_it(
+    alice: Identity, bob: Identity, carol: Identity
+) -> None:
+    """carol signs her own sign key beside bob's box key: self-signed, but her proof (made with
+    the box secret she has) does not check against the box key she claims."""
+    code = new_code(alice.fingerprint, 7, time.time())
+    crafted = borrowed_box_bundle(carol, bob)
+    assert crafted.self_signed()
+    proof = box_proof(code, crafted, carol.box_secret, alice.box_secret.public_key)
+    with pytest.raises(TamperedMessage, match="does not hold"):
+        open_request(code, seal_request(code, crafted, proof, "req-3"), alice.box_secret)
+
+
+def test_a_proof_for_another_invite_or_missing_is_refused(alice: Identity, bob: Identity) -> None:
+    code = new_code(alice.fingerprint, 7, time.time())
+    earlier = new_code(alice.fingerprint, 7, time.time())
+    replayed = box_proof(earlier, bob.bundle(), bob.box_secret, alice.box_secret.public_key)
+    with pytest.raises(TamperedMessage, match="does not hold"):
+        open_request(code, seal_request(code, bob.bundle(), replayed, "r"), alice.box_secret)
+    body = {"v": 1, "kind": "contact_request", "id": "r", "bundle": bob.bundle().to_json()}
+    bare = bytes(SecretBox(code.key).encrypt(pad(json.dumps(body).encode())))
+    with pytest.raises(TamperedMessage, match="no proof"):
+        open_request(code, bare, alice.box_secret)
+    body["box_proof"] = "not base64!"
+    garbled = bytes(SecretBox(code.key).encrypt(pad(json.dumps(body).encode())))
+    with pytest.raises(TamperedMessage):
+        open_request(code, garbled, alice.box_secret)
+
+
+def test_a_request_naming_a_degenerate_box_key_is_refused(alice: Identity) -> None:
+    code = new_code(alice.fingerprint, 7, time.time())
+    signer = Identity.generate("zero")
+    unsigned = KeyBundle("zero", signer.sign_public, bytes(32), b"\0" * 64)
+    crafted = dataclasses.replace(unsigned, signature=signer.sign(unsigned.signed_part()))
+    with pytest.raises(TamperedMessage, match="does not hold"):
+        open_request(code, seal_request(code, crafted, bytes(32), "r"), alice.box_secret)
 
 
 # ---------------------------------------------------------------- keystore
@@ -415,13 +510,34 @@ def test_contact_book_pins_once_and_keeps_names_apart(
     book = ContactBook(tmp_path)
     pinned = book.pin(pinned_contact("bob", bob.bundle(), Source.ADDED))
     assert book.get("bob") == pinned == book.get(bob.fingerprint)
-    assert book.by_box_key(bob.box_public) == pinned
+    assert book.with_box_key(bob.box_public) == [pinned]
     # Re-pinning the same keys under another name returns the stored contact unchanged.
     assert book.pin(pinned_contact("robert", bob.bundle(), Source.JOINED)) == pinned
     with pytest.raises(UserError, match="already used"):
         book.pin(pinned_contact("bob", alice.bundle(), Source.ADDED))
     assert free_name("bob", {"bob", "bob-2"}) == "bob-3"
     assert [c.name for c in book.all()] == ["bob"]
+
+
+@pytest.mark.parametrize("source", list(Source))
+def test_contact_book_refuses_a_key_pinned_to_another_contact(
+    tmp_path: Path, alice: Identity, bob: Identity, carol: Identity, source: Source
+) -> None:
+    book = ContactBook(tmp_path)
+    book.pin(pinned_contact("bob", bob.bundle(), Source.INVITED))
+    before = (tmp_path / "contacts.json").read_bytes()
+    borrowed_box = borrowed_box_bundle(carol, bob)
+    clash = r"box key is already pinned to your contact 'bob' \(" + bob.fingerprint
+    with pytest.raises(KeyInUse, match=clash):
+        book.pin(pinned_contact("carol", borrowed_box, source))
+    with pytest.raises(KeyInUse, match="refused to join " + borrowed_box.fingerprint):
+        book.check_free(borrowed_box, "to join")
+    borrowed_sign = KeyBundle("bob2", bob.sign_public, carol.box_public, b"\0" * 64)
+    with pytest.raises(KeyInUse, match="sign key is already pinned to your contact 'bob'"):
+        book.pin(pinned_contact("bob2", borrowed_sign, source))
+    assert (tmp_path / "contacts.json").read_bytes() == before
+    book.check_free(bob.bundle())  # the same keys again are not a clash
+    book.check_free(alice.bundle())
 
 
 # ---------------------------------------------------------------- safety numbers
