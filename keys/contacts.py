@@ -17,8 +17,8 @@ from pathlib import Path
 from typing import Any
 
 from keys.encoding import b64d, b64e
-from keys.errors import KeyInUse, NotFound, UserError
-from keys.gate import confusable
+from keys.errors import KeyInUse, NotFound, SecurityError, UserError
+from keys.gate import confusable, usable_box_key
 from keys.identity import KeyBundle, check_name
 from keys.storage import locked, read_json, write_json
 
@@ -66,6 +66,11 @@ class Contact:
 
 
 def pinned_contact(name: str, bundle: KeyBundle, source: Source) -> Contact:
+    """A contact for `bundle`. Raises UserError for a bad name, SecurityError for a box key
+    nothing can be sealed to (it would fail every later send)."""
+    if not usable_box_key(bundle.box_key):
+        raise SecurityError(f"the keys for {bundle.fingerprint} hold an unusable box key; nothing was "
+                            "pinned: ask its owner to check `talk id`")
     return Contact(
         name=check_name(name),
         fingerprint=bundle.fingerprint,

@@ -135,6 +135,19 @@ def salvage_id(data: object) -> str | None:
     return value if is_hex32(value) else None
 
 
+def usable_box_key(key: bytes) -> bool:
+    """Whether an X25519 key agrees on a secret at all: a low-order point (all zeros, say)
+    agrees on nothing, so nothing could ever be sealed to it or opened from it."""
+    from nacl.exceptions import CryptoError
+    from nacl.public import Box, PrivateKey, PublicKey
+
+    try:
+        Box(PrivateKey(b"\x01" * 32), PublicKey(key))
+    except (CryptoError, ValueError, TypeError):
+        return False
+    return True
+
+
 def check_header_value(value: str) -> str | None:
     """An opencode-mesh header value that may be shown outside the quote, or None."""
     ok = 0 < len(value) <= MAX_HEADER_VALUE and is_printable(value)

@@ -246,7 +246,8 @@ def test_requests_without_or_with_a_wrong_box_proof_are_refused_and_the_rest_flo
     # Random bytes for a proof.
     code_text = invite(alice)
     code = parse_code(code_text)
-    redeem(relay, code_text, seal_request(code, carol.bundle(), secrets.token_bytes(32), secrets.token_hex(16)))
+    forged = seal_request(code, carol.bundle(), secrets.token_bytes(32), secrets.token_hex(16))
+    redeem(relay, code_text, forged)
     refused_receive(alice, "does not hold")
     assert contact_names(alice) == ["bob"]
 

@@ -19,7 +19,7 @@ from alarms.framing import frame, one_line
 from follower.client import RelayClient
 from follower.outbound import checked_bundle
 from follower.quarantine import Quarantine
-from keys.identity import Identity
+from keys.identity import Identity, KeyBundle
 from keys.invites import box_proof, parse_code, seal_request
 from tests.conftest import Agent, RelayProcess, befriend, make_agent, wait_for
 from tests.peer_forge import (
@@ -260,3 +260,18 @@ def test_talk_log_escapes_control_bytes(following: tuple[Agent, Agent, Identity]
     for raw in ("\x1b", "\x07", "\r", "\u202e", "\x9b"):
         assert raw not in out
     assert "\\x1b[2J" in out and "forged line" in out
+
+
+def test_a_published_bundle_with_a_dead_box_key_is_not_pinned(
+    duo: tuple[Agent, Agent, Identity], relay: RelayProcess
+) -> None:
+    """An all-zero X25519 key agrees on nothing: pinned, it would fail every send to it."""
+    alice, _, _ = duo
+    made = Identity.generate("zero")
+    unsigned = KeyBundle("zero", made.sign_public, bytes(32), bytes(64))
+    bundle = KeyBundle("zero", made.sign_public, bytes(32), made.sign(unsigned.signed_part()))
+    with RelayClient(relay.url) as client:
+        client.publish(bundle)
+    r = alice.run("add", bundle.fingerprint, "--name", "zero")
+    assert r.code == 2 and "unusable box key" in r.err and "Traceback" not in r.err
+    assert "zero" not in {c["name"] for c in alice.ok("contacts", "--json").json()}
