@@ -353,9 +353,9 @@ def joiner_request(code: InviteCode, joiner: Identity, inviter: Identity, reques
 
 def test_contact_request_opens_only_with_its_code(alice: Identity, bob: Identity) -> None:
     code = new_code(alice.fingerprint, 7, time.time())
-    blob = joiner_request(code, bob, alice, "req-1")
+    blob = joiner_request(code, bob, alice, "1" * 32)
     request_id, bundle = open_request(code, blob, alice.box_secret)
-    assert request_id == "req-1"
+    assert request_id == "1" * 32
     assert bundle == bob.bundle()
     bundle.check_against(bob.fingerprint)
 
@@ -373,7 +373,7 @@ def test_contact_request_with_a_forged_bundle_is_tampered(alice: Identity, bob: 
     forged = dataclasses.replace(bob.bundle(), name="notbob")
     proof = box_proof(code, forged, bob.box_secret, alice.box_secret.public_key)
     with pytest.raises(TamperedMessage, match="self-signature"):
-        open_request(code, seal_request(code, forged, proof, "req-2"), alice.box_secret)
+        open_request(code, seal_request(code, forged, proof, "2" * 32), alice.box_secret)
 
 
 def borrowed_box_bundle(owner: Identity, box_of: Identity) -> KeyBundle:
@@ -406,7 +406,7 @@ def test_a_bundle_with_a_borrowed_box_key_cannot_prove_it(
     assert crafted.self_signed()
     proof = box_proof(code, crafted, carol.box_secret, alice.box_secret.public_key)
     with pytest.raises(TamperedMessage, match="does not hold"):
-        open_request(code, seal_request(code, crafted, proof, "req-3"), alice.box_secret)
+        open_request(code, seal_request(code, crafted, proof, "3" * 32), alice.box_secret)
 
 
 def test_a_proof_for_another_invite_or_missing_is_refused(alice: Identity, bob: Identity) -> None:
@@ -414,8 +414,8 @@ def test_a_proof_for_another_invite_or_missing_is_refused(alice: Identity, bob: 
     earlier = new_code(alice.fingerprint, 7, time.time())
     replayed = box_proof(earlier, bob.bundle(), bob.box_secret, alice.box_secret.public_key)
     with pytest.raises(TamperedMessage, match="does not hold"):
-        open_request(code, seal_request(code, bob.bundle(), replayed, "r"), alice.box_secret)
-    body = {"v": 1, "kind": "contact_request", "id": "r", "bundle": bob.bundle().to_json()}
+        open_request(code, seal_request(code, bob.bundle(), replayed, "4" * 32), alice.box_secret)
+    body = {"v": 1, "kind": "contact_request", "id": "6" * 32, "bundle": bob.bundle().to_json()}
     bare = bytes(SecretBox(code.key).encrypt(pad(json.dumps(body).encode())))
     with pytest.raises(TamperedMessage, match="no proof"):
         open_request(code, bare, alice.box_secret)
@@ -431,7 +431,7 @@ def test_a_request_naming_a_degenerate_box_key_is_refused(alice: Identity) -> No
     unsigned = KeyBundle("zero", signer.sign_public, bytes(32), b"\0" * 64)
     crafted = dataclasses.replace(unsigned, signature=signer.sign(unsigned.signed_part()))
     with pytest.raises(TamperedMessage, match="does not hold"):
-        open_request(code, seal_request(code, crafted, bytes(32), "r"), alice.box_secret)
+        open_request(code, seal_request(code, crafted, bytes(32), "5" * 32), alice.box_secret)
 
 
 # ---------------------------------------------------------------- keystore
