@@ -26,10 +26,14 @@ from keys.contacts import Contact, ContactBook
 from keys.errors import TalkError
 from keys.identity import Identity
 from keys.invites import InviteBook
+from spool_writer.doorbell import Doorbell, bell_path
 from spool_writer.spool import Spool
 
 log = logging.getLogger("talk.follower")
-UPKEEP_TICK_S = 0.2
+# Resends, held-mail expiry and a look at the hand-over log, when nothing rang sooner: an idle
+# follower wakes once a second at most. An alarm that hands mail over rings the doorbell, so
+# `delivered` receipts still leave at once.
+UPKEEP_EVERY_S = 1.0
 
 
 class SpoolDedup:
@@ -58,6 +62,8 @@ class Follower:
                            handed_state="spooled")
         self.upkeep = Upkeep(identity, folder, self.client)
         self.wake = threading.Event()
+        self.upkeep_due = True
+        self.status_lock = threading.Lock()  # the push thread saves the status too
         self.stopping = False
         self.reload = True
         self.config = FollowConfig()
@@ -94,7 +100,23 @@ class Follower:
         self.wake.set()
 
     def set_push(self, state: str) -> None:
+        """A lost push stream shows in `talk status` at once, not at the next fetch."""
         self.status.push = state
+        self.save_status()
+
+    def on_ring(self) -> None:
+        self.upkeep_due = True
+        self.wake.set()
+
+    def save_status(self) -> None:
+        """Never fatal: a full disk or a lost folder must not stop the follower (nothing is acked
+        that is not on disk, so mail waits on the relay); the error is logged and kept in memory,
+        and saved with the status once there is room."""
+        with self.status_lock:
+            try:
+                self.status.save(self.folder)
+            except OSError as exc:
+                log.warning("cannot save the follower's status: %s", exc)
 
     def run(self) -> None:
         for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGUSR1):
@@ -104,6 +126,8 @@ class Follower:
         if self.config.push:
             push = PushListener(self.client.url, self.identity, self.wake, self.set_push)
             push.start()
+        self.spool.layout.ensure()
+        Doorbell(bell_path(self.spool.layout.handed), self.on_ring).start()
         log.info("following %s on %s (pid %d)", ", ".join(self.config.peers), self.client.url,
                  os.getpid())
         try:
@@ -112,14 +136,15 @@ class Follower:
             if push is not None:
                 push.stop()
             self.status.push = "off"
-            self.status.save(self.folder)
+            self.save_status()
             log.info("stopped")
 
     def loop(self) -> None:
-        """Fetch when woken or when the poll interval (or a backoff) is over; between fetches,
-        tick the upkeep every UPKEEP_TICK_S so delivered receipts leave promptly."""
+        """Fetch when woken (push) or when the poll interval (or a backoff) is over; run the
+        upkeep when the doorbell rang, or once every UPKEEP_EVERY_S."""
         failures = 0
         next_drain = 0.0
+        next_upkeep = 0.0
         while not self.stopping:
             if self.reload:
                 self.reload = False
@@ -134,13 +159,17 @@ class Follower:
                     failures += 1
                     next_drain = time.monotonic() + delay(failures)
                     self.record_error(exc)
-                self.status.save(self.folder)
-            if not failures:
+                self.save_status()
+            if not failures and (self.upkeep_due or time.monotonic() >= next_upkeep):
+                self.upkeep_due = False
+                next_upkeep = time.monotonic() + UPKEEP_EVERY_S
                 try:
                     self.upkeep.run()
-                except Exception as exc:  # the same: record it and try again next tick
+                except Exception as exc:  # the same: record it at once and try again later
                     self.record_error(exc)
-            self.wake.wait(min(UPKEEP_TICK_S, max(0.0, next_drain - time.monotonic())))
+                    self.save_status()
+            soonest = min(next_drain, next_upkeep) if not failures else next_drain
+            self.wake.wait(max(0.0, soonest - time.monotonic()))
 
     def record_error(self, exc: Exception) -> None:
         if isinstance(exc, TalkError):

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from keys.storage import append_records
+from spool_writer.doorbell import bell_path, ring
 
 HANDED_FILE = "handed.ndjson"
 TRUNCATE_AT = 256 * 1024
@@ -30,6 +31,8 @@ def record(log: Path, records: list[dict[str, Any]], sid: str) -> None:
     lines = [{"id": r["id"], "from": r["from"], "sid": sid, "ts": time.time()}
              for r in records if isinstance(r.get("id"), str) and isinstance(r.get("from"), str)]
     append_records(log, lines)
+    if lines:
+        ring(bell_path(log))  # the follower sends the `delivered` receipts now, not on its next round
 
 
 def read_since(log: Path, offset: int) -> tuple[list[dict[str, Any]], int]:
