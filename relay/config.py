@@ -19,6 +19,22 @@ STREAM_RATE = Rate(2.0, 60.0)  # `2/1:60`: push stream handshakes
 
 
 @dataclass(frozen=True)
+class HttpLimits:
+    """Per-connection limits of the HTTP server (`relay.http_limits`)."""
+
+    max_header_bytes: int = 64 * 1024  # request line and headers (431 above)
+    max_headers: int = 100  # header fields per request (431 above)
+    header_timeout_s: float = 10.0  # to send a whole request head (408, then closed)
+    max_connections: int = 4096  # open connections per process (503 above)
+
+    def __post_init__(self) -> None:
+        if min(self.max_header_bytes, self.max_headers, self.max_connections) <= 0:
+            raise ValueError("HTTP limits must be positive")
+        if self.header_timeout_s <= 0:
+            raise ValueError("the header timeout must be positive")
+
+
+@dataclass(frozen=True)
 class RelayConfig:
     max_blob: int = MAX_BLOB  # bytes per deposited blob (413 above)
     max_mailbox_messages: int = 10_000  # undelivered blobs per mailbox (507 above)
@@ -40,6 +56,7 @@ class RelayConfig:
     max_known_tags: int = MOST_TAGS  # tags one mailbox may register; beyond, new names stay unknown
     behind_proxy: bool = False  # take the client address from X-Forwarded-For (relay.limits)
     trusted_proxies: tuple[Network, ...] = ()  # hops skipped from the right of X-Forwarded-For
+    http: HttpLimits = HttpLimits()
 
     @property
     def max_unknown_bytes(self) -> int:
