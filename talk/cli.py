@@ -15,6 +15,7 @@ from talk.install_claude import install_claude_command
 from talk.install_codex import install_codex_command
 from talk.options import Json, PassFile, Relay, User
 from talk.output import LOUD_NO_PASSPHRASE, emit_json, result, warn
+from talk.purge import purge
 from talk.spool_cli import gc_command, log_command, session_app
 
 if TYPE_CHECKING:
@@ -426,6 +427,7 @@ app.command()(conversation_cli.forward)
 app.add_typer(session_app, name="session")
 app.command("log")(log_command)
 app.command("gc")(gc_command)
+app.command()(purge)
 
 # The alarms: waking agent sessions on the hosts.
 install_app = typer.Typer(help="Install talk into an agent host (hooks, plugin).", no_args_is_help=True)
