@@ -358,7 +358,8 @@ def test_malformed_and_abandoned_bodies_are_4xx_or_a_quiet_close(tmp_path: Path)
         path = f"/v1/mail/{fp}/{new_tag()}".encode()
         head = b"POST " + path + b" HTTP/1.1\r\nHost: r\r\n"
         for _ in range(5):
-            bad_chunk = raw_exchange(relay.port, head + b"Transfer-Encoding: chunked\r\n\r\n4\r\nabcd\r\nzz\r\n")
+            chunked = head + b"Transfer-Encoding: chunked\r\n\r\n"
+            bad_chunk = raw_exchange(relay.port, chunked + b"4\r\nabcd\r\nzz\r\n")
             if bad_chunk:  # the request was under way, so closing it quietly is the answer too
                 json_error(bad_chunk, 400, "bad_request")
             bad_head = raw_exchange(relay.port, b"POST /v1 HTTP/1.1\r\nHost r\r\n\r\n")
