@@ -8,8 +8,9 @@ throughout, and the relay's VmRSS and open descriptors are sampled from /proc ev
                    --head-mb (10) MB: a single endless header. The relay cuts each one off at
                    its head limit (64 KiB, 431).
   2. half-open     --half-open (1,005) connections that send part of a request head, or
-                   nothing, and then wait. The relay keeps answering others meanwhile and closes
-                   them when the header timeout (10 s) runs out.
+                   nothing, and then wait. The relay keeps answering others meanwhile; past the
+                   per-address cap (512) it answers 503 at once, the rest it closes when the
+                   header timeout (10 s) runs out.
 
     .venv/bin/python bench/relay_flood.py [--connections 40] [--head-mb 10] [--half-open 1005]
 
@@ -135,7 +136,7 @@ def header_flood(relay: Relay, connections: int, head_mb: int) -> dict[str, Any]
 
 def half_open(relay: Relay, count: int, timeout_s: float) -> dict[str, Any]:
     opened: list[socket.socket] = []
-    closed_by_relay = 0
+    closed_by_relay = refused_at_once = 0
     with Watch(relay) as watch:
         try:
             for i in range(count):
@@ -150,13 +151,14 @@ def half_open(relay: Relay, count: int, timeout_s: float) -> dict[str, Any]:
                     reply = s.recv(64)
                 except OSError:
                     continue
-                closed_by_relay += reply == b"" or reply.startswith(b"HTTP/1.1 408")
+                refused_at_once += reply.startswith(b"HTTP/1.1 503")
+                closed_by_relay += reply == b"" or reply.startswith((b"HTTP/1.1 408", b"HTTP/1.1 503"))
             waited = time.monotonic() - start
         finally:
             for s in opened:
                 s.close()
     return {**watch.summary(), "half_open": count, "closed_by_relay": closed_by_relay,
-            "all_closed_after_s": round(waited, 1)}
+            "refused_503_at_once": refused_at_once, "all_closed_after_s": round(waited, 1)}
 
 
 def main() -> int:
@@ -189,7 +191,8 @@ def main() -> int:
               f"p99 {r['healthz_p99_ms']} ms", file=sys.stderr)
     print(f"header flood: {heads['cut_off']}/{heads['connections']} cut off ({heads['sample_outcome']}); "
           f"half-open: {opened['closed_by_relay']}/{opened['half_open']} closed by the relay within "
-          f"{opened['all_closed_after_s']} s", file=sys.stderr)
+          f"{opened['all_closed_after_s']} s ({opened['refused_503_at_once']} with 503 at once)",
+          file=sys.stderr)
     tracebacks = log.count("Traceback")
     print(json.dumps({"idle_rss_mb": idle_mb, "header_flood": heads, "half_open": opened,
                       "tracebacks_in_log": tracebacks}))

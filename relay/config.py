@@ -26,9 +26,10 @@ class HttpLimits:
     max_headers: int = 100  # header fields per request (431 above)
     header_timeout_s: float = 10.0  # to send a whole request head (408, then closed)
     max_connections: int = 4096  # open connections per process (503 above)
+    max_per_peer: int = 512  # open HTTP connections per peer address (503 above); 0: no cap
 
     def __post_init__(self) -> None:
-        if min(self.max_header_bytes, self.max_headers, self.max_connections) <= 0:
+        if min(self.max_header_bytes, self.max_headers, self.max_connections) <= 0 or self.max_per_peer < 0:
             raise ValueError("HTTP limits must be positive")
         if self.header_timeout_s <= 0:
             raise ValueError("the header timeout must be positive")

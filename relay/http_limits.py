@@ -10,6 +10,9 @@ per connection:
 - a deadline for the whole head, counted from the connection's first byte or from the first
   byte of the next request on a kept-alive connection: 408, then close;
 - a cap on open connections (HTTP and WebSocket) over the whole process: 503, then close;
+- a cap on open HTTP connections from one peer address (off behind a proxy, where every
+  connection comes from the proxy): 503 at once, then close, so one address cannot take the
+  whole process's share;
 - a malformed request (bad chunk size, bad header syntax): 400, then close, without the
   warning uvicorn would log for each one.
 
@@ -22,11 +25,14 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+from collections import Counter
+from typing import ClassVar
 
 import httptools
 from uvicorn.protocols.http.httptools_impl import STATUS_LINE, HttpToolsProtocol
 
 from relay.config import HttpLimits
+from relay.limits import client_address
 
 log = logging.getLogger("talk.relay")
 
@@ -37,20 +43,42 @@ class _Refused(Exception):
 
 class LimitedHttpProtocol(HttpToolsProtocol):
     limits = HttpLimits()  # replaced per server by `protocol_for`
+    peers: ClassVar[Counter[str]] = Counter()  # open HTTP connections by peer; one per server
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         self._refused = False
+        self._peer: str | None = None
         self._reading_head = True
         self._head_bytes = 0
         self._heads = 0  # request heads completed on this connection
         self._header_count = 0
         self._head_timer: asyncio.TimerHandle | None = None
         super().connection_made(transport)
+        most = self.limits.max_per_peer
+        if most and self.client:
+            self._peer = client_address(self.client[0], None, behind_proxy=False)
+            self.peers[self._peer] += 1
+            if self.peers[self._peer] > most:
+                self._refuse(503, "busy", f"more than {most} connections from this address; "
+                             "close some first")
+                return
         self._arm_head_timer()
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._cancel_head_timer()
+        self._release_peer()
         super().connection_lost(exc)
+
+    def handle_websocket_upgrade(self) -> None:
+        self._release_peer()  # a push stream is capped per mailbox and per handshake rate instead
+        super().handle_websocket_upgrade()
+
+    def _release_peer(self) -> None:
+        if self._peer is not None:
+            self.peers[self._peer] -= 1
+            if self.peers[self._peer] <= 0:
+                del self.peers[self._peer]
+            self._peer = None
 
     def data_received(self, data: bytes) -> None:
         if self._refused:
@@ -136,4 +164,4 @@ class LimitedHttpProtocol(HttpToolsProtocol):
 
 def protocol_for(limits: HttpLimits) -> type[LimitedHttpProtocol]:
     """The protocol class uvicorn instantiates per connection, carrying these limits."""
-    return type("RelayHttpProtocol", (LimitedHttpProtocol,), {"limits": limits})
+    return type("RelayHttpProtocol", (LimitedHttpProtocol,), {"limits": limits, "peers": Counter()})

@@ -327,6 +327,10 @@ def run_relay(
     max_connections: Annotated[int, typer.Option(
         min=1, envvar="TALK_RELAY_MAX_CONNECTIONS",
         help="Open connections on this process (503 above).")] = 4096,
+    max_connections_per_client: Annotated[int, typer.Option(
+        min=0, envvar="TALK_RELAY_MAX_CONNECTIONS_PER_CLIENT",
+        help="Open connections from one address (503 above); 0 for no cap. "
+        "Off with --behind-proxy, where all come from the proxy.")] = 512,
     max_header_bytes: Annotated[int, typer.Option(
         min=1024, envvar="TALK_RELAY_MAX_HEADER_BYTES",
         help="Bytes of a request line and headers (431 above).")] = 64 * 1024,
@@ -358,7 +362,8 @@ def run_relay(
         proxies = parse_networks(trusted_proxies)
     except ValueError as exc:
         raise typer.BadParameter(str(exc), param_hint="--trusted-proxies") from exc
-    http = HttpLimits(max_header_bytes, max_headers, header_timeout, max_connections)
+    per_peer = 0 if behind_proxy else max_connections_per_client
+    http = HttpLimits(max_header_bytes, max_headers, header_timeout, max_connections, per_peer)
     config = dataclasses.replace(config, max_unknown_messages=max_unknown, trusted_proxies=proxies,
                                  http=http)
     try:

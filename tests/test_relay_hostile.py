@@ -39,6 +39,7 @@ from tests.test_relay_api import (
 from tests.test_relay_limits import open_stream
 
 FLOOD_SOURCE = "127.0.0.2"  # the attacker's loopback address; tests and /healthz use 127.0.0.1
+HEALTH_AND_CLOSE = b"GET /healthz HTTP/1.1\r\nHost: r\r\nConnection: close\r\n\r\n"
 
 
 def fingerprint(agent: Agent) -> str:
@@ -295,8 +296,7 @@ def test_too_many_headers_is_431(relay: RelayProcess) -> None:
     headers = b"".join(b"X-H%d: 1\r\n" % i for i in range(101))
     json_error(raw_exchange(relay.port, b"GET /healthz HTTP/1.1\r\nHost: r\r\n" + headers + b"\r\n"),
                431, "headers_too_large")
-    reply = raw_exchange(relay.port, b"GET /healthz HTTP/1.1\r\nHost: r\r\nConnection: close\r\n\r\n")
-    assert reply.startswith(b"HTTP/1.1 200")
+    assert raw_exchange(relay.port, HEALTH_AND_CLOSE).startswith(b"HTTP/1.1 200")
 
 
 def test_half_open_requests_are_closed_after_the_header_timeout(tmp_path: Path) -> None:
@@ -327,7 +327,7 @@ def test_the_connection_cap_answers_503_json(tmp_path: Path) -> None:
         try:
             deadline = time.monotonic() + 15
             while True:  # the relay takes the idle ones in its own time
-                reply = raw_exchange(relay.port, b"GET /healthz HTTP/1.1\r\nHost: r\r\n\r\n")
+                reply = raw_exchange(relay.port, HEALTH_AND_CLOSE)
                 if not reply.startswith(b"HTTP/1.1 200"):
                     break
                 assert time.monotonic() < deadline, "the connection cap never applied"
@@ -339,6 +339,32 @@ def test_the_connection_cap_answers_503_json(tmp_path: Path) -> None:
         deadline = time.monotonic() + 15
         while call(relay, "GET", "/healthz").status != 200:
             assert time.monotonic() < deadline, "the relay never took connections again"
+            time.sleep(0.05)
+
+
+def test_one_address_cannot_take_every_connection(tmp_path: Path) -> None:
+    with relay_process(tmp_path, "--max-connections-per-client", "20", "--header-timeout", "60") as relay:
+        held = [socket.create_connection(("127.0.0.1", relay.port), timeout=30,
+                                         source_address=(FLOOD_SOURCE, 0)) for _ in range(40)]
+        try:
+            refused = [s.recv(4096) for s in held[20:]]  # the relay answers these at once
+            for reply in refused:
+                assert reply == b"" or reply.startswith(b"HTTP/1.1 503"), reply
+            assert any(reply.startswith(b"HTTP/1.1 503") for reply in refused)
+            json_error(next(r for r in refused if r), 503, "busy")
+            assert call(relay, "GET", "/healthz").status == 200  # another address is served
+        finally:
+            for s in held:
+                s.close()
+        deadline = time.monotonic() + 15
+        while True:  # closed connections give the address its share back
+            try:
+                reply = raw_exchange(relay.port, HEALTH_AND_CLOSE, FLOOD_SOURCE)
+            except OSError:
+                reply = b""
+            if reply.startswith(b"HTTP/1.1 200"):
+                break
+            assert time.monotonic() < deadline, "the address never got its connections back"
             time.sleep(0.05)
 
 
