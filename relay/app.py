@@ -60,7 +60,7 @@ from relay import logsafe
 from relay.config import RelayConfig
 from relay.errors import ApiError, bad_request, not_found
 from relay.hotpath import HotPath
-from relay.limits import Limiter, client_address, retry_after
+from relay.limits import Limiter, WakeThrottle, client_address, retry_after
 from relay.metrics import Metrics, TimedRoutes
 from relay.notify import Hub, LocalHub
 from relay.sessions import SessionTable
@@ -73,6 +73,7 @@ DEPTH_INTERVAL_S = 5.0  # how often the stored-messages gauge is sampled
 SIGN_KEY_CACHE = 100_000  # ~10 MB at most: 32-byte keys under 32-character fingerprints
 KNOWN_CACHE = 50_000  # (mailbox, tag) pairs known registered, ~8 MB: a follower's fetch costs no write
 BODY_TIMEOUT_S = 30.0  # a body trickled slower than this holds a connection for nothing
+UNKNOWN_WAKE_S = 1.0  # push wake-ups per mailbox for mail under unregistered tags, at most
 log = logging.getLogger("talk.relay")
 
 
@@ -150,6 +151,8 @@ class Relay:
         self.handshakes = Limiter(config.rate_stream)
         self._sign_keys: OrderedDict[str, bytes] = OrderedDict()
         self._known: OrderedDict[str, None] = OrderedDict()
+        self.junk_wakes = WakeThrottle(UNKNOWN_WAKE_S)
+        self._later: set[asyncio.Task[None]] = set()
         self.sessions = SessionTable()
 
     def client(self, conn: HTTPConnection) -> str:
@@ -295,8 +298,33 @@ class Relay:
                            "the recipient's mailbox holds its most mail on channels it has not read "
                            "yet; retry later (the recipient's next fetch opens this channel)")
         self.count_deposit(blob)
-        await self.hub.publish(fp, tag)
+        await self.wake(fp, tag)
         return JSONResponse({"id": mail_id}, status_code=201)
+
+    async def wake(self, fp: str, tag: str) -> None:
+        """Tell the owner's streams; under a tag not known registered here, at most once a second
+        (`relay.limits.WakeThrottle`). After a restart every tag looks unknown until the owner's
+        next fetch: its wake-ups are merely paced meanwhile."""
+        if fp + tag in self._known:
+            await self.hub.publish(fp, tag)
+            return
+        delay = self.junk_wakes.take(fp, time.monotonic())
+        if delay == 0.0:
+            await self.hub.publish(fp, tag)
+        elif delay is not None:
+            asyncio.get_running_loop().call_later(delay, self._wake_later, fp, tag)
+
+    def _wake_later(self, fp: str, tag: str) -> None:
+        self.junk_wakes.fired(fp, time.monotonic())
+        task = asyncio.ensure_future(self._publish_late(fp, tag))
+        self._later.add(task)  # held until done: the loop keeps only a weak reference
+        task.add_done_callback(self._later.discard)
+
+    async def _publish_late(self, fp: str, tag: str) -> None:
+        try:
+            await self.hub.publish(fp, tag)
+        except Exception as exc:  # nobody awaits this one: log it rather than lose it
+            log.warning("relay: a delayed wake-up failed (%s)", exc)
 
     async def fetch(self, request: Request) -> Response:
         fp, body = await self.owner_request(request)

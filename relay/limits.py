@@ -101,6 +101,36 @@ class Limiter:
         self.sweep_at = max(SWEEP_AT, 2 * len(self.buckets))
 
 
+@dataclass
+class WakeThrottle:
+    """At most one push wake-up per `interval_s` per mailbox for mail under tags its owner never
+    registered: otherwise a junk flood wakes the owner's follower into a fetch for every blob,
+    spending the owner's own request budget. A wake held back is sent once, at the end of its
+    window, so a real message under a new tag is still announced within `interval_s`."""
+
+    interval_s: float
+    next_at: dict[str, float] = field(default_factory=dict)
+    trailing: set[str] = field(default_factory=set)
+
+    def take(self, key: str, now: float) -> float | None:
+        """0.0: wake now; a delay: wake after it; None: a held-back wake is already due."""
+        due = self.next_at.get(key, 0.0)
+        if now >= due:
+            if len(self.next_at) >= SWEEP_AT:
+                self.next_at = {k: t for k, t in self.next_at.items() if t > now or k in self.trailing}
+            self.next_at[key] = now + self.interval_s
+            return 0.0
+        if key in self.trailing:
+            return None
+        self.trailing.add(key)
+        return due - now
+
+    def fired(self, key: str, now: float) -> None:
+        """The held-back wake went out: the next window starts now."""
+        self.trailing.discard(key)
+        self.next_at[key] = now + self.interval_s
+
+
 def retry_after(wait_s: float) -> str:
     """A `Retry-After` value: whole seconds, at least 1, so a client never retries at once."""
     return str(max(1, math.ceil(wait_s)))

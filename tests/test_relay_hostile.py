@@ -152,6 +152,31 @@ def test_junk_flood_on_the_redis_store(tmp_path: Path) -> None:
             relay.stop()
 
 
+def test_a_junk_flood_wakes_the_owners_stream_about_once_a_second(tmp_path: Path) -> None:
+    """Each wake-up makes the owner's follower fetch: junk must not drive it into a fetch storm."""
+    with relay_with(tmp_path) as relay:
+        alice = publish(relay, "alice")
+        mine = new_tag()
+        assert waiting(relay, alice, [mine]) == {}  # a tag alice reads
+        with open_stream(relay, alice) as ws:
+            start = time.monotonic()
+            for _ in range(100):
+                deposit(relay, alice.fingerprint, new_tag(), b"junk")
+            took = time.monotonic() - start
+            deposit(relay, alice.fingerprint, mine, b"real")
+            tags: list[str] = []
+            deadline = time.monotonic() + 10
+            while mine not in tags:  # a deposit under a known tag still wakes at once
+                tags.append(json.loads(ws.recv(timeout=max(0.1, deadline - time.monotonic())))["tag"])
+            try:
+                while True:  # the held-back junk wake, if any, comes within a second
+                    tags.append(json.loads(ws.recv(timeout=2))["tag"])
+            except TimeoutError:
+                pass
+        junk = [t for t in tags if t != mine]
+        assert 1 <= len(junk) <= took + 2, (len(junk), took)
+
+
 # ---------------------------------------------------------------- rate limits
 
 

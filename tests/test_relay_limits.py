@@ -30,6 +30,7 @@ from relay.limits import (
     Limiter,
     Rate,
     TokenBucket,
+    WakeThrottle,
     client_address,
     parse_networks,
     retry_after,
@@ -100,6 +101,18 @@ def test_limiter_sweeps_idle_buckets_but_keeps_busy_ones() -> None:
     limiter.take("new", 1.5)
     assert set(limiter.buckets) == {"busy", "new"}
     assert limiter.take("busy", 1.5) == 0.0 and limiter.take("busy", 1.5) > 0.0
+
+
+def test_wake_throttle_paces_each_mailbox_and_keeps_one_late_wake() -> None:
+    throttle = WakeThrottle(1.0)
+    assert throttle.take("a", 10.0) == 0.0
+    assert throttle.take("a", 10.25) == pytest.approx(0.75)  # held back, sent at the window's end
+    assert throttle.take("a", 10.5) is None  # that one late wake covers the rest of the window
+    assert throttle.take("b", 10.5) == 0.0  # another mailbox has its own window
+    throttle.fired("a", 11.0)
+    assert throttle.take("a", 11.5) == pytest.approx(0.5)
+    throttle.fired("a", 12.0)
+    assert throttle.take("a", 13.0) == 0.0
 
 
 def test_retry_after_is_whole_seconds_and_never_zero() -> None:
