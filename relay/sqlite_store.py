@@ -17,6 +17,7 @@ The file, and the -wal and -shm files SQLite creates with the file's mode, are 0
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import sqlite3
 from collections.abc import Callable
@@ -55,6 +56,7 @@ CREATE TABLE boxes (
 );
 """
 PRIVATE = 0o600
+log = logging.getLogger("talk.relay")
 
 
 def _private_file(path: Path) -> None:
@@ -63,7 +65,10 @@ def _private_file(path: Path) -> None:
     os.close(os.open(path, os.O_CREAT | os.O_RDWR, PRIVATE))
     for each in (path, path.with_name(path.name + "-wal"), path.with_name(path.name + "-shm")):
         if each.exists() and each.stat().st_mode & 0o777 != PRIVATE:
-            each.chmod(PRIVATE)
+            try:
+                each.chmod(PRIVATE)
+            except OSError as exc:  # another user's file: say so, but serve
+                log.warning("relay: cannot make %s private (%s); run chmod 600 on it", each, exc)
 
 
 class SqliteStore:

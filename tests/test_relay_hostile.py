@@ -12,6 +12,7 @@ import os
 import secrets
 import socket
 import sqlite3
+import subprocess
 import threading
 import time
 from collections.abc import Iterator
@@ -22,7 +23,7 @@ import pytest
 from websockets.exceptions import InvalidStatus
 
 from keys.identity import Identity
-from tests.conftest import Agent, RelayProcess, befriend, free_port, make_agent
+from tests.conftest import TALK, Agent, RelayProcess, befriend, free_port, make_agent
 from tests.redis_support import StoreRelay, redis_prefix
 from tests.test_relay_api import (
     Reply,
@@ -235,6 +236,17 @@ def test_a_spoofed_leftmost_forwarded_for_does_not_choose_the_client(tmp_path: P
             return reply.status
 
         assert [as_spoofer(f"203.0.113.{i}") for i in range(1, 5)] == [201, 201, 429, 429]
+
+
+@pytest.mark.parametrize(("flag", "value", "says"), [
+    ("--trusted-proxies", "10.0.0.0/8,proxy.example", "bad proxy address"),
+    ("--rate-owner", "lots", "bad rate"), ("--rate-stream", "0/1", "bad rate"),
+])
+def test_a_bad_limit_is_a_usage_error(tmp_path: Path, flag: str, value: str, says: str) -> None:
+    p = subprocess.run([TALK, "relay", "--port", str(free_port()), "--db", str(tmp_path / "never.db"),
+                        flag, value], capture_output=True, text=True, timeout=30)
+    assert p.returncode == 1 and flag in p.stderr and says in p.stderr and "Traceback" not in p.stderr
+    assert not (tmp_path / "never.db").exists()
 
 
 # ---------------------------------------------------------------- HTTP: heads, connections, bodies
