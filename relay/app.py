@@ -176,7 +176,20 @@ class Relay:
         if not fresh:
             return
         await self.store.register_tags(fp, fresh, self.config.max_known_tags)
-        for tag in fresh:
+        self._remember(fp, fresh)
+
+    async def is_known(self, fp: str, tag: str) -> bool:
+        """Whether `tag` is registered for `fp`: from the cache, else asked of the store (another
+        replica, or this one before a restart, may have registered it)."""
+        if fp + tag in self._known:
+            return True
+        if not await self.store.is_registered(fp, tag):
+            return False
+        self._remember(fp, [tag])
+        return True
+
+    def _remember(self, fp: str, tags: list[str]) -> None:
+        for tag in tags:
             self._known[fp + tag] = None
         while len(self._known) > KNOWN_CACHE:
             self._known.popitem(last=False)
@@ -302,10 +315,9 @@ class Relay:
         return JSONResponse({"id": mail_id}, status_code=201)
 
     async def wake(self, fp: str, tag: str) -> None:
-        """Tell the owner's streams; under a tag not known registered here, at most once a second
-        (`relay.limits.WakeThrottle`). After a restart every tag looks unknown until the owner's
-        next fetch: its wake-ups are merely paced meanwhile."""
-        if fp + tag in self._known:
+        """Tell the owner's streams; under a tag the owner never registered, at most once a second
+        (`relay.limits.WakeThrottle`)."""
+        if await self.is_known(fp, tag):
             await self.hub.publish(fp, tag)
             return
         delay = self.junk_wakes.take(fp, time.monotonic())

@@ -81,6 +81,9 @@ class RedisStore:
     async def register_tags(self, fp: str, tags: list[str], most: int) -> None:
         await self._register(args=[self.prefix, fp, most, *tags])
 
+    async def is_registered(self, fp: str, tag: str) -> bool:
+        return bool(await self.redis.sismember(self._key("known", fp), tag))
+
     async def purge_unknown(self, fp: str) -> int:
         return int(await self._purge_unknown(args=[self.prefix, fp]))
 

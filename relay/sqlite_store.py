@@ -207,6 +207,9 @@ class SqliteStore:
                 self._count(fp, False, -len(sizes), -moved)
                 self._count(fp, True, len(sizes), moved)
 
+    async def is_registered(self, fp: str, tag: str) -> bool:
+        return self._known(fp, tag)
+
     async def purge_unknown(self, fp: str) -> int:
         def op() -> int:
             sizes = self.db.execute(

@@ -178,6 +178,21 @@ def test_a_junk_flood_wakes_the_owners_stream_about_once_a_second(tmp_path: Path
         assert 1 <= len(junk) <= took + 2, (len(junk), took)
 
 
+def test_after_a_restart_the_owners_tags_still_wake_at_once(tmp_path: Path) -> None:
+    with relay_with(tmp_path) as relay:
+        alice = publish(relay, "alice")
+        mine = new_tag()
+        assert waiting(relay, alice, [mine]) == {}
+        relay.restart()  # the relay's memory of alice's tags is gone; the store's is not
+        with open_stream(relay, alice) as ws:
+            junk = [new_tag(), new_tag()]
+            for tag in junk:  # the first wakes at once, the second is held back a second
+                deposit(relay, alice.fingerprint, tag, b"junk")
+            deposit(relay, alice.fingerprint, mine, b"real")
+            tags = [json.loads(ws.recv(timeout=10))["tag"] for _ in range(3)]
+        assert tags == [junk[0], mine, junk[1]]
+
+
 # ---------------------------------------------------------------- rate limits
 
 

@@ -176,7 +176,10 @@ def test_unregistered_tags_cannot_crowd_out_registered_ones(store: Store, run: R
 def test_registering_a_tag_moves_its_waiting_mail_to_the_owners_quota(store: Store, run: Run[Any]) -> None:
     fp, early = hexid(), hexid()
     assert [quota(run, store, fp, early) for _ in range(3)] == [STORED, STORED, UNKNOWN_FULL]
+    assert run(store.is_registered(fp, early)) is False
     run(store.register_tags(fp, [early, early], 10))
+    assert run(store.is_registered(fp, early)) is True
+    assert run(store.is_registered(hexid(), early)) is False  # registered for this mailbox only
     assert quota(run, store, fp, hexid()) is STORED  # the unknown quota has room again
     assert [quota(run, store, fp, early) for _ in range(2)] == [STORED, FULL]  # 2 moved + 1 = 3
     waiting = run(store.fetch(fp, [early], 10, 0))
