@@ -246,6 +246,13 @@ class RelayClient:
     def redeem(self, tag: str, blob: bytes) -> None:
         self.request("POST", f"{API}/redeem/{tag}", blob, content_type="application/octet-stream")
 
+    def purge_unknown(self, signer: Signer, tags: list[str]) -> int:
+        """Delete the mail waiting under tags this mailbox never registered; `tags` (the ones
+        its owner reads) are registered first, so their mail stays. Returns how many went."""
+        body = json.dumps({"tags": tags}).encode()
+        data = self.request("POST", f"{API}/mail/{signer.fingerprint}/purge", body, signer=signer)
+        return int(data.get("deleted", 0))
+
 
 class Fetched:
     __slots__ = ("blob", "id", "tag")

@@ -8,6 +8,8 @@
     POST /v1/mail/{fp}/fetch               owner: {"tags": [...], "limit": n, "ack": [...]?}
                                            → delete the acked ids, then the oldest mail first
     POST /v1/mail/{fp}/ack                 owner: {"ids": [...]} → delete them
+    POST /v1/mail/{fp}/purge               owner: {"tags": [...]?} → register those tags, then
+                                           delete all mail under tags never registered
     POST /v1/invites/{fp}                  owner: open an invite slot {"tag", "expires"}
     POST /v1/invites/{fp}/revoke           owner: {"tag"}
     POST /v1/redeem/{tag}                  anyone: the one contact request an invite admits
@@ -15,8 +17,11 @@
                                            each time mail is deposited in the mailbox
 
 Owner requests are signed, or MACed inside a session (`keys.wire`, `relay.sessions`).
-Deposits and redemptions spend a token of the client's and of the tag's bucket (429 with
-Retry-After when empty); a mailbox holds at most `max_streams_per_mailbox` streams per process.
+Deposits and redemptions spend a token of the client's and of the tag's bucket; key
+publications, key lookups, owner requests and stream handshakes one of the client's bucket for
+their kind (429 with Retry-After when empty); a mailbox holds at most `max_streams_per_mailbox`
+streams per process. The tags an owner names in a fetch are registered as its own
+(`relay.store` explains the two quotas that gives).
 """
 
 from __future__ import annotations
@@ -35,7 +40,7 @@ from nacl.public import PublicKey, SealedBox
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
-from starlette.requests import HTTPConnection, Request
+from starlette.requests import ClientDisconnect, HTTPConnection, Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route, WebSocketRoute
 from starlette.types import ASGIApp
@@ -55,7 +60,7 @@ from relay import logsafe
 from relay.config import RelayConfig
 from relay.errors import ApiError, bad_request, not_found
 from relay.hotpath import HotPath
-from relay.limits import Limiter, client_address, retry_after
+from relay.limits import Limiter, WakeThrottle, client_address, retry_after
 from relay.metrics import Metrics, TimedRoutes
 from relay.notify import Hub, LocalHub
 from relay.sessions import SessionTable
@@ -66,6 +71,9 @@ JSON_LIMIT = 256 * 1024
 PING_TIMEOUT_S = 5.0  # a health check that hangs is as bad as one that fails
 DEPTH_INTERVAL_S = 5.0  # how often the stored-messages gauge is sampled
 SIGN_KEY_CACHE = 100_000  # ~10 MB at most: 32-byte keys under 32-character fingerprints
+KNOWN_CACHE = 50_000  # (mailbox, tag) pairs known registered, ~8 MB: a follower's fetch costs no write
+BODY_TIMEOUT_S = 30.0  # a body trickled slower than this holds a connection for nothing
+UNKNOWN_WAKE_S = 1.0  # push wake-ups per mailbox for mail under unregistered tags, at most
 log = logging.getLogger("talk.relay")
 
 
@@ -82,11 +90,17 @@ async def _body(request: Request, limit: int) -> bytes:
     if declared.isdigit() and int(declared) > limit:
         raise ApiError(413, "too_large", f"body of {declared} bytes exceeds the limit of {limit}")
     chunks, size = [], 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > limit:
-            raise ApiError(413, "too_large", f"body exceeds the limit of {limit} bytes")
-        chunks.append(chunk)
+    try:
+        async with asyncio.timeout(BODY_TIMEOUT_S):
+            async for chunk in request.stream():
+                size += len(chunk)
+                if size > limit:
+                    raise ApiError(413, "too_large", f"body exceeds the limit of {limit} bytes")
+                chunks.append(chunk)
+    except ClientDisconnect:  # a client gone mid-body (or a malformed chunk) is no relay fault
+        raise bad_request("the body ended early: the client went away or sent a malformed chunk") from None
+    except TimeoutError:
+        raise ApiError(408, "timeout", f"the body took over {BODY_TIMEOUT_S:.0f} s to arrive") from None
     return b"".join(chunks)
 
 
@@ -131,26 +145,59 @@ class Relay:
         self.store_kind = store_kind
         self.per_client = Limiter(config.rate_per_client)
         self.per_tag = Limiter(config.rate_per_tag)
+        self.publishes = Limiter(config.rate_publish)
+        self.lookups = Limiter(config.rate_lookup)
+        self.owner_requests = Limiter(config.rate_owner)
+        self.handshakes = Limiter(config.rate_stream)
         self._sign_keys: OrderedDict[str, bytes] = OrderedDict()
+        self._known: OrderedDict[str, None] = OrderedDict()
+        self.junk_wakes = WakeThrottle(UNKNOWN_WAKE_S)
+        self._later: set[asyncio.Task[None]] = set()
         self.sessions = SessionTable()
+
+    def client(self, conn: HTTPConnection) -> str:
+        peer = conn.client.host if conn.client else None
+        return client_address(peer, conn.headers.get("x-forwarded-for"), self.config.behind_proxy,
+                              self.config.trusted_proxies)
 
     def admit_deposit(self, conn: HTTPConnection, tag_key: str) -> None:
         """Spend one token of the client's bucket and one of the tag's, or refuse with 429."""
         now = time.monotonic()  # buckets measure intervals; wall-clock steps must not refill them
-        peer = conn.client.host if conn.client else None
-        client = client_address(peer, conn.headers.get("x-forwarded-for"), self.config.behind_proxy)
-        for limiter, key, what in ((self.per_client, client, "from this client"),
-                                   (self.per_tag, tag_key, "into this channel")):
-            wait = limiter.take(key, now)
-            if wait:
-                log.info("relay: rate limited %s %s", what, logsafe.hide(key))
-                after = retry_after(wait)
-                raise ApiError(429, "rate_limited", f"too many deposits {what}; retry in {after} s",
-                               {"Retry-After": after})
+        _spend(self.per_client, self.client(conn), now, "deposits from this client")
+        _spend(self.per_tag, tag_key, now, "deposits into this channel")
+
+    def admit(self, conn: HTTPConnection, limiter: Limiter, what: str) -> None:
+        """Spend one token of the client's bucket for this kind of request, or refuse with 429."""
+        _spend(limiter, self.client(conn), time.monotonic(), what)
+
+    async def register(self, fp: str, tags: list[str]) -> None:
+        """Register the tags an owner names as its own; pairs registered before cost nothing."""
+        fresh = [tag for tag in tags if fp + tag not in self._known]
+        if not fresh:
+            return
+        await self.store.register_tags(fp, fresh, self.config.max_known_tags)
+        self._remember(fp, fresh)
+
+    async def is_known(self, fp: str, tag: str) -> bool:
+        """Whether `tag` is registered for `fp`: from the cache, else asked of the store (another
+        replica, or this one before a restart, may have registered it)."""
+        if fp + tag in self._known:
+            return True
+        if not await self.store.is_registered(fp, tag):
+            return False
+        self._remember(fp, [tag])
+        return True
+
+    def _remember(self, fp: str, tags: list[str]) -> None:
+        for tag in tags:
+            self._known[fp + tag] = None
+        while len(self._known) > KNOWN_CACHE:
+            self._known.popitem(last=False)
 
     async def owner_request(self, request: Request, limit: int = JSON_LIMIT) -> tuple[str, bytes]:
         """Authenticate the mailbox owner; return (fingerprint, body)."""
         fp = _path_hex(request, "fp")
+        self.admit(request, self.owner_requests, "owner requests from this client")
         body = await _body(request, limit)
         # The raw path, as the client signed it (building request.url costs ~10 µs a request).
         await self.check_owner(fp, request.method, request.scope["path"], request.headers.items(), body)
@@ -225,6 +272,7 @@ class Relay:
 
     async def put_keys(self, request: Request) -> Response:
         fp = _path_hex(request, "fp")
+        self.admit(request, self.publishes, "key publications from this client")
         data = _json_object(await _body(request, JSON_LIMIT))
         try:
             bundle = KeyBundle.from_json(data)
@@ -236,7 +284,9 @@ class Relay:
         return JSONResponse({"fingerprint": fp})
 
     async def get_keys(self, request: Request) -> Response:
-        stored = await self.store.get_bundle(_path_hex(request, "fp"))
+        fp = _path_hex(request, "fp")
+        self.admit(request, self.lookups, "key lookups from this client")
+        stored = await self.store.get_bundle(fp)
         if stored is None:
             raise not_found("no keys published for this fingerprint")
         return Response(stored, media_type="application/json")
@@ -249,15 +299,44 @@ class Relay:
             raise bad_request("empty body: deposit one sealed blob")
         if await self.sign_key(fp) is None:
             raise not_found("no such mailbox: the recipient has not published keys on this relay")
+        config = self.config
         outcome, mail_id = await self.store.deposit(
-            fp, tag, blob, time.time(), self.config.max_mailbox_messages,
-            self.config.max_mailbox_bytes,
+            fp, tag, blob, time.time(), config.max_mailbox_messages, config.max_mailbox_bytes,
+            config.max_unknown_messages, config.max_unknown_bytes,
         )
         if outcome is DepositOutcome.MAILBOX_FULL:
             raise ApiError(507, "mailbox_full", "the recipient's mailbox is full; retry later")
+        if outcome is DepositOutcome.UNKNOWN_FULL:
+            raise ApiError(507, "mailbox_full",
+                           "the recipient's mailbox holds its most mail on channels it has not read "
+                           "yet; retry later (the recipient's next fetch opens this channel)")
         self.count_deposit(blob)
-        await self.hub.publish(fp, tag)
+        await self.wake(fp, tag)
         return JSONResponse({"id": mail_id}, status_code=201)
+
+    async def wake(self, fp: str, tag: str) -> None:
+        """Tell the owner's streams; under a tag the owner never registered, at most once a second
+        (`relay.limits.WakeThrottle`)."""
+        if await self.is_known(fp, tag):
+            await self.hub.publish(fp, tag)
+            return
+        delay = self.junk_wakes.take(fp, time.monotonic())
+        if delay == 0.0:
+            await self.hub.publish(fp, tag)
+        elif delay is not None:
+            asyncio.get_running_loop().call_later(delay, self._wake_later, fp, tag)
+
+    def _wake_later(self, fp: str, tag: str) -> None:
+        self.junk_wakes.fired(fp, time.monotonic())
+        task = asyncio.ensure_future(self._publish_late(fp, tag))
+        self._later.add(task)  # held until done: the loop keeps only a weak reference
+        task.add_done_callback(self._later.discard)
+
+    async def _publish_late(self, fp: str, tag: str) -> None:
+        try:
+            await self.hub.publish(fp, tag)
+        except Exception as exc:  # nobody awaits this one: log it rather than lose it
+            log.warning("relay: a delayed wake-up failed (%s)", exc)
 
     async def fetch(self, request: Request) -> Response:
         fp, body = await self.owner_request(request)
@@ -267,6 +346,7 @@ class Relay:
         if not isinstance(limit, int) or isinstance(limit, bool) or limit < 1:
             raise bad_request("'limit' must be a positive integer")
         limit = min(limit, self.config.fetch_limit)
+        await self.register(fp, tags)
         # Acking the previous page in the same request halves a follower's requests under load.
         deleted = await self.store.ack(fp, _hex_list(data, "ack", 1000)) if data.get("ack") else 0
         self.metrics.acks.inc(deleted)
@@ -284,13 +364,22 @@ class Relay:
         self.metrics.acks.inc(deleted)
         return JSONResponse({"deleted": deleted})
 
+    async def purge(self, request: Request) -> Response:
+        """Delete the mail under tags the owner never registered (the junk a stranger can leave);
+        the tags named first are registered, so a new contact's first mail is kept."""
+        fp, body = await self.owner_request(request)
+        data = _json_object(body)
+        tags = _hex_list(data, "tags", self.config.max_tags) if data.get("tags") else []
+        await self.register(fp, tags)
+        return JSONResponse({"deleted": await self.store.purge_unknown(fp)})
+
     async def open_invite(self, request: Request) -> Response:
         fp, body = await self.owner_request(request)
         data = _json_object(body)
         tag, expires = data.get("tag"), _unix_seconds(data.get("expires"))
         if not is_hex32(tag) or expires is None:
             raise bad_request("an invite slot needs 'tag' (32 hex) and 'expires' (unix seconds)")
-        await self.store.create_invite(fp, str(tag), expires)
+        await self.store.create_invite(fp, str(tag), expires, self.config.max_known_tags)
         return JSONResponse({"tag": tag}, status_code=201)
 
     async def revoke_invite(self, request: Request) -> Response:
@@ -337,6 +426,7 @@ class Relay:
         """Push a wake-up to the mailbox owner each time mail is deposited for it."""
         try:
             fp = _path_hex(ws, "fp")
+            self.admit(ws, self.handshakes, "stream handshakes from this client")
             await self.check_owner(fp, "GET", ws.url.path, ws.headers.items(), b"")
             # No await between this check and subscribe: two handshakes cannot both take the last slot.
             self.check_stream_room(fp)
@@ -379,6 +469,15 @@ class Relay:
     async def internal_error(self, request: Request, exc: Exception) -> Response:
         self.metrics.errors.labels("internal").inc()
         return _error_response(500, "internal", "internal relay error; the operator's log has details")
+
+
+def _spend(limiter: Limiter, key: str, now: float, what: str) -> None:
+    wait = limiter.take(key, now)
+    if wait:
+        log.info("relay: rate limited %s %s", what, logsafe.hide(key))
+        after = retry_after(wait)
+        raise ApiError(429, "rate_limited", f"too many {what}; retry in {after} s",
+                       {"Retry-After": after})
 
 
 def _replayed() -> ApiError:
@@ -461,6 +560,7 @@ def create_app(
         Route("/v1/mail/{fp}/session", relay.open_session, methods=["POST"]),
         Route("/v1/mail/{fp}/fetch", relay.fetch, methods=["POST"]),
         Route("/v1/mail/{fp}/ack", relay.ack, methods=["POST"]),
+        Route("/v1/mail/{fp}/purge", relay.purge, methods=["POST"]),
         Route("/v1/mail/{fp}/{tag}", relay.deposit, methods=["POST"]),
         Route("/v1/invites/{fp}", relay.open_invite, methods=["POST"]),
         Route("/v1/invites/{fp}/revoke", relay.revoke_invite, methods=["POST"]),

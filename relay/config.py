@@ -5,11 +5,34 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from keys.envelope import MAX_BLOB
-from relay.limits import Rate
+from relay.limits import Network, Rate
+from relay.store import MOST_TAGS
 
 # Far above what a team of agents sends, low enough that one script cannot fill the disk in minutes.
 CLIENT_RATE = Rate(50.0, 200.0)  # `50/1:200`
 TAG_RATE = Rate(20.0, 100.0)  # `20/1:100`
+# Per client address, each far above what a team's followers and CLIs send from one machine.
+PUBLISH_RATE = Rate(10 / 60, 200.0)  # `10/60:200`: new mailboxes (a script made 1,000 in 2 s)
+LOOKUP_RATE = Rate(20.0, 400.0)  # `20/1:400`: key bundles read
+OWNER_RATE = Rate(100.0, 2000.0)  # `100/1:2000`: signed owner requests (each costs a signature check)
+STREAM_RATE = Rate(2.0, 60.0)  # `2/1:60`: push stream handshakes
+
+
+@dataclass(frozen=True)
+class HttpLimits:
+    """Per-connection limits of the HTTP server (`relay.http_limits`)."""
+
+    max_header_bytes: int = 64 * 1024  # request line and headers (431 above)
+    max_headers: int = 100  # header fields per request (431 above)
+    header_timeout_s: float = 10.0  # to send a whole request head (408, then closed)
+    max_connections: int = 4096  # open connections per process (503 above)
+    max_per_peer: int = 512  # open HTTP connections per peer address (503 above); 0: no cap
+
+    def __post_init__(self) -> None:
+        if min(self.max_header_bytes, self.max_headers, self.max_connections) <= 0 or self.max_per_peer < 0:
+            raise ValueError("HTTP limits must be positive")
+        if self.header_timeout_s <= 0:
+            raise ValueError("the header timeout must be positive")
 
 
 @dataclass(frozen=True)
@@ -23,11 +46,25 @@ class RelayConfig:
     purge_interval_s: float = 60.0
     rate_per_client: Rate = CLIENT_RATE  # deposits per second from one address (429 above)
     rate_per_tag: Rate = TAG_RATE  # deposits per second into one channel (429 above)
+    rate_publish: Rate = PUBLISH_RATE  # key publications per client address (429 above)
+    rate_lookup: Rate = LOOKUP_RATE  # key lookups per client address (429 above)
+    rate_owner: Rate = OWNER_RATE  # owner requests per client address (429 above)
+    rate_stream: Rate = STREAM_RATE  # stream handshakes per client address (429 above)
     max_streams_per_mailbox: int = 8  # open push streams per mailbox on this process (429 above)
-    behind_proxy: bool = False  # trust the first X-Forwarded-For hop as the client address
+    # Mail under tags the owner never named in a fetch: a quota of its own, so junk under
+    # random tags cannot fill the room meant for the owner's contacts (see relay.store).
+    max_unknown_messages: int = 200
+    max_known_tags: int = MOST_TAGS  # tags one mailbox may register; beyond, new names stay unknown
+    behind_proxy: bool = False  # take the client address from X-Forwarded-For (relay.limits)
+    trusted_proxies: tuple[Network, ...] = ()  # hops skipped from the right of X-Forwarded-For
+    http: HttpLimits = HttpLimits()
+
+    @property
+    def max_unknown_bytes(self) -> int:
+        return min(self.max_mailbox_bytes, self.max_unknown_messages * self.max_blob)
 
     def __post_init__(self) -> None:
         if self.max_blob <= 0 or self.ttl_s <= 0 or self.max_mailbox_messages <= 0:
             raise ValueError("relay limits must be positive")
-        if self.max_streams_per_mailbox <= 0:
+        if self.max_streams_per_mailbox <= 0 or self.max_unknown_messages <= 0:
             raise ValueError("relay limits must be positive")

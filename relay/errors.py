@@ -5,14 +5,22 @@
     ├── 401 unauthorized      missing, stale or replayed owner signature
     ├── 403 forbidden         a signature that is not the mailbox owner's
     ├── 404 not_found         unknown route, mailbox, keys or invite
+    ├── 408 timeout           a request head or body slower than the relay waits for
     ├── 409 invite_used       an invite code that was already redeemed
     ├── 410 invite_expired    an invite past its expiry
     ├── 413 too_large         a body over the blob limit
-    ├── 429 rate_limited      too many deposits from one client or into one tag; see Retry-After
+    ├── 429 rate_limited      too many requests of one kind from one client, or deposits into
+    │                         one tag; see Retry-After
     ├── 429 too_many_streams  the mailbox already has the most push streams a relay allows
-    ├── 507 mailbox_full      the recipient's mailbox is at its cap; retry later
+    ├── 431 headers_too_large a request head over the byte or header-count limit
+    ├── 507 mailbox_full      the quota the deposit counts against (the owner's channels, or
+    │                         channels it never read) is full; retry later
     ├── 500 internal          a bug; never for bad input
+    ├── 503 busy              the process is at its connection cap
     └── 503 store_unavailable GET /healthz: the store does not answer
+
+408, 431, 503 busy and a malformed request's 400 are answered by `relay.http_limits`, before
+the app sees the request.
 """
 
 from __future__ import annotations

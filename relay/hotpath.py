@@ -15,7 +15,7 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 from starlette.types import ASGIApp, Receive, Scope, Send
 
@@ -26,7 +26,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("talk.relay")
 Handler = Callable[[Request], Awaitable[Response]]
-NOT_TAGS = frozenset({"ack", "session"})  # the other POST routes under /v1/mail/{fp}/
+NOT_TAGS = frozenset({"ack", "purge", "session"})  # the other POST routes under /v1/mail/{fp}/
 
 
 class HotPath:
@@ -61,6 +61,8 @@ class HotPath:
             response = await handler(request)
         except ApiError as exc:
             response = await self.relay.api_error(request, exc)
+        except ClientDisconnect:  # gone before its body was read: nobody to answer, nothing wrong
+            return
         except Exception as exc:  # what the server-error layer would do: log it, answer 500 JSON
             log.exception("relay: internal error")
             response = await self.relay.internal_error(request, exc)

@@ -10,6 +10,9 @@ Per mailbox FP under PREFIX:
     PREFIX meta:FP       hash   id -> "CREATED TAG" (its length is the mailbox's message count)
     PREFIX size:FP       string total blob bytes in the mailbox
     PREFIX tag:FP:TAG    zset   ids with that tag, scored by id (fetch order)
+    PREFIX known:FP      set    the tags the owner registered (never shrinks; capped in size)
+    PREFIX junk:FP       hash   n, bytes: the mail under tags not registered (its own quota)
+    PREFIX utags:FP      set    tags not registered that hold mail (what an owner purge deletes)
 Shared:
     PREFIX seq           string the last mail id handed out (INCR: unique across replicas)
     PREFIX age           zset   "FP ID" scored by creation time (what purge sweeps)
@@ -17,17 +20,34 @@ Shared:
 
 from __future__ import annotations
 
-# Shared by the deposit and redeem scripts. Returns the new id, or false at a cap.
+# Shared by the scripts. `deposit` returns the new id, or false and the outcome at a cap.
 _LIB = """
 local function box(prefix, fp)
   return prefix .. 'blob:' .. fp, prefix .. 'meta:' .. fp, prefix .. 'size:' .. fp
 end
 
-local function deposit(prefix, fp, tag, blob, now, max_messages, max_bytes)
+local function tags(prefix, fp)
+  return prefix .. 'known:' .. fp, prefix .. 'junk:' .. fp, prefix .. 'utags:' .. fp
+end
+
+local function deposit(prefix, fp, tag, blob, now, max_messages, max_bytes, max_unknown, max_unknown_bytes)
   local blobs, meta, size = box(prefix, fp)
+  local known, junk, utags = tags(prefix, fp)
   local used = tonumber(redis.call('GET', size) or '0')
-  if redis.call('HLEN', meta) >= max_messages or used + #blob > max_bytes then
-    return false
+  local counts = redis.call('HMGET', junk, 'n', 'bytes')
+  local junk_n, junk_bytes = tonumber(counts[1] or '0'), tonumber(counts[2] or '0')
+  local registered = redis.call('SISMEMBER', known, tag) == 1
+  if registered then
+    if redis.call('HLEN', meta) - junk_n >= max_messages or used - junk_bytes + #blob > max_bytes then
+      return false, 'mailbox_full'
+    end
+  elseif junk_n >= max_unknown or junk_bytes + #blob > max_unknown_bytes then
+    return false, 'unknown_full'
+  end
+  if not registered then
+    redis.call('HINCRBY', junk, 'n', 1)
+    redis.call('HINCRBY', junk, 'bytes', #blob)
+    redis.call('SADD', utags, tag)
   end
   local id = string.format('%d', redis.call('INCR', prefix .. 'seq'))
   redis.call('HSET', blobs, id, blob)
@@ -45,22 +65,74 @@ local function remove(prefix, fp, id)
     return 0
   end
   local tag = string.sub(row, string.find(row, ' ', 1, true) + 1)
-  redis.call('DECRBY', size, redis.call('HSTRLEN', blobs, id))
+  local bytes = redis.call('HSTRLEN', blobs, id)
+  local known, junk, utags = tags(prefix, fp)
+  local by_tag = prefix .. 'tag:' .. fp .. ':' .. tag
+  redis.call('DECRBY', size, bytes)
   redis.call('HDEL', blobs, id)
   redis.call('HDEL', meta, id)
-  redis.call('ZREM', prefix .. 'tag:' .. fp .. ':' .. tag, id)
+  redis.call('ZREM', by_tag, id)
   redis.call('ZREM', prefix .. 'age', fp .. ' ' .. id)
+  if redis.call('SISMEMBER', known, tag) == 0 then
+    redis.call('HINCRBY', junk, 'n', -1)
+    redis.call('HINCRBY', junk, 'bytes', -bytes)
+    if redis.call('ZCARD', by_tag) == 0 then
+      redis.call('SREM', utags, tag)
+    end
+  end
   if redis.call('HLEN', meta) == 0 then
-    redis.call('DEL', size)  -- an emptied mailbox leaves no keys behind
+    redis.call('DEL', size, junk, utags)  -- an emptied mailbox leaves only its registered tags
   end
   return 1
 end
+
+-- Register one tag (unless the mailbox has `most`); mail waiting under it moves to the
+-- registered quota. Returns false once the mailbox is at its most.
+local function register(prefix, fp, tag, most)
+  local known, junk, utags = tags(prefix, fp)
+  if redis.call('SISMEMBER', known, tag) == 1 then return true end
+  if redis.call('SCARD', known) >= most then return false end
+  redis.call('SADD', known, tag)
+  if redis.call('SREM', utags, tag) == 1 then
+    local blobs = prefix .. 'blob:' .. fp
+    local ids = redis.call('ZRANGE', prefix .. 'tag:' .. fp .. ':' .. tag, 0, -1)
+    local bytes = 0
+    for _, id in ipairs(ids) do
+      bytes = bytes + redis.call('HSTRLEN', blobs, id)
+    end
+    redis.call('HINCRBY', junk, 'n', -#ids)
+    redis.call('HINCRBY', junk, 'bytes', -bytes)
+  end
+  return true
+end
 """
 
-# ARGV: prefix, fp, tag, blob, now, max_messages, max_bytes
+# ARGV: prefix, fp, tag, blob, now, max_messages, max_bytes, max_unknown, max_unknown_bytes
+# -> the new id, or the outcome at a cap ("mailbox_full", "unknown_full")
 DEPOSIT = _LIB + """
-local id = deposit(ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5], tonumber(ARGV[6]), tonumber(ARGV[7]))
-return id or ''
+local id, full = deposit(ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5], tonumber(ARGV[6]),
+                         tonumber(ARGV[7]), tonumber(ARGV[8]), tonumber(ARGV[9]))
+return id or full
+"""
+
+# ARGV: prefix, fp, most, tag...
+REGISTER = _LIB + """
+for i = 4, #ARGV do
+  if not register(ARGV[1], ARGV[2], ARGV[i], tonumber(ARGV[3])) then break end
+end
+return 0
+"""
+
+# ARGV: prefix, fp -> how many blobs under tags not registered were deleted
+PURGE_UNKNOWN = _LIB + """
+local _, _, utags = tags(ARGV[1], ARGV[2])
+local gone = 0
+for _, tag in ipairs(redis.call('SMEMBERS', utags)) do
+  for _, id in ipairs(redis.call('ZRANGE', ARGV[1] .. 'tag:' .. ARGV[2] .. ':' .. tag, 0, -1)) do
+    gone = gone + remove(ARGV[1], ARGV[2], id)
+  end
+end
+return gone
 """
 
 # ARGV: prefix, tag, blob, now, max_messages, max_bytes
@@ -70,7 +142,8 @@ local fp, expires, used = unpack(redis.call('HMGET', slot, 'fp', 'expires', 'use
 if not fp then return 'unknown' end
 if used == '1' then return 'used' end
 if tonumber(ARGV[4]) >= tonumber(expires) then return 'expired' end
-if not deposit(ARGV[1], fp, ARGV[2], ARGV[3], ARGV[4], tonumber(ARGV[5]), tonumber(ARGV[6])) then
+local max_messages, max_bytes = tonumber(ARGV[5]), tonumber(ARGV[6])
+if not deposit(ARGV[1], fp, ARGV[2], ARGV[3], ARGV[4], max_messages, max_bytes, max_messages, max_bytes) then
   return 'mailbox_full'
 end
 redis.call('HSET', slot, 'used', '1')
@@ -142,9 +215,10 @@ end
 return {#old, gone}
 """
 
-# KEYS: the slot. ARGV: fp, expires, expire_at_ms. The first creator of a tag keeps it, as in
-# SQLite's INSERT OR IGNORE.
-CREATE_INVITE = """
+# KEYS: the slot. ARGV: fp, expires, expire_at_ms, prefix, most, tag. The first creator of a tag
+# keeps it, as in SQLite's INSERT OR IGNORE; the owner's tag is registered either way.
+CREATE_INVITE = _LIB + """
+register(ARGV[4], ARGV[1], ARGV[6], tonumber(ARGV[5]))
 if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
 redis.call('HSET', KEYS[1], 'fp', ARGV[1], 'expires', ARGV[2], 'used', '0')
 redis.call('PEXPIREAT', KEYS[1], ARGV[3])

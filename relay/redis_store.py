@@ -17,7 +17,7 @@ from typing import Any
 from redis.asyncio import Redis
 
 from relay import redis_scripts
-from relay.store import DepositOutcome, Mail, RedeemOutcome
+from relay.store import MOST_TAGS, DepositOutcome, Mail, RedeemOutcome
 
 PURGE_BATCH = 500  # blobs per purge script call, so one sweep never blocks Redis for long
 INVITE_GRACE_S = 86400  # a used or expired slot answers "used"/"expired" this long, as in SQLite
@@ -53,6 +53,8 @@ class RedisStore:
         self._ack = register(redis_scripts.ACK)
         self._purge = register(redis_scripts.PURGE)
         self._create_invite = register(redis_scripts.CREATE_INVITE)
+        self._register = register(redis_scripts.REGISTER)
+        self._purge_unknown = register(redis_scripts.PURGE_UNKNOWN)
         self._revoke_invite = register(redis_scripts.REVOKE_INVITE)
 
     def _key(self, *parts: str) -> str:
@@ -66,13 +68,24 @@ class RedisStore:
         return None if value is None else _text(value)
 
     async def deposit(
-        self, fp: str, tag: str, blob: bytes, now: float, max_messages: int, max_bytes: int
+        self, fp: str, tag: str, blob: bytes, now: float, max_messages: int, max_bytes: int,
+        max_unknown: int | None = None, max_unknown_bytes: int | None = None,
     ) -> tuple[DepositOutcome, str]:
-        args: list[Any] = [self.prefix, fp, tag, blob, _num(now), max_messages, max_bytes]
-        mail_id = (await self._deposit(args=args)).decode()
-        if not mail_id:
-            return DepositOutcome.MAILBOX_FULL, ""
-        return DepositOutcome.STORED, str(mail_id)
+        args: list[Any] = [self.prefix, fp, tag, blob, _num(now), max_messages, max_bytes,
+                           max_unknown or max_messages, max_unknown_bytes or max_bytes]
+        answer = (await self._deposit(args=args)).decode()
+        if not answer.isdigit():
+            return DepositOutcome(answer), ""
+        return DepositOutcome.STORED, answer
+
+    async def register_tags(self, fp: str, tags: list[str], most: int) -> None:
+        await self._register(args=[self.prefix, fp, most, *tags])
+
+    async def is_registered(self, fp: str, tag: str) -> bool:
+        return bool(await self.redis.sismember(self._key("known", fp), tag))
+
+    async def purge_unknown(self, fp: str) -> int:
+        return int(await self._purge_unknown(args=[self.prefix, fp]))
 
     async def fetch(self, fp: str, tags: list[str], limit: int, since: float) -> list[Mail]:
         args: list[Any] = [self.prefix, fp, _num(since), limit, *tags]
@@ -92,8 +105,10 @@ class RedisStore:
         seconds = max(1, math.ceil(window))
         return bool(await self.redis.set(self._key("nonce", fp, nonce), b"1", nx=True, ex=seconds))
 
-    async def create_invite(self, fp: str, tag: str, expires: float) -> None:
-        args: list[Any] = [fp, _num(expires), _slot_expiry_ms(expires)]
+    async def create_invite(
+        self, fp: str, tag: str, expires: float, most_tags: int = MOST_TAGS
+    ) -> None:
+        args: list[Any] = [fp, _num(expires), _slot_expiry_ms(expires), self.prefix, most_tags, tag]
         await self._create_invite(keys=[self._key("invite", tag)], args=args)
 
     async def revoke_invite(self, fp: str, tag: str) -> bool:

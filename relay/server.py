@@ -1,4 +1,5 @@
-"""Run the relay under uvicorn: one worker, uvloop and httptools when installed.
+"""Run the relay under uvicorn: one worker, uvloop, and httptools with the relay's own limits
+(`relay.http_limits`).
 
 The access log is off: it would record client addresses and mailbox fingerprints in clear
 (what the relay logs itself names them through `relay.logsafe`).
@@ -6,14 +7,47 @@ The access log is off: it would record client addresses and mailbox fingerprints
 
 from __future__ import annotations
 
+import dataclasses
+import logging
+import resource
 from pathlib import Path
 
 import uvicorn
 
 from relay.app import create_app
 from relay.backends import StoreKind, StoreSpec, open_backend
-from relay.config import RelayConfig
+from relay.config import HttpLimits, RelayConfig
+from relay.http_limits import protocol_for
 from relay.metrics import Metrics, serve_metrics
+
+WS_MAX_SIZE = 64 * 1024  # a push stream's client never needs to send more than a close
+SPARE_FILES = 64  # descriptors kept for the store, the metrics listener and the log
+log = logging.getLogger("talk.relay")
+
+
+def open_files_limit() -> int:
+    """Raise this process's soft limit on open files to its hard limit (systemd's LimitNOFILE,
+    or the shell's `ulimit -Hn`); many hosts start services at a soft 1,024."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard == resource.RLIM_INFINITY or hard > soft:
+        wanted = 1 << 20 if hard == resource.RLIM_INFINITY else hard
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (wanted, hard))
+            soft = wanted
+        except (ValueError, OSError):
+            pass  # keep the soft limit; the connection cap below still fits under it
+    return soft
+
+
+def fit_connections(limits: HttpLimits, open_files: int) -> HttpLimits:
+    """The connection cap, lowered when the open-files limit could not hold it: past that limit
+    accept() fails and nobody, /healthz included, gets an answer."""
+    room = max(1, open_files - SPARE_FILES)
+    if limits.max_connections <= room:
+        return limits
+    log.warning("relay: --max-connections %d lowered to %d to fit the open-files limit %d "
+                "(raise LimitNOFILE or ulimit -n)", limits.max_connections, room, open_files)
+    return dataclasses.replace(limits, max_connections=room)
 
 
 def build_server(
@@ -30,13 +64,16 @@ def build_server(
     if metrics_port is not None:  # first: a port in use must not leave a new store file behind
         serve_metrics(metrics, metrics_port)
     store, hub = open_backend(spec)
+    limits = fit_connections(config.http, open_files_limit())
     app = create_app(store, config, hub, metrics, str(spec.kind))
     uv_config = uvicorn.Config(
         app,
         host=host,
         port=port,
+        http=protocol_for(limits),
         access_log=False,
         log_level="warning",
+        ws_max_size=WS_MAX_SIZE,
         ws_per_message_deflate=False,  # ciphertext does not compress; deflate only costs CPU
         server_header=False,
         # uvicorn would otherwise take X-Forwarded-For from loopback peers as the client address;

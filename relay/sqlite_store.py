@@ -8,17 +8,23 @@ microseconds, less than handing them to a thread pool.
 Deposits and acks are group-committed: the ones that arrive in the same turn of the event
 loop share one transaction (its BEGIN and COMMIT cost more than the rows), and each caller
 is answered only after that commit.
+
+Each mail row says whether its tag was registered (`known`); `boxes` keeps per-mailbox totals
+for both kinds, so a deposit checks its own quota with one lookup (see `relay.store`).
+The file, and the -wal and -shm files SQLite creates with the file's mode, are 0600.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
+import os
 import sqlite3
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
-from relay.store import DepositOutcome, Mail, RedeemOutcome
+from relay.store import MOST_TAGS, DepositOutcome, Mail, RedeemOutcome
 
 T = TypeVar("T")
 
@@ -26,13 +32,14 @@ SCHEMA = """
 CREATE TABLE IF NOT EXISTS bundles (fp TEXT PRIMARY KEY, bundle TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS mail (
     id INTEGER PRIMARY KEY AUTOINCREMENT,
-    fp TEXT NOT NULL, tag TEXT NOT NULL, blob BLOB NOT NULL, created REAL NOT NULL
+    fp TEXT NOT NULL, tag TEXT NOT NULL, blob BLOB NOT NULL, created REAL NOT NULL,
+    known INTEGER NOT NULL DEFAULT 0
 );
 CREATE INDEX IF NOT EXISTS mail_box ON mail (fp, tag, id);
 CREATE INDEX IF NOT EXISTS mail_age ON mail (created);
-CREATE TABLE IF NOT EXISTS boxes (
-    fp TEXT PRIMARY KEY, count INTEGER NOT NULL, bytes INTEGER NOT NULL
-);
+CREATE TABLE IF NOT EXISTS known (
+    fp TEXT NOT NULL, tag TEXT NOT NULL, PRIMARY KEY (fp, tag)
+) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS nonces (
     fp TEXT NOT NULL, nonce TEXT NOT NULL, seen REAL NOT NULL, PRIMARY KEY (fp, nonce)
 );
@@ -40,18 +47,43 @@ CREATE TABLE IF NOT EXISTS invites (
     tag TEXT PRIMARY KEY, fp TEXT NOT NULL, expires REAL NOT NULL, used INTEGER NOT NULL DEFAULT 0
 );
 """
+# Rebuilt from `mail` at every start, so its shape can change between versions.
+BOXES = """
+DROP TABLE IF EXISTS boxes;
+CREATE TABLE boxes (
+    fp TEXT PRIMARY KEY, count INTEGER NOT NULL, bytes INTEGER NOT NULL,
+    junk INTEGER NOT NULL, junk_bytes INTEGER NOT NULL
+);
+"""
+PRIVATE = 0o600
+log = logging.getLogger("talk.relay")
+
+
+def _private_file(path: Path) -> None:
+    """Create the database file 0600 (or tighten an older one) before SQLite opens it."""
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    os.close(os.open(path, os.O_CREAT | os.O_RDWR, PRIVATE))
+    for each in (path, path.with_name(path.name + "-wal"), path.with_name(path.name + "-shm")):
+        if each.exists() and each.stat().st_mode & 0o777 != PRIVATE:
+            try:
+                each.chmod(PRIVATE)
+            except OSError as exc:  # another user's file: say so, but serve
+                log.warning("relay: cannot make %s private (%s); run chmod 600 on it", each, exc)
 
 
 class SqliteStore:
     def __init__(self, path: Path | str) -> None:
         self.path = str(path)
         if self.path != ":memory:":
-            Path(self.path).parent.mkdir(parents=True, exist_ok=True)
+            _private_file(Path(self.path))
         self.db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
         self.db.execute("PRAGMA journal_mode=WAL")
         self.db.execute("PRAGMA synchronous=NORMAL")
         self.db.execute("PRAGMA secure_delete=ON")  # acked ciphertext does not linger in free pages
         self.db.executescript(SCHEMA)
+        columns = {row[1] for row in self.db.execute("PRAGMA table_info(mail)")}
+        if "known" not in columns:  # a file from before tags were registered: all of it unknown
+            self.db.execute("ALTER TABLE mail ADD COLUMN known INTEGER NOT NULL DEFAULT 0")
         self._recount()
         self._pending: list[tuple[Callable[[], Any], asyncio.Future[Any]]] = []
 
@@ -98,12 +130,13 @@ class SqliteStore:
         transaction as every insert and delete. Rebuilding at start makes them exact whatever
         an older relay or a crash left behind.
         """
+        self.db.executescript(BOXES)
         with self.db:
             self.db.execute("BEGIN IMMEDIATE")
-            self.db.execute("DELETE FROM boxes")
             self.db.execute(
-                "INSERT INTO boxes (fp, count, bytes) "
-                "SELECT fp, COUNT(*), SUM(LENGTH(blob)) FROM mail GROUP BY fp"
+                "INSERT INTO boxes (fp, count, bytes, junk, junk_bytes) SELECT fp, SUM(known), "
+                "SUM(known * LENGTH(blob)), SUM(1 - known), SUM((1 - known) * LENGTH(blob)) "
+                "FROM mail GROUP BY fp"
             )
 
     async def put_bundle(self, fp: str, bundle: str) -> None:
@@ -113,25 +146,78 @@ class SqliteStore:
         row = self.db.execute("SELECT bundle FROM bundles WHERE fp = ?", (fp,)).fetchone()
         return row[0] if row else None
 
-    def _room(self, fp: str, size: int, max_messages: int, max_bytes: int) -> bool:
-        row = self.db.execute("SELECT count, bytes FROM boxes WHERE fp = ?", (fp,)).fetchone()
-        count, total = row if row else (0, 0)
-        return bool(count < max_messages and total + size <= max_bytes)
+    def _known(self, fp: str, tag: str) -> bool:
+        row = self.db.execute("SELECT 1 FROM known WHERE fp = ? AND tag = ?", (fp, tag)).fetchone()
+        return row is not None
 
-    def _insert(self, fp: str, tag: str, blob: bytes, now: float) -> str:
+    def _room(self, fp: str, known: bool, size: int, messages: int, total: int) -> bool:
+        """Whether `size` more bytes fit the quota of their kind (`messages`, `total` bytes)."""
+        row = self.db.execute(
+            "SELECT count, bytes, junk, junk_bytes FROM boxes WHERE fp = ?", (fp,)
+        ).fetchone()
+        if row is None:
+            count, used = 0, 0
+        else:
+            count, used = (row[0], row[1]) if known else (row[2], row[3])
+        return bool(count < messages and used + size <= total)
+
+    def _insert(self, fp: str, tag: str, blob: bytes, now: float, known: bool) -> str:
         cur = self.db.execute(
-            "INSERT INTO mail (fp, tag, blob, created) VALUES (?, ?, ?, ?)", (fp, tag, blob, now)
+            "INSERT INTO mail (fp, tag, blob, created, known) VALUES (?, ?, ?, ?, ?)",
+            (fp, tag, blob, now, int(known)),
         )
-        self._count(fp, 1, len(blob))
+        self._count(fp, known, 1, len(blob))
         return str(cur.lastrowid)
 
     async def deposit(
-        self, fp: str, tag: str, blob: bytes, now: float, max_messages: int, max_bytes: int
+        self, fp: str, tag: str, blob: bytes, now: float, max_messages: int, max_bytes: int,
+        max_unknown: int | None = None, max_unknown_bytes: int | None = None,
     ) -> tuple[DepositOutcome, str]:
         def op() -> tuple[DepositOutcome, str]:
-            if not self._room(fp, len(blob), max_messages, max_bytes):
+            known = self._known(fp, tag)
+            if known and not self._room(fp, True, len(blob), max_messages, max_bytes):
                 return DepositOutcome.MAILBOX_FULL, ""
-            return DepositOutcome.STORED, self._insert(fp, tag, blob, now)
+            if not known and not self._room(
+                fp, False, len(blob), max_unknown or max_messages, max_unknown_bytes or max_bytes
+            ):
+                return DepositOutcome.UNKNOWN_FULL, ""
+            return DepositOutcome.STORED, self._insert(fp, tag, blob, now, known)
+
+        return await self._grouped(op)
+
+    async def register_tags(self, fp: str, tags: list[str], most: int) -> None:
+        await self._grouped(lambda: self._register(fp, tags, most))
+
+    def _register(self, fp: str, tags: list[str], most: int) -> None:
+        have = int(self.db.execute("SELECT COUNT(*) FROM known WHERE fp = ?", (fp,)).fetchone()[0])
+        for tag in dict.fromkeys(tags):
+            if have >= most:
+                return
+            if self.db.execute(
+                "INSERT OR IGNORE INTO known (fp, tag) VALUES (?, ?)", (fp, tag)
+            ).rowcount != 1:
+                continue
+            have += 1
+            sizes = self.db.execute(
+                "UPDATE mail SET known = 1 WHERE fp = ? AND tag = ? AND known = 0 "
+                "RETURNING LENGTH(blob)", (fp, tag),
+            ).fetchall()
+            if sizes:
+                moved = sum(size for (size,) in sizes)
+                self._count(fp, False, -len(sizes), -moved)
+                self._count(fp, True, len(sizes), moved)
+
+    async def is_registered(self, fp: str, tag: str) -> bool:
+        return self._known(fp, tag)
+
+    async def purge_unknown(self, fp: str) -> int:
+        def op() -> int:
+            sizes = self.db.execute(
+                "DELETE FROM mail WHERE fp = ? AND known = 0 RETURNING LENGTH(blob)", (fp,)
+            ).fetchall()
+            if sizes:
+                self._count(fp, False, -len(sizes), -sum(size for (size,) in sizes))
+            return len(sizes)
 
         return await self._grouped(op)
 
@@ -151,22 +237,25 @@ class SqliteStore:
         marks = ",".join("?" * len(numeric))
 
         def op() -> int:
-            sizes = self.db.execute(
-                f"DELETE FROM mail WHERE fp = ? AND id IN ({marks}) RETURNING LENGTH(blob)",
+            rows = self.db.execute(
+                f"DELETE FROM mail WHERE fp = ? AND id IN ({marks}) RETURNING known, LENGTH(blob)",
                 (fp, *numeric),
             ).fetchall()
-            if sizes:
-                self._count(fp, -len(sizes), -sum(size for (size,) in sizes))
-            return len(sizes)
+            for known, (messages, size) in _totals(rows).items():
+                self._count(fp, bool(known), -messages, -size)
+            return len(rows)
 
         return await self._grouped(op)
 
-    def _count(self, fp: str, messages: int, size: int) -> None:
-        """Move a mailbox's running totals (inside the caller's transaction)."""
+    def _count(self, fp: str, known: bool, messages: int, size: int) -> None:
+        """Move a mailbox's running totals of one kind (inside the caller's transaction)."""
+        values = (messages, size, 0, 0) if known else (0, 0, messages, size)
         self.db.execute(
-            "INSERT INTO boxes (fp, count, bytes) VALUES (?, ?, ?) ON CONFLICT (fp) DO UPDATE "
-            "SET count = count + excluded.count, bytes = bytes + excluded.bytes",
-            (fp, messages, size),
+            "INSERT INTO boxes (fp, count, bytes, junk, junk_bytes) VALUES (?, ?, ?, ?, ?) "
+            "ON CONFLICT (fp) DO UPDATE SET count = count + excluded.count, "
+            "bytes = bytes + excluded.bytes, junk = junk + excluded.junk, "
+            "junk_bytes = junk_bytes + excluded.junk_bytes",
+            (fp, *values),
         )
 
     async def remember_nonce(self, fp: str, nonce: str, now: float, window: float) -> bool:
@@ -178,10 +267,16 @@ class SqliteStore:
 
         return await self._grouped(op)
 
-    async def create_invite(self, fp: str, tag: str, expires: float) -> None:
-        self.db.execute(
-            "INSERT OR IGNORE INTO invites (tag, fp, expires) VALUES (?, ?, ?)", (tag, fp, expires)
-        )
+    async def create_invite(
+        self, fp: str, tag: str, expires: float, most_tags: int = MOST_TAGS
+    ) -> None:
+        def op() -> None:
+            self.db.execute(
+                "INSERT OR IGNORE INTO invites (tag, fp, expires) VALUES (?, ?, ?)", (tag, fp, expires)
+            )
+            self._register(fp, [tag], most_tags)
+
+        await self._grouped(op)
 
     async def revoke_invite(self, fp: str, tag: str) -> bool:
         cur = self.db.execute("DELETE FROM invites WHERE tag = ? AND fp = ?", (tag, fp))
@@ -206,21 +301,24 @@ class SqliteStore:
                 return RedeemOutcome.USED
             if now >= expires:
                 return RedeemOutcome.EXPIRED
-            if not self._room(fp, len(blob), max_messages, max_bytes):
+            known = self._known(fp, tag)  # registered with the slot, unless the owner was at its most
+            if not self._room(fp, known, len(blob), max_messages, max_bytes):
                 return RedeemOutcome.MAILBOX_FULL
             self.db.execute("UPDATE invites SET used = 1 WHERE tag = ?", (tag,))
-            self._insert(fp, tag, blob, now)
+            self._insert(fp, tag, blob, now, known)
             return RedeemOutcome.STORED
 
     async def purge(self, now: float, ttl: float) -> int:
         with self.db:
             self.db.execute("BEGIN IMMEDIATE")
             expired = self.db.execute(
-                "DELETE FROM mail WHERE created <= ? RETURNING fp, LENGTH(blob)", (now - ttl,)
+                "DELETE FROM mail WHERE created <= ? RETURNING fp, known, LENGTH(blob)", (now - ttl,)
             ).fetchall()
-            for fp, (messages, size) in _totals(expired).items():
-                self._count(fp, -messages, -size)
-            self.db.execute("DELETE FROM boxes WHERE count <= 0")
+            for (fp, known), (messages, size) in _totals(
+                [((fp, known), size) for fp, known, size in expired]
+            ).items():
+                self._count(fp, bool(known), -messages, -size)
+            self.db.execute("DELETE FROM boxes WHERE count <= 0 AND junk <= 0")
             gone = len(expired)
             self.db.execute("DELETE FROM nonces WHERE seen <= ?", (now - 600,))
             # A used slot is kept until expiry so a reused code gets "already used", not "unknown".
@@ -228,7 +326,7 @@ class SqliteStore:
         return gone
 
     async def stored(self) -> int:
-        return int(self.db.execute("SELECT COALESCE(SUM(count), 0) FROM boxes").fetchone()[0])
+        return int(self.db.execute("SELECT COALESCE(SUM(count + junk), 0) FROM boxes").fetchone()[0])
 
     async def ping(self) -> None:
         self.db.execute("SELECT 1").fetchone()
@@ -239,10 +337,13 @@ class SqliteStore:
         self.db.close()
 
 
-def _totals(rows: list[tuple[str, int]]) -> dict[str, tuple[int, int]]:
-    """(mailbox, size) rows → per mailbox (how many, how many bytes)."""
-    totals: dict[str, tuple[int, int]] = {}
-    for fp, size in rows:
-        count, total = totals.get(fp, (0, 0))
-        totals[fp] = (count + 1, total + size)
+K = TypeVar("K")
+
+
+def _totals(rows: list[tuple[K, int]]) -> dict[K, tuple[int, int]]:
+    """(key, size) rows → per key (how many, how many bytes)."""
+    totals: dict[K, tuple[int, int]] = {}
+    for key, size in rows:
+        count, total = totals.get(key, (0, 0))
+        totals[key] = (count + 1, total + size)
     return totals

@@ -2,6 +2,12 @@
 
 Methods are async so a networked store fits the same shape; decisions that need no I/O
 (limits, auth verdicts) live in the app and in `keys.wire`.
+
+Known and unknown tags. Anyone may deposit under any tag, so a mailbox keeps two quotas: one
+for mail under tags its owner has registered (named in an owner-authenticated fetch, or an
+invite slot it opened) and a small one for every other tag. Junk under random tags fills only
+the second. When the owner registers a tag, the mail already waiting under it moves to the
+first. The relay still learns only that the owner reads a tag, never whose tag it is.
 """
 
 from __future__ import annotations
@@ -9,6 +15,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Protocol
+
+MOST_TAGS = 10_000  # registered tags per mailbox, unless the relay is configured otherwise
 
 
 @dataclass(frozen=True)
@@ -22,6 +30,7 @@ class Mail:
 class DepositOutcome(StrEnum):
     STORED = "stored"
     MAILBOX_FULL = "mailbox_full"
+    UNKNOWN_FULL = "unknown_full"  # the quota for tags the owner has not registered is used up
 
 
 class RedeemOutcome(StrEnum):
@@ -38,9 +47,25 @@ class Store(Protocol):
     async def get_bundle(self, fp: str) -> str | None: ...
 
     async def deposit(
-        self, fp: str, tag: str, blob: bytes, now: float, max_messages: int, max_bytes: int
+        self, fp: str, tag: str, blob: bytes, now: float, max_messages: int, max_bytes: int,
+        max_unknown: int | None = None, max_unknown_bytes: int | None = None,
     ) -> tuple[DepositOutcome, str]:
-        """Store a blob unless the mailbox is at a cap; return the outcome and the new id."""
+        """Store a blob unless its quota is full; return the outcome and the new id.
+
+        A registered tag's mail counts against `max_messages`/`max_bytes`; any other tag's
+        against `max_unknown`/`max_unknown_bytes` (by default the same numbers, kept apart).
+        """
+        ...
+
+    async def register_tags(self, fp: str, tags: list[str], most: int) -> None:
+        """Mark `tags` as the owner's (at most `most` per mailbox); their waiting mail moves
+        to the registered quota. Registering a tag twice changes nothing."""
+        ...
+
+    async def is_registered(self, fp: str, tag: str) -> bool: ...
+
+    async def purge_unknown(self, fp: str) -> int:
+        """Delete the mailbox's mail under tags never registered; return how many blobs went."""
         ...
 
     async def fetch(self, fp: str, tags: list[str], limit: int, since: float) -> list[Mail]:
@@ -53,7 +78,11 @@ class Store(Protocol):
         """Record a request nonce; False if it was seen within `window` seconds (a replay)."""
         ...
 
-    async def create_invite(self, fp: str, tag: str, expires: float) -> None: ...
+    async def create_invite(
+        self, fp: str, tag: str, expires: float, most_tags: int = MOST_TAGS
+    ) -> None:
+        """Open an invite slot; its tag is registered for the owner (redemptions are expected)."""
+        ...
 
     async def revoke_invite(self, fp: str, tag: str) -> bool: ...
 

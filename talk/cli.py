@@ -15,6 +15,7 @@ from talk.install_claude import install_claude_command
 from talk.install_codex import install_codex_command
 from talk.options import Json, PassFile, Relay, User
 from talk.output import LOUD_NO_PASSPHRASE, emit_json, result, warn
+from talk.purge import purge
 from talk.spool_cli import gc_command, log_command, session_app
 
 if TYPE_CHECKING:
@@ -319,22 +320,71 @@ def run_relay(
     max_streams: Annotated[int, typer.Option(
         min=1, envvar="TALK_RELAY_MAX_STREAMS",
         help="Open push streams per mailbox on this process (429 above).")] = 8,
+    rate_publish: Annotated[str, typer.Option(
+        envvar="TALK_RELAY_RATE_PUBLISH",
+        help="Key publications per client address: N/S[:BURST] (429 above), or off.")] = "10/60:200",
+    rate_lookup: Annotated[str, typer.Option(
+        envvar="TALK_RELAY_RATE_LOOKUP",
+        help="Key lookups per client address: N/S[:BURST] (429 above), or off.")] = "20/1:400",
+    rate_owner: Annotated[str, typer.Option(
+        envvar="TALK_RELAY_RATE_OWNER",
+        help="Owner requests (fetch, ack, session, invites, purge) per client address: "
+        "N/S[:BURST] (429 above), or off.")] = "100/1:2000",
+    rate_stream: Annotated[str, typer.Option(
+        envvar="TALK_RELAY_RATE_STREAM",
+        help="Push stream handshakes per client address: N/S[:BURST] (429 above), or off.")] = "2/1:60",
+    max_unknown: Annotated[int, typer.Option(
+        min=1, envvar="TALK_RELAY_MAX_UNKNOWN",
+        help="Messages per mailbox under tags its owner never fetched (507 above).")] = 200,
     behind_proxy: Annotated[bool, typer.Option(
         envvar="TALK_RELAY_BEHIND_PROXY",
-        help="Limit by the first X-Forwarded-For hop: only behind a proxy that sets it.")] = False,
+        help="Take the client address from X-Forwarded-For: the rightmost hop that is not a "
+        "--trusted-proxies address. Only behind a proxy that appends to it.")] = False,
+    trusted_proxies: Annotated[str, typer.Option(
+        envvar="TALK_RELAY_TRUSTED_PROXIES",
+        help="With --behind-proxy: addresses or CIDRs of further proxies, comma-separated.")] = "",
+    max_connections: Annotated[int, typer.Option(
+        min=1, envvar="TALK_RELAY_MAX_CONNECTIONS",
+        help="Open connections on this process (503 above).")] = 4096,
+    max_connections_per_client: Annotated[int, typer.Option(
+        min=0, envvar="TALK_RELAY_MAX_CONNECTIONS_PER_CLIENT",
+        help="Open connections from one address (503 above); 0 for no cap. "
+        "Off with --behind-proxy, where all come from the proxy.")] = 512,
+    max_header_bytes: Annotated[int, typer.Option(
+        min=1024, envvar="TALK_RELAY_MAX_HEADER_BYTES",
+        help="Bytes of a request line and headers (431 above).")] = 64 * 1024,
+    max_headers: Annotated[int, typer.Option(
+        min=1, envvar="TALK_RELAY_MAX_HEADERS", help="Headers per request (431 above).")] = 100,
+    header_timeout: Annotated[float, typer.Option(
+        min=0.1, envvar="TALK_RELAY_HEADER_TIMEOUT",
+        help="Seconds a client has to send a request's headers (408 and closed after).")] = 10.0,
     metrics_port: Annotated[int | None, typer.Option(
         min=1, max=65535, envvar="TALK_RELAY_METRICS_PORT",
         help="Serve Prometheus metrics on 127.0.0.1:PORT (off unless given).")] = None,
 ) -> None:
     """Run a relay (SQLite file, or Redis for several replicas) until interrupted."""
+    import dataclasses
     import os
 
     from keys.keystore import talk_home
     from relay.backends import choose_store
+    from relay.config import HttpLimits
+    from relay.limits import parse_networks
     from relay.server import serve
 
-    config = _relay_config(ttl, max_blob, purge_interval, max_mailbox, rate_per_client, rate_per_tag,
-                           max_streams, behind_proxy)
+    config = _relay_config(ttl, max_blob, purge_interval, max_mailbox, max_streams, behind_proxy, {
+        "--rate-per-client": rate_per_client, "--rate-per-tag": rate_per_tag,
+        "--rate-publish": rate_publish, "--rate-lookup": rate_lookup,
+        "--rate-owner": rate_owner, "--rate-stream": rate_stream,
+    })
+    try:
+        proxies = parse_networks(trusted_proxies)
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc), param_hint="--trusted-proxies") from exc
+    per_peer = 0 if behind_proxy else max_connections_per_client
+    http = HttpLimits(max_header_bytes, max_headers, header_timeout, max_connections, per_peer)
+    config = dataclasses.replace(config, max_unknown_messages=max_unknown, trusted_proxies=proxies,
+                                 http=http)
     try:
         spec = choose_store(store, db, os.environ.get("TALK_RELAY_STORE"), talk_home() / "relay.db")
     except ValueError as exc:
@@ -345,9 +395,14 @@ def run_relay(
     serve(host, port, spec, config, metrics_port)
 
 
+RATE_FIELDS = {"--rate-per-client": "rate_per_client", "--rate-per-tag": "rate_per_tag",
+               "--rate-publish": "rate_publish", "--rate-lookup": "rate_lookup",
+               "--rate-owner": "rate_owner", "--rate-stream": "rate_stream"}
+
+
 def _relay_config(
     ttl: float, max_blob: int | None, purge_interval: float, max_mailbox: int | None,
-    rate_per_client: str, rate_per_tag: str, max_streams: int, behind_proxy: bool,
+    max_streams: int, behind_proxy: bool, rate_flags: dict[str, str],
 ) -> RelayConfig:
     """The RelayConfig the flags describe; a bad rate is a usage error naming its flag."""
     import dataclasses
@@ -355,18 +410,17 @@ def _relay_config(
     from relay.config import RelayConfig
     from relay.limits import Rate
 
-    rates = {}
-    for flag, text in (("--rate-per-client", rate_per_client), ("--rate-per-tag", rate_per_tag)):
+    rates: dict[str, Any] = {}
+    for flag, text in rate_flags.items():
         try:
-            rates[flag] = Rate.parse(text)
+            rates[RATE_FIELDS[flag]] = Rate.parse(text)
         except ValueError as exc:
             raise typer.BadParameter(str(exc), param_hint=flag) from exc
     try:
-        config = RelayConfig(
-            ttl_s=ttl, purge_interval_s=purge_interval, rate_per_client=rates["--rate-per-client"],
-            rate_per_tag=rates["--rate-per-tag"], max_streams_per_mailbox=max_streams,
+        config = dataclasses.replace(RelayConfig(
+            ttl_s=ttl, purge_interval_s=purge_interval, max_streams_per_mailbox=max_streams,
             behind_proxy=behind_proxy,
-        )
+        ), **rates)
     except ValueError as exc:
         raise typer.BadParameter(str(exc), param_hint="--ttl") from exc
     if max_blob is not None:
@@ -398,6 +452,7 @@ app.command()(conversation_cli.forward)
 app.add_typer(session_app, name="session")
 app.command("log")(log_command)
 app.command("gc")(gc_command)
+app.command()(purge)
 
 # The alarms: waking agent sessions on the hosts.
 install_app = typer.Typer(help="Install talk into an agent host (hooks, plugin).", no_args_is_help=True)

@@ -201,6 +201,7 @@ def _hex_path_cases() -> list[Bad]:
         ("POST", "/v1/mail/{fp}/{tag}", ["fp", "tag"]),
         ("POST", "/v1/mail/{fp}/fetch", ["fp"]),
         ("POST", "/v1/mail/{fp}/ack", ["fp"]),
+        ("POST", "/v1/mail/{fp}/purge", ["fp"]),
         ("POST", "/v1/mail/{fp}/session", ["fp"]),
         ("POST", "/v1/invites/{fp}", ["fp"]),
         ("POST", "/v1/invites/{fp}/revoke", ["fp"]),
@@ -226,6 +227,7 @@ def _json_body_cases() -> list[Bad]:
         ("PUT", "/v1/keys/{fp}", MISSING),
         ("POST", "/v1/mail/{fp}/fetch", OWNER),
         ("POST", "/v1/mail/{fp}/ack", OWNER),
+        ("POST", "/v1/mail/{fp}/purge", OWNER),
         ("POST", "/v1/invites/{fp}", OWNER),
         ("POST", "/v1/invites/{fp}/revoke", OWNER),
     ]
@@ -254,6 +256,7 @@ INVITE, REVOKE = "POST /v1/invites/{fp}", "POST /v1/invites/{fp}/revoke"
 KEYS_PUT, KEYS_GET = "PUT /v1/keys/{fp}", "GET /v1/keys/{fp}"
 DEPOSIT, REDEEM, HEALTH = "POST /v1/mail/{fp}/{tag}", "POST /v1/redeem/{tag}", "GET /healthz"
 FETCH_PATH, ACK_PATH = "/v1/mail/{fp}/fetch", "/v1/mail/{fp}/ack"
+PURGE, PURGE_PATH = "POST /v1/mail/{fp}/purge", "/v1/mail/{fp}/purge"
 NOW, NONCE = "{now}", "{nonce}"  # filled in as each request is sent
 
 
@@ -304,6 +307,11 @@ def _field_cases() -> list[Bad]:
         "expires-null": ({"tag": t, "expires": None}, "needs 'tag'"),
         "expires-list": ({"tag": t, "expires": [2e9]}, "needs 'tag'"),
     }
+    purge_bodies: dict[str, tuple[Any, str]] = {
+        "tags-string": ({"tags": t}, "'tags' must be a list"),
+        "tags-too-many": ({"tags": [t] * 1001}, "'tags' must be a list"),
+        "tags-punctuation": ({"tags": ["a-b"]}, "every item of 'tags'"),
+    }
     revoke_bodies: dict[str, tuple[Any, str]] = {
         "tag-missing": ({}, "'tag' must be 32 hex"),
         "tag-short": ({"tag": "ab"}, "'tag' must be 32 hex"),
@@ -311,6 +319,7 @@ def _field_cases() -> list[Bad]:
     }
     cases = []
     for route, path, table in ((FETCH, FETCH_PATH, fetch_bodies), (ACK, ACK_PATH, ack_bodies),
+                               (PURGE, PURGE_PATH, purge_bodies),
                                (INVITE, "/v1/invites/{fp}", invite_bodies),
                                (REVOKE, "/v1/invites/{fp}/revoke", revoke_bodies)):
         for label, (obj, says) in table.items():
@@ -351,7 +360,7 @@ def _auth_cases() -> list[Bad]:
         "sig-zeros": ({TIME_HEADER: NOW, NONCE_HEADER: NONCE,
                        SIGNATURE_HEADER: sig}, 403, "forbidden", "owner"),
     }
-    owner_routes = [(FETCH, FETCH_PATH), (ACK, ACK_PATH), (SESSION, SESSION_PATH),
+    owner_routes = [(FETCH, FETCH_PATH), (ACK, ACK_PATH), (SESSION, SESSION_PATH), (PURGE, PURGE_PATH),
                     (INVITE, "/v1/invites/{fp}"),
                     (REVOKE, "/v1/invites/{fp}/revoke")]
     cases = [
@@ -409,6 +418,7 @@ def _other_cases() -> list[Bad]:
         (KEYS_GET, "PATCH", "/v1/keys/{fp}"),
         (DEPOSIT, "GET", "/v1/mail/{fp}/{tag}"), (DEPOSIT, "PUT", "/v1/mail/{fp}/{tag}"),
         (FETCH, "GET", FETCH_PATH), (ACK, "GET", ACK_PATH), (ACK, "DELETE", ACK_PATH),
+        (PURGE, "GET", PURGE_PATH),
         (SESSION, "GET", SESSION_PATH), (SESSION, "PUT", SESSION_PATH),
         (INVITE, "GET", "/v1/invites/{fp}"), (INVITE, "PUT", "/v1/invites/{fp}"),
         (REVOKE, "GET", "/v1/invites/{fp}/revoke"), (REDEEM, "GET", "/v1/redeem/{tag}"),
@@ -456,7 +466,7 @@ def test_bad_request_table_covers_every_route() -> None:
                   for m in (r.methods or ()) if m != "HEAD"}
     finally:
         store.db.close()
-    assert len(routes) == 10
+    assert len(routes) == 11
     assert routes <= {c.route for c in BAD_REQUESTS}
     for route in routes - {HEALTH}:  # healthz takes no input but its method
         kinds = {c.status for c in BAD_REQUESTS if c.route == route}
@@ -720,6 +730,7 @@ def test_full_mailbox_is_507(tmp_path: Path) -> None:
     with relay_with(tmp_path, "--max-mailbox", "3") as relay:
         alice, bob = publish(relay, "alice"), publish(relay, "bob")
         tag, invite = new_tag(), new_tag()
+        assert waiting(relay, alice, [tag]) == {}  # alice reads this channel: its mail is hers
         ids = [deposit(relay, alice.fingerprint, tag, f"m{i}".encode()) for i in range(3)]
         path = f"/v1/mail/{alice.fingerprint}/{tag}"
         assert_error(call(relay, "POST", path, b"m3"), 507, "mailbox_full", "retry later")

@@ -25,7 +25,16 @@ from keys.identity import Identity
 from keys.wire import auth_headers
 from relay import logsafe
 from relay.app import VERSION
-from relay.limits import OFF, Limiter, Rate, TokenBucket, client_address, retry_after
+from relay.limits import (
+    OFF,
+    Limiter,
+    Rate,
+    TokenBucket,
+    WakeThrottle,
+    client_address,
+    parse_networks,
+    retry_after,
+)
 from tests.conftest import TALK, RelayProcess, free_port
 from tests.redis_support import StoreRelay
 from tests.test_relay_api import (
@@ -94,16 +103,48 @@ def test_limiter_sweeps_idle_buckets_but_keeps_busy_ones() -> None:
     assert limiter.take("busy", 1.5) == 0.0 and limiter.take("busy", 1.5) > 0.0
 
 
+def test_wake_throttle_paces_each_mailbox_and_keeps_one_late_wake() -> None:
+    throttle = WakeThrottle(1.0)
+    assert throttle.take("a", 10.0) == 0.0
+    assert throttle.take("a", 10.25) == pytest.approx(0.75)  # held back, sent at the window's end
+    assert throttle.take("a", 10.5) is None  # that one late wake covers the rest of the window
+    assert throttle.take("b", 10.5) == 0.0  # another mailbox has its own window
+    throttle.fired("a", 11.0)
+    assert throttle.take("a", 11.5) == pytest.approx(0.5)
+    throttle.fired("a", 12.0)
+    assert throttle.take("a", 13.0) == 0.0
+
+
 def test_retry_after_is_whole_seconds_and_never_zero() -> None:
     assert [retry_after(w) for w in (0.001, 0.5, 1.0, 1.01, 59.2)] == ["1", "1", "1", "2", "60"]
 
 
 def test_client_address_trusts_forwarded_for_only_behind_a_proxy() -> None:
     assert client_address("10.0.0.9", "1.2.3.4, 10.0.0.1", behind_proxy=False) == "10.0.0.9"
-    assert client_address("10.0.0.9", "1.2.3.4, 10.0.0.1", behind_proxy=True) == "1.2.3.4"
     assert client_address("10.0.0.9", None, behind_proxy=True) == "10.0.0.9"
-    assert client_address("10.0.0.9", " , 1.2.3.4", behind_proxy=True) == "10.0.0.9"
+    assert client_address("10.0.0.9", " , ", behind_proxy=True) == "10.0.0.9"
     assert client_address(None, None, behind_proxy=False) == "unknown"
+
+
+def test_behind_a_proxy_the_client_is_the_rightmost_untrusted_hop() -> None:
+    # The proxy appends the address it saw; whatever stands left of it the client wrote.
+    assert client_address("10.0.0.9", "6.6.6.6, 1.2.3.4", behind_proxy=True) == "1.2.3.4"
+    assert client_address("10.0.0.9", "1.2.3.4, ", behind_proxy=True) == "1.2.3.4"
+    cdn = parse_networks("10.0.0.0/8, 192.0.2.7")
+    assert client_address("10.0.0.9", "6.6.6.6, 1.2.3.4, 192.0.2.7, 10.1.1.1", True, cdn) == "1.2.3.4"
+    assert client_address("10.0.0.9", "10.2.2.2", True, cdn) == "10.0.0.9"  # all trusted: the peer
+    assert client_address("10.0.0.9", "6.6.6.6, not-an-ip", True, cdn) == "not-an-ip"
+    with pytest.raises(ValueError, match="bad proxy address 'x'"):
+        parse_networks("10.0.0.0/8, x")
+
+
+def test_an_ipv6_client_is_limited_as_its_64() -> None:
+    one = client_address("2001:db8:1:2:aaaa::1", None, behind_proxy=False)
+    assert one == client_address("2001:db8:1:2:ffff:1:2:3", None, behind_proxy=False) == "2001:db8:1:2::/64"
+    assert client_address("2001:db8:1:3::1", None, behind_proxy=False) != one
+    assert client_address("::ffff:192.0.2.1", None, behind_proxy=False) == "192.0.2.1"
+    assert client_address("10.0.0.9", "2001:db8::5, 10.0.0.1", True, parse_networks("10.0.0.1")) == (
+        "2001:db8::/64")
 
 
 def test_logsafe_hides_but_stays_stable_within_a_process() -> None:
@@ -170,9 +211,9 @@ def test_behind_proxy_limits_each_forwarded_client(
     monkeypatch.setenv("TALK_RELAY_BEHIND_PROXY", "1")
     with relay_with(tmp_path, "--rate-per-client", "2/60") as relay:
         fp = publish(relay).fingerprint
-        first = "192.0.2.1, 10.0.0.1"
+        first = "10.0.0.1, 192.0.2.1"  # the proxy appended 192.0.2.1; the client wrote the rest
         assert [deposit_as(relay, fp, new_tag(), first) for _ in range(3)] == [201, 201, 429]
-        assert deposit_as(relay, fp, new_tag(), "192.0.2.2, 10.0.0.1") == 201
+        assert deposit_as(relay, fp, new_tag(), "10.0.0.1, 192.0.2.2") == 201
 
 
 def test_a_bad_rate_is_a_usage_error(tmp_path: Path) -> None:

@@ -126,11 +126,12 @@ def test_purge_sweeps_more_than_one_batch(store: Store, run: Run[Any]) -> None:
 
 
 def test_caps_count_and_bytes(store: Store, run: Run[Any]) -> None:
-    fp, tag = hexid(), hexid()
+    fp, tag, other = hexid(), hexid(), hexid()
+    run(store.register_tags(fp, [tag], 10))
+    run(store.register_tags(other, [tag], 10))
     for _ in range(2):
         assert run(store.deposit(fp, tag, b"12345", NOW, 2, 100))[0] is DepositOutcome.STORED
     assert run(store.deposit(fp, tag, b"1", NOW, 2, 100)) == (DepositOutcome.MAILBOX_FULL, "")
-    other = hexid()
     assert run(store.deposit(other, tag, b"1234", NOW, 10, 10))[0] is DepositOutcome.STORED
     assert run(store.deposit(other, tag, b"123456", NOW, 10, 10))[0] is DepositOutcome.STORED
     assert run(store.deposit(other, tag, b"1", NOW, 10, 10)) == (DepositOutcome.MAILBOX_FULL, "")
@@ -140,8 +141,11 @@ def test_caps_count_and_bytes(store: Store, run: Run[Any]) -> None:
     assert len(run(store.fetch(fp, [tag], 10, 0))) == 2
 
 
-def test_concurrent_deposits_never_pass_the_cap(store: Store, run: Run[Any]) -> None:
+@pytest.mark.parametrize("registered", [True, False])
+def test_concurrent_deposits_never_pass_the_cap(store: Store, run: Run[Any], registered: bool) -> None:
     fp, tag = hexid(), hexid()
+    if registered:
+        run(store.register_tags(fp, [tag], 10))
 
     async def race() -> list[tuple[DepositOutcome, str]]:
         return list(await asyncio.gather(*(store.deposit(fp, tag, b"x", NOW, 7, BIG) for _ in range(30))))
@@ -149,6 +153,64 @@ def test_concurrent_deposits_never_pass_the_cap(store: Store, run: Run[Any]) -> 
     outcomes = [o for o, _ in run(race())]
     assert outcomes.count(DepositOutcome.STORED) == 7
     assert len(run(store.fetch(fp, [tag], 100, 0))) == 7
+
+
+STORED, FULL, UNKNOWN_FULL = (DepositOutcome.STORED, DepositOutcome.MAILBOX_FULL,
+                               DepositOutcome.UNKNOWN_FULL)
+
+
+def quota(run: Run[Any], store: Store, fp: str, tag: str, known: int = 3, unknown: int = 2) -> DepositOutcome:
+    """Deposit under small caps: `known` for registered tags, `unknown` for the rest."""
+    outcome, _ = run(store.deposit(fp, tag, b"blob", NOW, known, BIG, unknown, BIG))
+    return DepositOutcome(outcome)
+
+
+def test_unregistered_tags_cannot_crowd_out_registered_ones(store: Store, run: Run[Any]) -> None:
+    fp, mine = hexid(), hexid()
+    run(store.register_tags(fp, [mine], 10))
+    assert [quota(run, store, fp, hexid()) for _ in range(4)] == [STORED, STORED, UNKNOWN_FULL, UNKNOWN_FULL]
+    assert [quota(run, store, fp, mine) for _ in range(4)] == [STORED, STORED, STORED, FULL]
+    assert quota(run, store, hexid(), hexid()) is STORED  # another mailbox has its own quotas
+
+
+def test_registering_a_tag_moves_its_waiting_mail_to_the_owners_quota(store: Store, run: Run[Any]) -> None:
+    fp, early = hexid(), hexid()
+    assert [quota(run, store, fp, early) for _ in range(3)] == [STORED, STORED, UNKNOWN_FULL]
+    assert run(store.is_registered(fp, early)) is False
+    run(store.register_tags(fp, [early, early], 10))
+    assert run(store.is_registered(fp, early)) is True
+    assert run(store.is_registered(hexid(), early)) is False  # registered for this mailbox only
+    assert quota(run, store, fp, hexid()) is STORED  # the unknown quota has room again
+    assert [quota(run, store, fp, early) for _ in range(2)] == [STORED, FULL]  # 2 moved + 1 = 3
+    waiting = run(store.fetch(fp, [early], 10, 0))
+    assert len(waiting) == 3
+    assert run(store.ack(fp, [m.id for m in waiting])) == 3
+    assert [quota(run, store, fp, early) for _ in range(4)] == [STORED, STORED, STORED, FULL]
+
+
+def test_a_mailbox_registers_at_most_its_share_of_tags(store: Store, run: Run[Any]) -> None:
+    fp, tags = hexid(), [hexid() for _ in range(3)]
+    run(store.register_tags(fp, tags, 2))
+    assert [quota(run, store, fp, tags[2], unknown=1) for _ in range(2)] == [STORED, UNKNOWN_FULL]
+    assert quota(run, store, fp, tags[0], unknown=1) is STORED
+
+
+def test_purge_unknown_deletes_only_mail_under_unregistered_tags(store: Store, run: Run[Any]) -> None:
+    fp, mine, invite = hexid(), hexid(), hexid()
+    run(store.register_tags(fp, [mine], 10))
+    kept = put(run, store, fp, mine, b"real")
+    junk_tags = [hexid() for _ in range(5)]
+    for tag in junk_tags:
+        put(run, store, fp, tag, b"junk")
+    run(store.create_invite(fp, invite, NOW + 600))
+    assert run(store.redeem_invite(invite, b"request", NOW, BIG, BIG)) is RedeemOutcome.STORED
+    assert run(store.purge_unknown(hexid())) == 0  # another mailbox: nothing of this one goes
+    assert run(store.purge_unknown(fp)) == 5
+    assert run(store.fetch(fp, junk_tags, 10, 0)) == []
+    assert [m.id for m in run(store.fetch(fp, [mine], 10, 0))] == [kept]
+    assert [m.blob for m in run(store.fetch(fp, [invite], 10, 0))] == [b"request"]
+    assert run(store.purge_unknown(fp)) == 0
+    assert [quota(run, store, fp, hexid()) for _ in range(3)] == [STORED, STORED, UNKNOWN_FULL]
 
 
 def test_stored_counts_undelivered_blobs_over_all_mailboxes(store: Store, run: Run[Any]) -> None:
@@ -242,8 +304,9 @@ def test_invite_outcomes(store: Store, run: Run[Any]) -> None:
 
 
 def test_invite_into_a_full_mailbox_stays_usable(store: Store, run: Run[Any]) -> None:
-    fp, tag = hexid(), hexid()
-    put(run, store, fp, hexid(), b"fills it")
+    fp, tag, filler = hexid(), hexid(), hexid()
+    run(store.register_tags(fp, [filler], 10))
+    put(run, store, fp, filler, b"fills it")
     run(store.create_invite(fp, tag, NOW + 600))
     assert run(store.redeem_invite(tag, b"req", NOW, 1, BIG)) is RedeemOutcome.MAILBOX_FULL
     assert run(store.redeem_invite(tag, b"req", NOW, 2, BIG)) is RedeemOutcome.STORED
@@ -302,6 +365,7 @@ def test_sqlite_running_totals_follow_acks_purges_and_restarts(tmp_path: Path) -
     def totals() -> dict[str, tuple[int, int]]:
         with sqlite3.connect(path) as db:
             kept = db.execute("SELECT fp, count, bytes FROM boxes WHERE count > 0").fetchall()
+            assert not db.execute("SELECT 1 FROM boxes WHERE junk != 0").fetchall()
             real = db.execute("SELECT fp, COUNT(*), SUM(LENGTH(blob)) FROM mail GROUP BY fp").fetchall()
         assert sorted(kept) == sorted(real)
         return {fp: (n, b) for fp, n, b in kept}
@@ -309,6 +373,7 @@ def test_sqlite_running_totals_follow_acks_purges_and_restarts(tmp_path: Path) -
     async def scenario() -> None:
         store = SqliteStore(path)
         fp, tag = "ab" * 16, "cd" * 16
+        await store.register_tags(fp, [tag], 10)
         ids = []
         for i in range(5):
             outcome, mail_id = await store.deposit(fp, tag, b"x" * (10 + i), 100.0 + i, 5, 10**6)
