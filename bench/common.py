@@ -216,9 +216,12 @@ def befriend(inviter: Agent, joiner: Agent, deadline: Deadline) -> None:
 
 
 def relay_env() -> dict[str, str]:
-    """A relay for benchmarks: deposit rate limits off, so they measure the path, not the limiter
-    (every benchmark client comes from 127.0.0.1 and sends faster than any agent would)."""
-    return {**base_env(None), "TALK_RELAY_RATE_PER_CLIENT": "off", "TALK_RELAY_RATE_PER_TAG": "off"}
+    """A relay for benchmarks: rate limits and the per-address connection cap off, so they measure
+    the path, not the limiter (every benchmark client comes from 127.0.0.1 and sends faster, and
+    opens more mailboxes, than any agent would)."""
+    limits = ("RATE_PER_CLIENT", "RATE_PER_TAG", "RATE_OWNER", "RATE_PUBLISH", "RATE_LOOKUP", "RATE_STREAM")
+    return {**base_env(None), **{f"TALK_RELAY_{name}": "off" for name in limits},
+            "TALK_RELAY_MAX_CONNECTIONS_PER_CLIENT": "0"}
 
 
 def pct(values: list[float], q: float) -> float:
