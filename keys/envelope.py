@@ -32,6 +32,8 @@ MAX_BLOB = MAX_PADDED + OVERHEAD
 # The padding marker byte plus the JSON framing around the text.
 MAX_TEXT_HINT = MAX_PADDED - 512
 
+MAX_SEQ = 2**53  # JSON numbers are exact up to here in every language
+
 C = TypeVar("C")
 
 
@@ -46,10 +48,12 @@ class Inner:
     kind: str
     text: str
     extra: dict[str, Any] = field(default_factory=dict)
+    seq: int | None = None  # the sender's count of its chat messages to this recipient (from 1)
 
     def to_json(self) -> dict[str, Any]:
         return {
             **self.extra,
+            **({"seq": self.seq} if self.seq is not None else {}),
             "v": VERSION,
             "id": self.id,
             "from": self.sender,
@@ -68,12 +72,23 @@ class Inner:
             raise ValueError("id, from and to must be 32 hex characters")
         if not all(isinstance(core[k], str) for k in ("ts", "kind", "text")):
             raise ValueError("ts, kind and text must be strings")
-        extra = {k: v for k, v in data.items() if k not in core and k != "v"}
-        return cls(core["id"], core["from"], core["to"], core["ts"], core["kind"], core["text"], extra)
+        extra = {k: v for k, v in data.items() if k not in core and k not in ("v", "seq")}
+        return cls(core["id"], core["from"], core["to"], core["ts"], core["kind"], core["text"], extra,
+                   seq_of(data.get("seq")))
 
 
-def new_message(sender: str, recipient: str, text: str, kind: str = "chat", **extra: Any) -> Inner:
-    return Inner(secrets.token_hex(16), sender, recipient, utc_now_iso(), kind, text, extra)
+def seq_of(value: Any) -> int | None:
+    """A sequence number as sent: absent (an older client) or a positive int up to MAX_SEQ."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_SEQ:
+        raise ValueError("seq must be a positive integer")
+    return value
+
+
+def new_message(sender: str, recipient: str, text: str, kind: str = "chat", seq: int | None = None,
+                **extra: Any) -> Inner:
+    return Inner(secrets.token_hex(16), sender, recipient, utc_now_iso(), kind, text, extra, seq)
 
 
 def pad(data: bytes) -> bytes:

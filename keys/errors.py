@@ -8,7 +8,9 @@
     ├── SecurityError              2  refused for safety: never shown, nothing sent
     │   ├── PinMismatch            a key bundle does not hash to the pinned fingerprint
     │   ├── TamperedMessage        ciphertext that does not open, or opens to nonsense
-    │   └── UnknownSender          sealed by a key that no contact pins
+    │   ├── UnknownSender          sealed by a key that no contact pins
+    │   ├── StaleMessage           dated outside the window in which replays can be told apart
+    │   └── ReplayedMessage        a sequence number the sender already used for another message
     ├── RelayError                 3  the relay cannot be reached or answers with a failure
     └── TimedOut                   4  `--wait` gave up before the message got that far
 
@@ -58,6 +60,14 @@ class TamperedMessage(SecurityError):
 
 
 class UnknownSender(SecurityError):
+    pass
+
+
+class StaleMessage(SecurityError):
+    pass
+
+
+class ReplayedMessage(SecurityError):
     pass
 
 
