@@ -27,18 +27,20 @@ import json
 import os
 import sqlite3
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from follower.sequence import KEEP_IDS_S, Channel, Decision, Gap, judge, unknown_start
+from follower.sequence import KEEP_IDS_S, Channel, Decision, Gap, Verdict, judge, unknown_start
 from keys.contacts import ContactBook
 from keys.envelope import Inner
-from spool_writer.layout import flocked
+from spool_writer import index, lines
+from spool_writer.layout import SpoolLayout, flocked
 
 DB_FILE = "channels.db"
 LEGACY_FILE = "seen.log"
 LOCK_FILE = "receive.lock"
 BUSY_TIMEOUT_S = 30.0
+SPOOL_TAIL_BYTES = 64 * 1024  # far more than the one delivery a killed follower can leave unrecorded
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS seen (id TEXT PRIMARY KEY, at REAL NOT NULL) WITHOUT ROWID;
@@ -161,6 +163,54 @@ class ChannelDB:
                 db.execute("INSERT OR REPLACE INTO sent_seq VALUES (?, ?)", (peer, seq))
         finally:
             self.db.execute("PRAGMA synchronous=NORMAL")
+
+
+class SpoolDedup:
+    """The shared store, with the spool as the follower's crash-safe record of what it wrote.
+
+    The follower writes a message to the spool, then records it here, then acks it. Killed in
+    between, it leaves one id in the spool but not here, and the message still on the relay:
+    whoever fetches it next (the follower again, or `talk receive`) asks `spooled` too, records
+    it here as it should have been, and treats it as the duplicate it is.
+    """
+
+    def __init__(self, store: ChannelDB, spooled: Callable[[str], bool]) -> None:
+        self.store = store
+        self.spooled = spooled
+
+    def __contains__(self, msg_id: object) -> bool:
+        return msg_id in self.store or (isinstance(msg_id, str) and self.spooled(msg_id))
+
+    def add(self, msg_id: str) -> None:
+        self.store.add(msg_id)
+
+    def judge(self, sender: str, inner: Inner, now: float) -> Decision:
+        decision = self.store.judge(sender, inner, now)
+        if decision.verdict is Verdict.DUPLICATE or not self.spooled(inner.id):
+            return decision
+        self.store.record(sender, inner, now)
+        return Decision(Verdict.DUPLICATE, decision.after, reason="already received")
+
+    def record(self, sender: str, inner: Inner, now: float) -> Decision:
+        return self.store.record(sender, inner, now)
+
+
+def last_spooled(folder: Path) -> frozenset[str]:
+    """The ids a follower delivered last, from the tail of its spool's index (a reader that is
+    not the follower need not read the whole history: see SpoolDedup)."""
+    try:
+        fd = os.open(SpoolLayout(folder / "spool").index, os.O_RDONLY | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return frozenset()
+    try:
+        start = max(0, os.fstat(fd).st_size - SPOOL_TAIL_BYTES)
+        data = lines.read_from(fd, start)
+    finally:
+        os.close(fd)
+    if start:
+        data = data[data.find(b"\n") + 1:]  # the first line is cut
+    entries, _ = index.parse(data)
+    return frozenset(msg_id for _, msg_id, target in entries if target is None)
 
 
 def legacy_ids(path: Path, since: float) -> list[tuple[str, float]]:

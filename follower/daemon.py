@@ -17,15 +17,13 @@ from types import FrameType
 from typing import Any
 
 from follower.backoff import delay
-from follower.channeldb import ChannelDB, receiving
+from follower.channeldb import ChannelDB, SpoolDedup, receiving
 from follower.client import RelayClient
 from follower.inbound import LINGER_S, Inbox
 from follower.push import PushListener
-from follower.sequence import Decision, Verdict
 from follower.state import FollowConfig, FollowStatus
 from follower.upkeep import Upkeep
 from keys.contacts import Contact, ContactBook
-from keys.envelope import Inner
 from keys.errors import TalkError
 from keys.identity import Identity
 from keys.invites import InviteBook
@@ -33,33 +31,6 @@ from spool_writer.spool import Spool
 
 log = logging.getLogger("talk.follower")
 UPKEEP_TICK_S = 0.2
-
-
-class SpoolDedup:
-    """The identity's shared store (`ChannelDB`, which `talk receive` reads too), with the
-    spool as the crash-safe record of what this follower wrote: a crash between the spool
-    write and the store update leaves the id only in the spool, and the copy fetched again
-    is then recorded in the store and treated as the duplicate it is."""
-
-    def __init__(self, spool: Spool, store: ChannelDB) -> None:
-        self.spool = spool
-        self.store = store
-
-    def __contains__(self, msg_id: object) -> bool:
-        return msg_id in self.store or (isinstance(msg_id, str) and self.spool.knows(msg_id))
-
-    def add(self, msg_id: str) -> None:
-        self.store.add(msg_id)
-
-    def judge(self, sender: str, inner: Inner, now: float) -> Decision:
-        decision = self.store.judge(sender, inner, now)
-        if decision.verdict is Verdict.DUPLICATE or not self.spool.knows(inner.id):
-            return decision
-        self.store.record(sender, inner, now)
-        return Decision(Verdict.DUPLICATE, decision.after, reason="already received")
-
-    def record(self, sender: str, inner: Inner, now: float) -> Decision:
-        return self.store.record(sender, inner, now)
 
 
 class Follower:
@@ -71,8 +42,8 @@ class Follower:
         self.contacts = ContactBook(folder)
         self.spool = Spool(folder / "spool")
         self.inbox = Inbox(identity, self.client, self.contacts, InviteBook(folder),
-                           SpoolDedup(self.spool, ChannelDB(folder)), batch_acks=True, linger_s=LINGER_S,
-                           handed_state="spooled")
+                           SpoolDedup(ChannelDB(folder), self.spool.knows), batch_acks=True,
+                           linger_s=LINGER_S, handed_state="spooled")
         self.upkeep = Upkeep(identity, folder, self.client)
         self.wake = threading.Event()
         self.stopping = False

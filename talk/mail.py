@@ -74,7 +74,7 @@ def _checked(build: Callable[[], str]) -> str:
 
 def receive(user: str | None, relay: str | None, passphrase_file: str | None,
             peers: list[str] | None) -> None:
-    from follower.channeldb import ChannelDB, receiving
+    from follower.channeldb import ChannelDB, SpoolDedup, last_spooled, receiving
     from follower.inbound import Inbox
     from follower.state import running_pid
     from keys.errors import SecurityError, UserError
@@ -90,12 +90,13 @@ def receive(user: str | None, relay: str | None, passphrase_file: str | None,
     identity = s.identity()
     # One reader at a time: a second `talk receive` waits, then finds taken what the first took.
     with receiving(s.folder):
-        seen = ChannelDB(s.folder)
+        store = ChannelDB(s.folder)
         try:
+            seen = SpoolDedup(store, last_spooled(s.folder).__contains__)
             inbox = Inbox(identity, s.client, s.contacts, s.invites, seen, handed_state="delivered")
             report = inbox.receive(emit_json, chosen)
         finally:
-            seen.close()
+            store.close()
     for note in report.notes:
         warn(note)
     if report.refused:

@@ -8,7 +8,7 @@ import stat
 import time
 from pathlib import Path
 
-from follower.channeldb import DB_FILE, ChannelDB, missing_mail
+from follower.channeldb import DB_FILE, ChannelDB, last_spooled, missing_mail
 from follower.sequence import KEEP_IDS_S, Verdict
 from keys.encoding import iso_from_epoch
 from keys.envelope import Inner
@@ -111,3 +111,18 @@ def test_concurrent_processes_never_share_a_number(tmp_path: Path) -> None:
         p.join(timeout=60)
         assert p.exitcode == 0
     assert sorted(numbers) == list(range(1, 101))
+
+
+def test_last_spooled_reads_only_the_tail_of_the_spool_index(tmp_path: Path) -> None:
+    from spool_writer.layout import SpoolLayout
+
+    assert last_spooled(tmp_path) == frozenset()
+    layout = SpoolLayout(tmp_path / "spool")
+    layout.root.mkdir()
+    ids = [f"{i:032x}" for i in range(5000)]  # ~200 KB of entries
+    entries = "".join(f"1800000000\t{i}\n" for i in ids) + f"1800000000\t{'f' * 32}\tinbox\n"
+    layout.index.write_text(entries)
+    tail = last_spooled(tmp_path)
+    assert ids[-1] in tail and ids[0] not in tail
+    assert "f" * 32 not in tail  # a delivery cut short is not a delivery
+    assert all(len(i) == 32 for i in tail)  # the line cut by the tail's start is dropped

@@ -250,3 +250,25 @@ def test_a_store_carried_over_from_seen_log_keeps_its_ids(
     got = bob.ok("receive").lines()
     assert [m["id"] for m in got] == [later] and "gap" not in got[0]  # alice counted before bob did
     assert (folder / "seen.log").exists() and oct((folder / "channels.db").stat().st_mode & 0o777) == "0o600"
+
+
+def test_a_follower_killed_between_spool_and_store_leaves_nothing_to_show_twice(
+        pair: tuple[Agent, Agent], relay: RelayProcess, follower: Agent) -> None:
+    alice, bob = pair
+    bob_fp = bob.ok("id", "--json").json()["fingerprint"]
+    bob.ok("follow", "--peer", "alice")
+    spooled_id = say(alice, "spooled, then the follower dies")
+    wait_for(lambda: [m["id"] for m in spooled(bob, "bob")] == [spooled_id], 20, "the spool line")
+    wait_for(lambda: waiting(relay, bob_fp) == 0, 20, "the ack")
+    bob.ok("stop")
+    # The state a SIGKILL right after the spool write leaves: the line and the spool's index
+    # have it, the shared store does not, and the relay still holds it (never acked).
+    with sqlite3.connect(bob.home / "bob" / "channels.db") as db:
+        assert db.execute("DELETE FROM seen WHERE id = ?", (spooled_id,)).rowcount == 1
+        db.execute("UPDATE channel SET highest = highest - 1")
+    redeposit(relay, sent_blob(alice, "alice", spooled_id))
+    r = bob.ok("receive")
+    assert r.lines() == [] and waiting(relay, bob_fp) == 0
+    later = say(alice, "next")
+    got = bob.ok("receive").lines()
+    assert [m["id"] for m in got] == [later] and "gap" not in got[0]  # the store was repaired
