@@ -33,6 +33,7 @@ from pathlib import Path
 from follower.sequence import KEEP_IDS_S, Channel, Decision, Gap, Verdict, judge, unknown_start
 from keys.contacts import ContactBook
 from keys.envelope import Inner
+from keys.errors import TalkError
 from spool_writer import index, lines
 from spool_writer.layout import SpoolLayout, flocked
 
@@ -67,26 +68,41 @@ def _connect(path: Path) -> sqlite3.Connection:
     return db
 
 
+@contextlib.contextmanager
+def _failures(path: Path) -> Iterator[None]:
+    """A store that cannot be read or written is a fault of this machine: one line, no traceback."""
+    try:
+        yield
+    except (sqlite3.Error, OSError) as exc:
+        raise TalkError(f"cannot use {path}: {exc}; check the disk's free space and the file's "
+                        "permissions (a damaged file may be moved aside: talk starts a new one)") from exc
+
+
 class ChannelDB:
+    """Raises TalkError (from every method) when the file cannot be read or written."""
+
     def __init__(self, folder: Path) -> None:
         self.folder = folder
-        self.db = _connect(folder / DB_FILE)
+        self.path = folder / DB_FILE
         self._pruned = False
-        if self._meta("created") is None:
-            self._create()
+        with _failures(self.path):
+            self.db = _connect(self.path)
+            if self._meta("created") is None:
+                self._create()
 
     def close(self) -> None:
         self.db.close()
 
     @contextlib.contextmanager
     def _write(self) -> Iterator[sqlite3.Connection]:
-        self.db.execute("BEGIN IMMEDIATE")
-        try:
-            yield self.db
-        except BaseException:
-            self.db.execute("ROLLBACK")
-            raise
-        self.db.execute("COMMIT")
+        with _failures(self.path):
+            self.db.execute("BEGIN IMMEDIATE")
+            try:
+                yield self.db
+            except BaseException:
+                self.db.execute("ROLLBACK")
+                raise
+            self.db.execute("COMMIT")
 
     def _meta(self, key: str) -> str | None:
         try:
@@ -116,7 +132,8 @@ class ChannelDB:
         return isinstance(msg_id, str) and self._known(msg_id)
 
     def _known(self, msg_id: str) -> bool:
-        return self.db.execute("SELECT 1 FROM seen WHERE id = ?", (msg_id,)).fetchone() is not None
+        with _failures(self.path):
+            return self.db.execute("SELECT 1 FROM seen WHERE id = ?", (msg_id,)).fetchone() is not None
 
     def add(self, msg_id: str) -> None:
         """Remember an id outside any sender's numbering (a contact request)."""
@@ -124,7 +141,8 @@ class ChannelDB:
             db.execute("INSERT OR IGNORE INTO seen VALUES (?, ?)", (msg_id, time.time()))
 
     def channel(self, sender: str) -> Channel:
-        row = self.db.execute("SELECT highest, gaps FROM channel WHERE sender = ?", (sender,)).fetchone()
+        with _failures(self.path):
+            row = self.db.execute("SELECT highest, gaps FROM channel WHERE sender = ?", (sender,)).fetchone()
         return Channel() if row is None else _load_channel(row[0], row[1])
 
     def judge(self, sender: str, inner: Inner, now: float) -> Decision:
@@ -146,7 +164,8 @@ class ChannelDB:
 
     def missing(self, now: float) -> dict[str, int]:
         """Per sender fingerprint, how many of its messages have not come (only senders with some)."""
-        rows = self.db.execute("SELECT sender, highest, gaps FROM channel WHERE gaps != '[]'")
+        with _failures(self.path):
+            rows = self.db.execute("SELECT sender, highest, gaps FROM channel WHERE gaps != '[]'").fetchall()
         counts = {sender: _load_channel(h, g).missing(now) for sender, h, g in rows}
         return {sender: n for sender, n in counts.items() if n}
 

@@ -8,10 +8,13 @@ import stat
 import time
 from pathlib import Path
 
+import pytest
+
 from follower.channeldb import DB_FILE, ChannelDB, last_spooled, missing_mail
 from follower.sequence import KEEP_IDS_S, Verdict
 from keys.encoding import iso_from_epoch
 from keys.envelope import Inner
+from keys.errors import TalkError
 
 FP_A = "a" * 32
 FP_B = "b" * 32
@@ -126,3 +129,17 @@ def test_last_spooled_reads_only_the_tail_of_the_spool_index(tmp_path: Path) -> 
     assert ids[-1] in tail and ids[0] not in tail
     assert "f" * 32 not in tail  # a delivery cut short is not a delivery
     assert all(len(i) == 32 for i in tail)  # the line cut by the tail's start is dropped
+
+
+def test_a_damaged_store_is_one_clear_error(tmp_path: Path) -> None:
+    (tmp_path / DB_FILE).write_bytes(b"not a database, " * 512)
+    with pytest.raises(TalkError, match=r"cannot use .*channels\.db.*moved aside"):
+        ChannelDB(tmp_path)
+
+
+def test_a_symlinked_store_is_not_followed(tmp_path: Path) -> None:
+    target = tmp_path / "elsewhere.db"
+    (tmp_path / DB_FILE).symlink_to(target)
+    with pytest.raises(TalkError, match="cannot use"):
+        ChannelDB(tmp_path)
+    assert not target.exists()
