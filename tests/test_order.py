@@ -272,3 +272,18 @@ def test_a_follower_killed_between_spool_and_store_leaves_nothing_to_show_twice(
     later = say(alice, "next")
     got = bob.ok("receive").lines()
     assert [m["id"] for m in got] == [later] and "gap" not in got[0]  # the store was repaired
+
+
+def test_mail_that_reaches_no_agent_leaves_no_false_gap(pair: tuple[Agent, Agent]) -> None:
+    alice, bob = pair
+    too_long = alice.run("send", "bob", "x" * 70_000)
+    assert too_long.code == 1  # refused before sealing: it used up no number
+    bob.ok("policy", "alice", "hold", "--yes")
+    held = say(alice, "held aside")
+    assert bob.ok("receive").lines() == []
+    assert [h["id"] for h in bob.ok("held", "--json").json()] == [held]
+    bob.ok("policy", "alice", "accept", "--yes")
+    shown = say(alice, "shown")
+    got = bob.ok("receive").lines()
+    assert [m["id"] for m in got] == [shown] and "gap" not in got[0]  # the held one came
+    assert missing(bob) == []
