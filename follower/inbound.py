@@ -228,9 +228,6 @@ class Inbox:
         self.rates.count(contact.fingerprint, now)
         emit(record)
         self.seen.record(contact.fingerprint, inner, now)
-        if order.skipped:
-            report.notes.append(f"{order.skipped} earlier message(s) from {contact.name} are missing: "
-                                "the relay dropped or is holding them back (see `talk status`)")
         if answer:
             self.receipts.add(contact, inner.id, self.handed_state)
         return Outcome.DELIVERED

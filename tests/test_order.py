@@ -136,11 +136,9 @@ def test_a_dropped_message_shows_as_a_gap_until_it_comes(
     ids = [say(alice, f"step {i}") for i in (1, 2, 3)]
     dropped = sent_blob(alice, "alice", ids[1])
     drop_on_relay(relay, dropped)
-    r = bob.ok("receive")
-    got = r.lines()
+    got = bob.ok("receive").lines()
     assert [m["id"] for m in got] == [ids[0], ids[2]]
     assert "gap" not in got[0] and got[1]["gap"] == 1  # the agent is told on the next message
-    assert "1 earlier message(s) from alice are missing" in r.err  # and whoever ran it
     assert missing(bob) == [{"from": alice.ok("id", "--json").json()["fingerprint"],
                              "name": "alice", "count": 1}]
     assert "1 message from alice missing" in bob.ok("status").out
