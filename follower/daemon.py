@@ -17,6 +17,7 @@ from types import FrameType
 from typing import Any
 
 from follower.backoff import delay
+from follower.channeldb import ChannelDB, SpoolDedup, receiving
 from follower.client import RelayClient
 from follower.inbound import LINGER_S, Inbox
 from follower.push import PushListener
@@ -36,19 +37,6 @@ log = logging.getLogger("talk.follower")
 UPKEEP_EVERY_S = 1.0
 
 
-class SpoolDedup:
-    """The spool is the record of what was handed on: ask it, not a second file."""
-
-    def __init__(self, spool: Spool) -> None:
-        self.spool = spool
-
-    def __contains__(self, msg_id: object) -> bool:
-        return isinstance(msg_id, str) and self.spool.knows(msg_id)
-
-    def add(self, msg_id: str) -> None:
-        """Nothing to do: `Spool.deliver` recorded the id with the line."""
-
-
 class Follower:
     def __init__(self, identity: Identity, folder: Path, relay: str) -> None:
         self.identity = identity
@@ -58,8 +46,8 @@ class Follower:
         self.contacts = ContactBook(folder)
         self.spool = Spool(folder / "spool")
         self.inbox = Inbox(identity, self.client, self.contacts, InviteBook(folder),
-                           SpoolDedup(self.spool), batch_acks=True, linger_s=LINGER_S,
-                           handed_state="spooled")
+                           SpoolDedup(ChannelDB(folder), self.spool.knows), batch_acks=True,
+                           linger_s=LINGER_S, handed_state="spooled")
         self.upkeep = Upkeep(identity, folder, self.client)
         self.wake = threading.Event()
         self.upkeep_due = True
@@ -83,7 +71,8 @@ class Follower:
         return chosen
 
     def drain(self) -> None:
-        report = self.inbox.receive(self.deliver, self.peers())
+        with receiving(self.folder):  # a `talk receive` started meanwhile waits, then sees what we took
+            report = self.inbox.receive(self.deliver, self.peers())
         for reason in report.refused:
             log.warning("refused: %s", reason)
         for note in report.notes:

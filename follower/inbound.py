@@ -30,6 +30,7 @@ from follower.outbound import send
 from follower.outbox import Outbox
 from follower.quarantine import Quarantine
 from follower.receipts import ReceiptBatch
+from follower.sequence import Decision, Verdict, refuse_if_out_of_window, spool_fields
 from follower.tasks import TaskLedger
 from keys import mesh
 from keys.contacts import Contact, ContactBook, Source, peer_name, pinned_contact
@@ -45,11 +46,15 @@ LINGER_S = 0.002  # the follower's pause before acking a page that was not full
 
 
 class Dedup(Protocol):
-    """Where the ids already handed on are remembered (a seen-ids file, or the spool)."""
+    """What this identity has taken: ids, and each sender's numbering (`follower.channeldb`)."""
 
     def __contains__(self, msg_id: object) -> bool: ...
 
     def add(self, msg_id: str) -> None: ...
+
+    def judge(self, sender: str, inner: Inner, now: float) -> Decision: ...
+
+    def record(self, sender: str, inner: Inner, now: float) -> Decision: ...
 
 
 class Outcome(StrEnum):
@@ -212,29 +217,37 @@ class Inbox:
             raise TamperedMessage(f"a receipt from {contact.name} came on a chat channel and was dropped")
         # Receipts answer what people and agents write; automatic notes (a contact accepted) need none.
         answer = inner.kind == "chat"
-        if inner.id in self.seen:
+        now = time.time()
+        order = self.seen.judge(contact.fingerprint, inner, now)
+        if order.verdict is Verdict.DUPLICATE:
             if answer:
                 self.receipts.add(contact, inner.id, "duplicate", "already received")
             return Outcome.DUPLICATE
+        try:
+            refuse_if_out_of_window(order, contact.name)
+        except MalformedMessage as exc:
+            exc.sender, exc.msg_id = contact, inner.id  # so its sender hears of the refusal
+            raise
         rule = PolicyBook(self.folder).rule(contact)
         hops = hops_of(inner.extra.get("hops"))
         if hops is None:
             raise TamperedMessage(f"a message from {contact.name} carries a malformed hop list")
-        now = time.time()
         verdict = admit(rule, hops, self.rates.over(contact.fingerprint, rule.receive_per_min, now))
         if verdict.action is Policy.REFUSE:
+            self.seen.record(contact.fingerprint, inner, now)  # it came: not missing, not judged twice
             self.receipts.add(contact, inner.id, "refused", verdict.reason)
             report.notes.append(f"refused a message from {contact.name}: {verdict.reason}")
             return Outcome.DECLINED
-        record = self.record(contact, inner, rule, hops)
+        record = {**self.record(contact, inner, rule, hops), **spool_fields(order)}
         if verdict.action is Policy.HOLD:
             HeldBox(self.folder).hold(record, verdict.reason)
+            self.seen.record(contact.fingerprint, inner, now)
             self.receipts.add(contact, inner.id, "held", verdict.reason)
             report.notes.append(f"held a message from {contact.name}: {verdict.reason}")
             return Outcome.HELD
         self.rates.count(contact.fingerprint, now)
         emit(record)
-        self.seen.add(inner.id)
+        self.seen.record(contact.fingerprint, inner, now)
         if answer:
             self.receipts.add(contact, inner.id, self.handed_state)
         return Outcome.DELIVERED
@@ -288,7 +301,8 @@ class Inbox:
         self.invites.set_state(code.tag, InviteState.USED, used_by=bundle.fingerprint)
         try:
             send(self.identity, self.client, contact,
-                 f"{self.identity.name} accepted your contact request", kind="contact_accepted")
+                 f"{self.identity.name} accepted your contact request", kind="contact_accepted",
+                 folder=self.folder)
         except NotFound:
             # The joiner has no mailbox on this relay (it never published its keys): its fault,
             # and no reason to stop the inviter's mail. It learns of the acceptance when it

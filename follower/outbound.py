@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import secrets
 import time
+from pathlib import Path
 from typing import Any
 
 from nacl.exceptions import CryptoError
 from nacl.public import PublicKey
 
+from follower.channeldb import ChannelDB
 from follower.client import RelayClient
 from follower.outbox import Outbox
 from keys.contacts import Contact, ContactBook, Source, peer_name, pinned_contact
@@ -75,15 +77,27 @@ def verify_contact(book: ContactBook, client: RelayClient, contact: Contact) -> 
 
 
 def send(identity: Identity, client: RelayClient, contact: Contact, text: str,
-         kind: str = "chat", outbox: Outbox | None = None, **extra: Any) -> Inner:
+         kind: str = "chat", outbox: Outbox | None = None, folder: Path | None = None,
+         **extra: Any) -> Inner:
     """Seal and deposit one message; sealing refuses an oversize text before any network use.
 
-    With an outbox, the sealed message is recorded before it leaves (a crash then still knows
-    it, and a resend repeats the same id) and marked stored once the relay has it.
+    The message carries the next number of this identity's count of messages to `contact`,
+    kept in the identity folder (`folder`, else the outbox's), so the peer can tell a dropped,
+    late or replayed message. With an outbox, the sealed message is recorded before it leaves
+    (a crash then still knows it, and a resend repeats the same id and number) and marked
+    stored once the relay has it.
     """
-    inner = new_message(identity.fingerprint, contact.fingerprint, text, kind, **extra)
     peer = PublicKey(contact.box_key)
-    blob = seal(inner, identity.box_secret, peer)
+    home = folder if folder is not None else outbox.folder if outbox is not None else None
+    if home is None:
+        raise ValueError("send needs the identity folder (folder= or outbox=) to number the message")
+    counter = ChannelDB(home)
+    try:
+        with counter.next_seq(contact.fingerprint) as seq:
+            inner = new_message(identity.fingerprint, contact.fingerprint, text, kind, seq, **extra)
+            blob = seal(inner, identity.box_secret, peer)
+    finally:
+        counter.close()
     tag = channel_tag(identity.box_secret, peer, contact.fingerprint)
     if outbox is not None:
         outbox.sent(inner.id, contact.fingerprint, contact.name, kind, text, tag, b64e(blob),

@@ -34,6 +34,7 @@ MAX_BLOB = MAX_PADDED + OVERHEAD
 # The padding marker byte plus the JSON framing around the text.
 MAX_TEXT_HINT = MAX_PADDED - 512
 
+
 C = TypeVar("C")
 
 
@@ -48,10 +49,12 @@ class Inner:
     kind: str
     text: str
     extra: dict[str, Any] = field(default_factory=dict)
+    seq: int | None = None  # the sender's count of its chat messages to this recipient (from 1)
 
     def to_json(self) -> dict[str, Any]:
         return {
             **self.extra,
+            **({"seq": self.seq} if self.seq is not None else {}),
             "v": VERSION,
             "id": self.id,
             "from": self.sender,
@@ -65,11 +68,14 @@ class Inner:
     def from_json(cls, data: Any, now: float | None = None) -> Inner:
         """The envelope as `keys.gate` admits it; raises gate.Invalid naming the bad field."""
         f = gate.check_inner(data, time.time() if now is None else now)
-        return cls(f["id"], f["from"], f["to"], f["ts"], f["kind"], f["text"], f["extra"])
+        extra = f["extra"]
+        seq = extra.pop("seq", None)  # a field of its own: the receiver's order check reads it
+        return cls(f["id"], f["from"], f["to"], f["ts"], f["kind"], f["text"], extra, seq)
 
 
-def new_message(sender: str, recipient: str, text: str, kind: str = "chat", **extra: Any) -> Inner:
-    return Inner(secrets.token_hex(16), sender, recipient, utc_now_iso(), kind, text, extra)
+def new_message(sender: str, recipient: str, text: str, kind: str = "chat", seq: int | None = None,
+                **extra: Any) -> Inner:
+    return Inner(secrets.token_hex(16), sender, recipient, utc_now_iso(), kind, text, extra, seq)
 
 
 def pad(data: bytes) -> bytes:

@@ -9,7 +9,10 @@
     │   ├── PinMismatch            a key bundle does not hash to the pinned fingerprint
     │   ├── KeyInUse               a bundle reuses a key already pinned to another contact
     │   ├── TamperedMessage        ciphertext that does not open, or opens to nonsense
+    │   ├── TamperedMessage        ciphertext that does not open, or opens to nonsense
     │   │   └── MalformedMessage   opened, from a contact, but a field is not of its shape
+    │   │       ├── StaleMessage   dated outside the window in which replays can be told apart
+    │   │       └── ReplayedMessage  a sequence number the sender already used for another message
     │   └── UnknownSender          sealed by a key that no contact pins
     ├── RelayError                 3  the relay cannot be reached or answers with a failure
     └── TimedOut                   4  `--wait` gave up before the message got that far
@@ -74,6 +77,14 @@ class MalformedMessage(TamperedMessage):
 
 
 class UnknownSender(SecurityError):
+    pass
+
+
+class StaleMessage(MalformedMessage):
+    pass
+
+
+class ReplayedMessage(MalformedMessage):
     pass
 
 

@@ -21,11 +21,11 @@ HEX32 = re.compile(r"[0-9a-f]{32}")
 # RFC 3339 in UTC as talk writes it: a "Z" offset, optional fraction of up to 9 digits.
 TS = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d{1,9})?Z")
 EARLIEST = datetime(2024, 1, 1, tzinfo=UTC).timestamp()
-MAX_FUTURE_S = 24 * 3600  # a sender's clock may run ahead; a day is plenty
+MAX_FUTURE_S = 3600  # how far ahead of our clock a sender's clock may run
 KINDS = ("chat", "receipt", "contact_accepted")
 MAX_TEXT = 65536  # the largest padded envelope: a longer text cannot have been sealed by talk
 MAX_HOPS_LISTED = 64  # more than any forward chain a peer accepts (admission refuses past 4)
-MAX_SEQ = 2**53
+MAX_SEQ = 2**53  # JSON numbers are exact up to here in every language
 # Task ids: talk writes `<node>-<base36>-<rand>`; other nodes may use other letters, dots or
 # colons. No blanks, nothing a shell or a header could read as something else: an agent is shown
 # the id outside the quote, in a `talk reply ID` command it may run.
@@ -58,7 +58,7 @@ def check_ts(value: object, now: float) -> str:
     except ValueError as exc:
         raise Invalid("ts is not a real date and time") from exc
     if when < EARLIEST or when > now + MAX_FUTURE_S:
-        raise Invalid("ts is outside the sane range (is the sender's clock right?)")
+        raise Invalid("ts is before 2024 or over an hour ahead of this clock (is the sender's clock right?)")
     return value
 
 
@@ -82,7 +82,7 @@ def is_task_id(value: object) -> bool:
 
 
 def check_seq(value: object) -> int:
-    if type(value) is not int or not 0 < value < MAX_SEQ:
+    if type(value) is not int or not 0 < value <= MAX_SEQ:
         raise Invalid("seq is not a positive integer")
     return value
 

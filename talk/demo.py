@@ -14,10 +14,10 @@ import time
 from pathlib import Path
 from typing import Any
 
+from follower.channeldb import ChannelDB
 from follower.client import RelayClient
 from follower.inbound import Inbox
 from follower.outbound import create_invite, join, send
-from follower.seen import SeenIds
 from keys import keystore
 from keys.contacts import ContactBook
 from keys.identity import Identity
@@ -38,11 +38,11 @@ class Peer:
 
     def __init__(self, root: Path, name: str, url: str) -> None:
         self.identity = Identity.generate(name)
-        folder = keystore.create(root / name, self.identity, None, url)
+        self.folder = folder = keystore.create(root / name, self.identity, None, url)
         self.client = RelayClient(url)
         self.contacts = ContactBook(folder)
         self.invites = InviteBook(folder)
-        self.inbox = Inbox(self.identity, self.client, self.contacts, self.invites, SeenIds(folder))
+        self.inbox = Inbox(self.identity, self.client, self.contacts, self.invites, ChannelDB(folder))
         self.client.publish(self.identity.bundle())
 
     def receive(self) -> list[dict[str, Any]]:
@@ -95,9 +95,11 @@ def _converse(root: Path, url: str, rounds: int) -> None:
     trips = []
     for i in range(rounds):
         start = time.perf_counter()
-        send(alice.identity, alice.client, to_bob, f"ping {i + 1}: any news on the build?")
+        send(alice.identity, alice.client, to_bob, f"ping {i + 1}: any news on the build?",
+             folder=alice.folder)
         heard = bob.receive()
-        send(bob.identity, bob.client, to_alice, f"pong {i + 1}: green, {len(heard)} message(s) read")
+        send(bob.identity, bob.client, to_alice, f"pong {i + 1}: green, {len(heard)} message(s) read",
+             folder=bob.folder)
         answer = alice.receive()
         trips.append((time.perf_counter() - start) * 1000)
         if i == 0 or i == rounds - 1:

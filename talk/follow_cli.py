@@ -169,7 +169,27 @@ def gather_status(folder: Path) -> dict[str, Any]:
         for x in list_sessions(spool)
     ]
     return {"follower": follower, "sessions": sessions, "inbox": str(spool / "inbox.ndjson"),
-            "alarms": alarm_status(folder), "quarantined": Quarantine(folder).count()}
+            "alarms": alarm_status(folder), "missing": missing_rows(folder),
+            "quarantined": Quarantine(folder).count()}
+
+
+def missing_rows(folder: Path) -> list[dict[str, Any]]:
+    """Per contact, how many of its numbered messages never arrived (a relay dropped them)."""
+    from follower.channeldb import missing_mail
+    from keys.contacts import ContactBook
+
+    book = ContactBook(folder)
+    rows = []
+    for fp, count in sorted(missing_mail(folder, time.time()).items()):
+        contact = book.by_fingerprint(fp)
+        rows.append({"from": fp, "name": contact.name if contact else fp, "count": count})
+    return rows
+
+
+def render_missing(row: dict[str, Any]) -> str:
+    count = row["count"]
+    return (f"{count} message{'s' if count != 1 else ''} from {row['name']} missing: numbered by "
+            f"{row['name']} but never delivered (ask them to send again)")
 
 
 # Which door wakes each kind of session (see alarms/).
@@ -206,6 +226,7 @@ def render_status(report: dict[str, Any]) -> str:
     if not report["sessions"]:
         lines.append("no sessions registered")
     lines += [render_alarm(row) for row in report["alarms"]]
+    lines += [render_missing(row) for row in report["missing"]]
     lines.append(f"fallback inbox: {report['inbox']}")
     if report.get("quarantined"):
         lines.append(f"quarantined: {report['quarantined']} refused message(s); `talk quarantine` "

@@ -74,8 +74,8 @@ def _checked(build: Callable[[], str]) -> str:
 
 def receive(user: str | None, relay: str | None, passphrase_file: str | None,
             peers: list[str] | None) -> None:
+    from follower.channeldb import ChannelDB, SpoolDedup, last_spooled, receiving
     from follower.inbound import Inbox
-    from follower.seen import SeenIds
     from follower.state import running_pid
     from keys.errors import UserError
 
@@ -87,9 +87,16 @@ def receive(user: str | None, relay: str | None, passphrase_file: str | None,
             "`talk log`, or stop the follower with `talk stop` to use `talk receive`"
         )
     chosen = [s.contacts.get(p) for p in peers] if peers else None
-    inbox = Inbox(s.identity(), s.client, s.contacts, s.invites, SeenIds(s.folder),
-                  handed_state="delivered")
-    report = inbox.receive(emit_json, chosen)
+    identity = s.identity()
+    # One reader at a time: a second `talk receive` waits, then finds taken what the first took.
+    with receiving(s.folder):
+        store = ChannelDB(s.folder)
+        try:
+            seen = SpoolDedup(store, last_spooled(s.folder).__contains__)
+            inbox = Inbox(identity, s.client, s.contacts, s.invites, seen, handed_state="delivered")
+            report = inbox.receive(emit_json, chosen)
+        finally:
+            store.close()
     for note in report.notes:
         warn(note)
     # Refused mail is the sender's (or the relay's) fault, not this command's: it is quarantined,

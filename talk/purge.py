@@ -24,8 +24,8 @@ def purge(
     user: User = None, relay: Relay = None, passphrase_file: PassFile = None, as_json: Json = False,
 ) -> None:
     """Delete junk waiting on the relay: mail under channels you do not read (--unknown)."""
+    from follower.channeldb import ChannelDB
     from follower.inbound import Inbox
-    from follower.seen import SeenIds
     from keys.errors import UserError
     from talk.context import open_session
 
@@ -33,7 +33,7 @@ def purge(
         raise UserError("say what to purge: `talk purge --unknown` deletes the mail waiting "
                         "under channels you do not read")
     s = open_session(user, relay, passphrase_file)
-    inbox = Inbox(s.identity(), s.client, s.contacts, s.invites, SeenIds(s.folder))
+    inbox = Inbox(s.identity(), s.client, s.contacts, s.invites, ChannelDB(s.folder))
     channels, invites = inbox.routes(None)
     tags = [*channels, *invites, *inbox.receipt_routes()]
     deleted = s.client.purge_unknown(s.identity(), tags)

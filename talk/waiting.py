@@ -29,15 +29,15 @@ def check_wanted(wanted: str) -> None:
 def wait_for(s: Any, msg_id: str, wanted: str, timeout: float) -> str:
     """The state once `wanted` is reached; UserError on a final refusal, TimedOut at the end."""
     check_wanted(wanted)
+    from follower.channeldb import ChannelDB
     from follower.inbound import Inbox
     from follower.outbound import resend_due
-    from follower.seen import SeenIds
     from follower.state import running_pid
     from follower.upkeep import env_float
 
     outbox = Outbox(s.folder)
     inbox = None if running_pid(s.folder) else Inbox(s.identity(), s.client, s.contacts, s.invites,
-                                                      SeenIds(s.folder))
+                                                      ChannelDB(s.folder))
     resend_after = env_float("TALK_RESEND_AFTER", RESEND_AFTER_S)
     stop = time.monotonic() + timeout
     while True:

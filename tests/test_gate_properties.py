@@ -24,8 +24,8 @@ from nacl.public import PublicKey
 from nacl.secret import SecretBox
 
 from alarms.framing import frame, one_line
+from follower.channeldb import ChannelDB, SpoolDedup
 from follower.client import RelayClient
-from follower.daemon import SpoolDedup
 from follower.inbound import Inbox
 from follower.outbound import create_invite
 from follower.quarantine import Quarantine
@@ -73,7 +73,8 @@ class World:
 
     def inbox(self, client: RelayClient) -> Inbox:
         return Inbox(self.bob, client, ContactBook(self.folder), InviteBook(self.folder),
-                     SpoolDedup(Spool(self.folder / "spool")), batch_acks=True, handed_state="spooled")
+                     SpoolDedup(ChannelDB(self.folder), Spool(self.folder / "spool").knows),
+                     batch_acks=True, handed_state="spooled")
 
 
 @pytest.fixture(scope="module")
