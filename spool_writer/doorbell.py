@@ -19,11 +19,13 @@ import threading
 from collections.abc import Callable
 from pathlib import Path
 
-BELL_SUFFIX = ".bell"
+BELL_FILE = "follower.bell"
 
 
 def bell_path(handed_log: Path) -> Path:
-    return handed_log.with_name(handed_log.name + BELL_SUFFIX)
+    # Named apart from every spool file pattern (*.ndjson*): a reader that globs the spool must
+    # never open a pipe, where a read would wait for a writer.
+    return handed_log.with_name(BELL_FILE)
 
 
 def ring(bell: Path) -> None:

@@ -90,6 +90,45 @@ def test_pushed_mail_lands_in_the_inbox_once_and_leaves_the_relay(
     assert r.code == 1 and "follower" in r.err
 
 
+def wakeups(pid: int) -> int:
+    """How often the follower's main thread has gone to sleep and been woken (or woken itself)."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("voluntary_ctxt_switches:"):
+            return int(line.split()[1])
+    raise AssertionError("no context switch count")
+
+
+def test_an_idle_follower_wakes_at_most_once_a_second(following: tuple[Agent, Agent, int]) -> None:
+    alice, bob, pid = following
+    msg = alice.ok("send", "bob", "one, then quiet", "--json").json()["id"]
+    wait_for(lambda: spool_ids(bob, "bob")[msg] == 1, 10, "the message")
+    before, started = wakeups(pid), time.monotonic()
+    time.sleep(6)  # the window measured, not a wait for anything: it counts the idle loop's wakes
+    rate = (wakeups(pid) - before) / (time.monotonic() - started)
+    assert rate <= 2.0, f"{rate:.1f} wake-ups a second"  # 1 a second, plus the odd stray one
+
+
+def test_a_hand_over_rings_the_follower_and_the_receipt_leaves(following: tuple[Agent, Agent, int]) -> None:
+    """An alarm's hand-over reaches the sender as `delivered` through the doorbell."""
+    from alarms.mailbox import SessionMail
+
+    alice, bob, _ = following
+    host = subprocess.Popen(["sleep", "300"])
+    try:
+        bob.ok("session", "register", "--host", "claude", "--id", "s1", "--pid", str(host.pid))
+        alice.ok("follow", "--peer", "bob")
+        msg = alice.ok("send", "bob", "hand me over", "--json").json()["id"]
+        wait_for(lambda: spool_ids(bob, "bob")[msg] >= 1, 10, "the message")
+        assert (bob.home / "bob" / "spool" / "follower.bell").is_fifo()
+        assert [r["id"] for r in SessionMail(bob.home / "bob", "s1").take()] == [msg]
+        wait_for(lambda: alice.ok("status", msg, "--json").json()["state"] == "delivered", 15,
+                 "the delivered receipt")
+    finally:
+        alice.run("stop")
+        host.kill()
+        host.wait()
+
+
 def test_kill_9_is_seen_as_not_running_and_follow_starts_anew(
     following: tuple[Agent, Agent, int],
 ) -> None:
