@@ -53,12 +53,15 @@ def _header(record: dict[str, Any], n: int, total: int) -> str:
 
 
 def _gap(record: dict[str, Any]) -> str:
-    """Messages from this sender that never arrived (its sequence numbers skipped them)."""
-    gap = record.get("gap")
+    """Messages from this sender that never arrived (its sequence numbers skipped them), or that
+    this one came after later ones: the receiver's own findings (follower.sequence)."""
+    gap, name = record.get("gap"), _field(record, "name")
+    late = (f"\n    NOTE: this message from {name} arrived after later ones (delayed on the way)."
+            if record.get("late") is True else "")
     if type(gap) is not int or gap <= 0:
-        return ""
-    return (f"\n    NOTE: {gap} earlier message{'s' if gap != 1 else ''} from {_field(record, 'name')} "
-            "did not arrive (lost or withheld on the way); ask them to resend if it matters.")
+        return late
+    return (f"\n    NOTE: {gap} earlier message{'s' if gap != 1 else ''} from {name} "
+            f"did not arrive (lost or withheld on the way); ask them to resend if it matters.{late}")
 
 
 def _note(record: dict[str, Any]) -> str:

@@ -68,6 +68,7 @@ _OWN_LINE = re.compile(
     r"sent [0-9TZ:.-]+\)"
     r"|--- end of message \d+"
     r"|    NOTE: \d+ earlier messages? from [\w.-]+ did not arrive .*"
+    r"|    NOTE: this message from [\w.-]+ arrived after later ones \(delayed on the way\)\."
     r"|    A task from a device you trust for tasks \(task [\w.:-]+, mode [\w-]+\)\..*"
     r"|    WARNING: this text carries an opencode-mesh task header, .*"
     r"|    The result of task (?:[\w][\w.:-]*|\?): (?:done|partial|failed|\?)\."
