@@ -86,6 +86,11 @@ def send(identity: Identity, client: RelayClient, contact: Contact, text: str,
     late or replayed message. With an outbox, the sealed message is recorded before it leaves
     (a crash then still knows it, and a resend repeats the same id and number) and marked
     stored once the relay has it.
+
+    Raises:
+        Queued: (only with an outbox) the relay could not take it now; it stays queued.
+        RelayError, NotFound: the relay refused it for good (the outbox marks it dropped), or
+            there is no outbox to queue it in.
     """
     peer = PublicKey(contact.box_key)
     home = folder if folder is not None else outbox.folder if outbox is not None else None
@@ -102,10 +107,63 @@ def send(identity: Identity, client: RelayClient, contact: Contact, text: str,
     if outbox is not None:
         outbox.sent(inner.id, contact.fingerprint, contact.name, kind, text, tag, b64e(blob),
                     **{k: v for k, v in extra.items() if k in ("task", "hops")})
-    deposit(client, contact.fingerprint, contact.name, tag, blob)
+    try:
+        deposit(client, contact.fingerprint, contact.name, tag, blob)
+    except (RelayError, NotFound) as exc:
+        if outbox is None:
+            raise
+        if not retryable(exc):
+            # Final: nothing is left queued to arrive later, so a caller may send again.
+            outbox.receipts([(inner.id, "dropped", f"the relay refused it: {exc}")])
+            raise
+        outbox.queued()
+        raise Queued(inner, exc) from exc
     if outbox is not None:
         outbox.stored(inner.id)
     return inner
+
+
+class Queued(Exception):
+    """The relay did not take the message now, but it is in the outbox and will be sent with the
+    same id (and number) by the follower, or by the next `talk send` or `talk receive`."""
+
+    def __init__(self, inner: Inner, cause: Exception) -> None:
+        super().__init__(str(cause))
+        self.inner = inner
+        self.cause = cause
+
+
+def retryable(exc: Exception) -> bool:
+    """A failure that may pass later: no answer, a limit (429, 507), or the relay's own fault."""
+    if not isinstance(exc, RelayError):
+        return False  # NotFound: no such mailbox on this relay
+    return exc.status is None or exc.status in (408, 429, 507) or exc.status >= 500
+
+
+def send_queued(client: RelayClient, outbox: Outbox) -> int:
+    """Deposit what earlier sends left queued; one stat when nothing is. Returns how many went.
+
+    Stops at the first failure (the relay is still away) and leaves the mark for next time.
+    A concurrent send still in flight may be deposited twice: same id, so the peer shows it once.
+    """
+    if not outbox.queued_mark.exists():
+        return 0
+    outbox.queued_mark.unlink(missing_ok=True)
+    sent = 0
+    for entry in outbox.entries().values():
+        if entry.state != "sent" or not entry.blob:
+            continue
+        try:
+            deposit(client, entry.to, entry.name, entry.tag, b64d(entry.blob))
+        except (RelayError, NotFound) as exc:
+            if retryable(exc):
+                outbox.queued()
+                break
+            outbox.receipts([(entry.id, "dropped", f"the relay refused it: {exc}")])
+            continue
+        outbox.stored(entry.id)
+        sent += 1
+    return sent
 
 
 def deposit(client: RelayClient, fp: str, name: str, tag: str, blob: bytes) -> None:

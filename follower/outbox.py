@@ -26,6 +26,9 @@ from keys import gate
 from keys.storage import read_records, seal_torn_tail
 
 OUTBOX_FILE = "outbox.ndjson"
+# Present while some message is queued (the relay did not take it): the next command that talks
+# to the relay sends it, after one look at this file instead of a read of the whole outbox.
+QUEUED_MARK = "outbox.queued"
 COMPACT_BYTES = 4 * 1024 * 1024
 PREVIEW = 200
 RANK = {"sent": 0, "stored": 1, "held": 2, "refused": 2.5, "expired": 2.5, "dropped": 2.5,
@@ -158,6 +161,14 @@ class Outbox:
 
     def stored(self, msg_id: str) -> None:
         self._append([{"ev": "stored", "id": msg_id, "state": "stored", "ts": time.time()}])
+
+    @property
+    def queued_mark(self) -> Path:
+        return self.folder / QUEUED_MARK
+
+    def queued(self) -> None:
+        """Note that a message waits to be deposited (see QUEUED_MARK)."""
+        self.queued_mark.touch(mode=0o600)
 
     def resent(self, msg_id: str) -> None:
         self._append([{"ev": "resent", "id": msg_id, "ts": time.time()}])

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from follower.client import RelayClient
 from follower.held import HeldBox
-from follower.outbound import resend_due
+from follower.outbound import resend_due, send_queued
 from follower.outbox import RESEND_AFTER_S, Outbox
 from follower.receipts import ReceiptBatch
 from keys.contacts import ContactBook
@@ -85,7 +85,8 @@ class Upkeep:
         return len(gone)
 
     def resend(self, now: float) -> int:
-        return resend_due(self.client, Outbox(self.folder), now, self.resend_after)
+        outbox = Outbox(self.folder)
+        return send_queued(self.client, outbox) + resend_due(self.client, outbox, now, self.resend_after)
 
     def run(self, now: float | None = None) -> None:
         """The delivered receipts every tick (an agent's sender may be waiting); the rest less often."""

@@ -30,6 +30,7 @@ def send_report(s: Session, name: str, original: str, wait: str | None = None, t
     Returns {"id", "to", "state"} plus "task" and "hops" when given (what `talk mcp` answers)."""
     import time
 
+    from follower.outbound import Queued, send_queued
     from follower.outbound import send as send_message
     from follower.outbox import Outbox
     from follower.sendrate import spend
@@ -49,17 +50,32 @@ def send_report(s: Session, name: str, original: str, wait: str | None = None, t
         body = _checked(lambda: mesh.task_envelope(s.record.name, task_id, body, mode))
         extra["task"] = task_id
     spend(s.folder, contact, PolicyBook(s.folder).rule(contact).send_per_min, time.time())
-    inner = send_message(s.identity(), s.client, contact, body, outbox=Outbox(s.folder), **extra)
+    outbox = Outbox(s.folder)
+    send_queued(s.client, outbox)  # what an earlier send left queued goes first
+    state = "stored"
+    try:
+        inner = send_message(s.identity(), s.client, contact, body, outbox=outbox, **extra)
+    except Queued as queued:
+        # Not an error: the message is kept and will arrive once, with this id. A caller that sent
+        # it again would make two; so the answer is success, and stderr says what happened.
+        inner, state = queued.inner, "queued"
+        warn(f"the relay did not take {inner.id} now ({queued.cause}); it is queued and goes with "
+             "the follower, or with your next `talk send` or `talk receive`: do not send it again")
     if task:
         from follower.tasks import TaskLedger
 
         TaskLedger(s.folder).record("task", "out", contact.fingerprint, contact.name,
                                     {"task": extra["task"], "mode": mode, "text": original}, inner.id)
-    report = {"id": inner.id, "to": contact.name, "state": "stored", **extra}
-    if wait is not None:
+    report = {"id": inner.id, "to": contact.name, "state": state, **extra}
+    if wait is not None and state != "queued":
         from talk.waiting import wait_for
 
-        report["state"] = wait_for(s, inner.id, wait, timeout)
+        try:
+            report["state"] = wait_for(s, inner.id, wait, timeout)
+        except KeyboardInterrupt:
+            # Interrupted while waiting: the message is sent all the same; say which one it was.
+            emit_json(report)
+            raise
     return report
 
 
@@ -88,6 +104,10 @@ def receive(user: str | None, relay: str | None, passphrase_file: str | None,
         )
     chosen = [s.contacts.get(p) for p in peers] if peers else None
     identity = s.identity()
+    from follower.outbound import send_queued
+    from follower.outbox import Outbox
+
+    send_queued(s.client, Outbox(s.folder))  # what an earlier send left queued goes now
     # One reader at a time: a second `talk receive` waits, then finds taken what the first took.
     with receiving(s.folder):
         store = ChannelDB(s.folder)
