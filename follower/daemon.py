@@ -20,8 +20,9 @@ from follower.backoff import delay
 from follower.client import RelayClient
 from follower.inbound import LINGER_S, Inbox
 from follower.push import PushListener
+from follower.receipts import ReceiptBatch
 from follower.state import FollowConfig, FollowStatus
-from follower.upkeep import Upkeep
+from follower.upkeep import Upkeep, follower_delay
 from keys.contacts import Contact, ContactBook
 from keys.errors import TalkError
 from keys.identity import Identity
@@ -53,10 +54,12 @@ class Follower:
         self.client = RelayClient(relay, sessions=True)
         self.contacts = ContactBook(folder)
         self.spool = Spool(folder / "spool")
+        # Receipts wait a random pause after the fetch that caused them; the upkeep sends them.
+        receipts = ReceiptBatch(delay=follower_delay())
         self.inbox = Inbox(identity, self.client, self.contacts, InviteBook(folder),
                            SpoolDedup(self.spool), batch_acks=True, linger_s=LINGER_S,
-                           handed_state="spooled")
-        self.upkeep = Upkeep(identity, folder, self.client)
+                           handed_state="spooled", receipts=receipts)
+        self.upkeep = Upkeep(identity, folder, self.client, receipts)
         self.wake = threading.Event()
         self.stopping = False
         self.reload = True
@@ -111,6 +114,10 @@ class Follower:
         finally:
             if push is not None:
                 push.stop()
+            try:
+                self.upkeep.finish()
+            except Exception as exc:  # best effort: the senders' resends make up for it
+                self.record_error(exc)
             self.status.push = "off"
             self.status.save(self.folder)
             log.info("stopped")
