@@ -11,6 +11,8 @@ import os
 import time
 from pathlib import Path
 
+from keys.storage import open_private, read_private, replace_file
+
 SEEN_FILE = "seen.log"
 KEEP_S = 60 * 86400  # longer than any relay keeps undelivered mail
 COMPACT_AT = 50_000
@@ -25,7 +27,7 @@ class SeenIds:
     def _load(self) -> dict[str, float]:
         entries: dict[str, float] = {}
         try:
-            text = self.path.read_text(errors="replace")
+            text = read_private(self.path).decode(errors="replace")
         except FileNotFoundError:
             return entries
         for line in text.splitlines():
@@ -41,7 +43,7 @@ class SeenIds:
 
     def add(self, msg_id: str) -> None:
         now = time.time()
-        fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        fd = open_private(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
         try:
             os.write(fd, f"{now:.0f} {msg_id}\n".encode())
             os.fsync(fd)
@@ -53,8 +55,5 @@ class SeenIds:
 
     def compact(self, now: float) -> None:
         kept = {i: t for i, t in self._entries.items() if t > now - self.keep_s}
-        tmp = self.path.with_suffix(".tmp")
-        tmp.write_text("".join(f"{t:.0f} {i}\n" for i, t in kept.items()))
-        os.chmod(tmp, 0o600)
-        os.replace(tmp, self.path)
+        replace_file(self.path, "".join(f"{t:.0f} {i}\n" for i, t in kept.items()).encode())
         self._entries = kept
