@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from keys.errors import UserError
-from keys.storage import ensure_private_dir, open_private, read_private, replace_file
+from keys.storage import check_private_dir, ensure_private_dir, open_private, read_private, replace_file
 from spool_writer.handed import HANDED_FILE
 
 DEFAULT_MAX_BYTES = 8 * 1024 * 1024
@@ -153,7 +153,8 @@ def read_json(path: Path) -> Any:
 
 @contextlib.contextmanager
 def flocked(path: Path, shared: bool = False) -> Iterator[int]:
-    """Hold an flock on `path` (created 0600); yields the lock file's descriptor."""
+    """Hold an flock on `path` (created 0600) in a private folder; yields the lock's descriptor."""
+    check_private_dir(path.parent, "spool folder")  # every change and read starts here
     fd = open_private(path, os.O_RDWR | os.O_CREAT)
     try:
         fcntl.flock(fd, fcntl.LOCK_SH if shared else fcntl.LOCK_EX)
