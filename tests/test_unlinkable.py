@@ -2,8 +2,9 @@
 connection, a deposit connection serves one recipient, and the follower's receipts leave a
 random pause after the fetch that brought the mail.
 
-A recording proxy sits between bob's follower (and bob's `talk send`) and a real relay, and
-notes every request line per accepted connection, as a relay would see them.
+A recording proxy sits between a real relay and bob's follower, bob's `talk send`, and the
+senders' `talk send --wait` (which fetch their receipts themselves), and notes every request
+line per accepted connection, as a relay would see them.
 """
 
 from __future__ import annotations
@@ -74,9 +75,11 @@ def test_owner_requests_and_deposits_never_share_a_connection(
     bob.ok("follow", "--peer", "alice", "--peer", "carol", "--no-push", "--interval", "0.3",
            "--relay", proxy.url)
     try:
-        # Each waits for bob's follower's "spooled" receipt, which it reads from the real relay.
+        # Each sender (no follower of its own) deposits, then fetches until bob's follower's
+        # "spooled" receipt comes: one CLI process with both kinds of request, also recorded.
         for sender in (alice, carol, alice):
-            sender.ok("send", "bob", f"hello from {sender.home.name}", "--wait", "spooled")
+            sender.ok("send", "bob", f"hello from {sender.home.name}", "--wait", "spooled",
+                      "--relay", proxy.url)
         bob.ok("send", "alice", "and back", "--relay", proxy.url)
         bob.ok("send", "carol", "and back", "--relay", proxy.url)
     finally:
@@ -91,11 +94,13 @@ def test_owner_requests_and_deposits_never_share_a_connection(
         lines = [s.line for s in seen]
         assert not (any(OWNER_ROUTE.match(x) for x in lines) and deposits_to(seen)), lines
         assert len(deposits_to(seen)) <= 1, lines  # one recipient mailbox per connection
+    bob_fp = bob.ok("id", "--json").json()["fingerprint"]
     recipients = set().union(*map(deposits_to, depositing))
-    assert len(recipients) == 2  # receipts and mail went to both alice and carol
+    assert len(recipients) == 3 and bob_fp in recipients  # mail to bob; receipts and mail from him
 
-    # The first receipt left no sooner than the pause after the fetch that brought mail.
+    # Bob's first receipt left no sooner than the pause after his fetch that brought mail.
     requests = sorted((s for c in connections for s in c), key=lambda s: s.at)
-    first_mail = next(s.at for s in requests if s.brought_mail)
-    first_deposit = next(s.at for s in requests if DEPOSIT_ROUTE.match(s.line))
-    assert first_deposit - first_mail >= JITTER[0]
+    first_mail = next(s.at for s in requests if s.brought_mail and f"/mail/{bob_fp}/" in s.line)
+    first_receipt = next(s.at for s in requests
+                         if (m := DEPOSIT_ROUTE.match(s.line)) and m["fp"] != bob_fp)
+    assert first_receipt - first_mail >= JITTER[0]
