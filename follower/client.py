@@ -13,6 +13,7 @@ the relay cannot tell that two deposits came from one sender by the connection t
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import socket
@@ -59,14 +60,38 @@ class Transport(Protocol):
 
 
 class _HttpsTransport:
-    """TLS relays go through http.client; its import cost is paid only for https URLs."""
+    """TLS relays go through http.client; its import cost is paid only for https URLs.
+
+    http.client bounds the head itself (100 fields, 64 KiB lines); the body is read at most
+    MAX_ANSWER + 1 bytes, and a timer shuts the socket when a whole answer takes longer than
+    `total_s`, which http.client's per-read timeout alone never does against a dripping relay.
+    """
 
     def __init__(self, host: str, port: int | None, timeout: float) -> None:
         import http.client
 
         self._conn = http.client.HTTPSConnection(host, port, timeout=timeout)
+        self._total_s = 3 * timeout
+        self._expired = False
 
     def exchange(
+        self, method: str, path: str, body: bytes, headers: dict[str, str]
+    ) -> tuple[int, bytes]:
+        import threading
+
+        self._expired = False
+        timer = threading.Timer(self._total_s, self._expire)
+        timer.start()
+        try:
+            return self._exchange(method, path, body, headers)
+        except OSError:
+            if self._expired:
+                raise TimeoutError(f"the answer took longer than {self._total_s:g} s") from None
+            raise
+        finally:
+            timer.cancel()
+
+    def _exchange(
         self, method: str, path: str, body: bytes, headers: dict[str, str]
     ) -> tuple[int, bytes]:
         import http.client
@@ -74,7 +99,7 @@ class _HttpsTransport:
         try:
             self._conn.request(method, path, body=body, headers=headers)
             response = self._conn.getresponse()
-            body = response.read(MAX_ANSWER + 1)  # http.client bounds the head itself
+            body = response.read(MAX_ANSWER + 1)
         except http.client.RemoteDisconnected as exc:
             raise ConnectionResetError(str(exc)) from exc
         except (http.client.HTTPException, ValueError) as exc:
@@ -83,6 +108,13 @@ class _HttpsTransport:
             self.close()
             raise ProtocolError(f"an answer over the limit of {MAX_ANSWER} bytes")
         return response.status, body
+
+    def _expire(self) -> None:
+        self._expired = True
+        sock = self._conn.sock
+        if sock is not None:
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
 
     def close(self) -> None:
         self._conn.close()

@@ -11,6 +11,8 @@ from __future__ import annotations
 import json
 import os
 import socket
+import ssl
+import subprocess
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -100,10 +102,12 @@ HOSTILE: dict[str, Behaviour] = {
 class HostileRelay:
     """Answers every request on every connection with `behaviour`; closes after each answer."""
 
-    def __init__(self, behaviour: Behaviour) -> None:
+    def __init__(self, behaviour: Behaviour, tls: ssl.SSLContext | None = None) -> None:
         self.behaviour = behaviour
+        self.tls = tls
         self.listener = socket.create_server(("127.0.0.1", 0))
-        self.url = f"http://127.0.0.1:{self.listener.getsockname()[1]}"
+        scheme = "https" if tls else "http"
+        self.url = f"{scheme}://127.0.0.1:{self.listener.getsockname()[1]}"
         self.requests = 0
         self.flooded: list[int] = []
         threading.Thread(target=self._serve, daemon=True).start()
@@ -116,7 +120,16 @@ class HostileRelay:
                 return
             threading.Thread(target=self._handle, args=(conn,), daemon=True).start()
 
-    def _handle(self, conn: socket.socket) -> None:
+    def _handle(self, raw: socket.socket) -> None:
+        if self.tls is not None:
+            raw.settimeout(10)
+            try:
+                conn: socket.socket = self.tls.wrap_socket(raw, server_side=True)
+            except OSError:
+                raw.close()
+                return
+        else:
+            conn = raw
         with conn:
             try:
                 if read_request(conn):
@@ -176,6 +189,40 @@ def test_relay_error_text_is_shown_on_one_line_with_controls_escaped(
         server.close()
     assert_relay_error(r)
     assert "one\\nfake second line" in r.err and "\\x1b[2J" in r.err
+
+
+@pytest.fixture
+def tls(tmp_path: Path) -> tuple[ssl.SSLContext, Path]:
+    """A server context with a fresh self-signed certificate for 127.0.0.1, and that certificate
+    (the clients trust it through SSL_CERT_FILE, as they would a private CA)."""
+    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1",
+                    "-nodes", "-keyout", str(key), "-out", str(cert), "-days", "1", "-subj", "/CN=127.0.0.1",
+                    "-addext", "subjectAltName=IP:127.0.0.1"], check=True, capture_output=True, timeout=60)
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(cert, key)
+    return context, cert
+
+
+@pytest.mark.parametrize("name", ["dripping answer", "never-ending body", "bad chunk size",
+                                  "huge content-length", "garbage", "deeply nested JSON"])
+def test_an_https_relay_is_held_to_the_same_bounds(
+    pair: tuple[Agent, Agent], tls: tuple[ssl.SSLContext, Path], name: str
+) -> None:
+    alice, bob = pair
+    context, cert = tls
+    server = HostileRelay(HOSTILE[name], context)
+    try:
+        for agent in (alice, bob):
+            agent.extra_env.update({"TALK_RELAY_TIMEOUT": "1", "SSL_CERT_FILE": str(cert)})
+        started = time.monotonic()
+        assert_relay_error(alice.run("send", "bob", "hello", "--relay", server.url, timeout=60))
+        assert_relay_error(bob.run("receive", "--relay", server.url, timeout=60))
+        assert time.monotonic() - started < 30
+        assert server.requests >= 2  # the TLS handshake held: these are the answers' faults
+        assert all(sent < FLOOD_CAP for sent in server.flooded)
+    finally:
+        server.close()
 
 
 # --- the push stream ----------------------------------------------------------------------------
