@@ -271,6 +271,11 @@ def test_a_burst_over_the_receive_limit_is_held_not_lost(
     talking: tuple[Agent, Agent, subprocess.Popen[bytes]],
 ) -> None:
     alice, bob, _ = talking
+    # Held mail must outlast the checks below (a dozen CLI runs), not the fixture's 3 s, or it
+    # expires while they run, depending on where the follower's 5 s expiry rounds fall.
+    bob.ok("stop")
+    bob.extra_env["TALK_HOLD_HOURS"] = str(60 / 3600)
+    bob.ok("follow", "--peer", "alice")
     alice.ok("follow", "--peer", "bob")
     bob.ok("policy", "alice", "--receive-rate", "3", "--yes")
     sent = [alice.ok("send", "bob", f"burst {i}", "--json").json()["id"] for i in range(6)]
