@@ -18,6 +18,10 @@ from follower.state import LOG_FILE, hold_lock
 
 
 def setup_logging(folder: Path, to_stderr: bool) -> None:
+    from keys.storage import open_private
+
+    # The handler opens the log by name and would write through a planted link: refuse one first.
+    os.close(open_private(folder / LOG_FILE, os.O_WRONLY | os.O_CREAT | os.O_APPEND))
     handler = logging.handlers.RotatingFileHandler(
         folder / LOG_FILE, maxBytes=1024 * 1024, backupCount=3
     )

@@ -1,4 +1,5 @@
-"""Retry delays: exponential with full jitter, so many followers do not return in step."""
+"""Random delays: retries back off exponentially with full jitter, so many followers do not
+return in step; a follower's own deposits wait a random pause after the fetch that caused them."""
 
 from __future__ import annotations
 
@@ -13,3 +14,28 @@ def delay(attempt: int, rand: Callable[[], float] = random.random) -> float:
     """Seconds to wait before try number `attempt` (1-based) after a failure."""
     ceiling = min(CAP_S, BASE_S * 2.0 ** min(attempt, 16))
     return ceiling / 2 + rand() * ceiling / 2
+
+
+DEPOSIT_DELAY_ENV = "TALK_DEPOSIT_JITTER"
+DEPOSIT_DELAY_S = (0.05, 2.0)
+MAX_DEPOSIT_DELAY_S = 60.0
+
+
+def deposit_delay_range(spec: str | None) -> tuple[float, float]:
+    """`MIN,MAX` seconds (TALK_DEPOSIT_JITTER; tests shorten or lengthen it), else the default.
+
+    A follower's own deposits (receipts, resends) wait a random time in this range, so the
+    relay cannot pair a deposit with the fetch that caused it by their timing alone.
+    """
+    try:
+        low, high = (float(part) for part in (spec or "").split(","))
+    except ValueError:
+        return DEPOSIT_DELAY_S
+    if not 0 <= low <= high <= MAX_DEPOSIT_DELAY_S:
+        return DEPOSIT_DELAY_S
+    return low, high
+
+
+def deposit_delay(spec: str | None, rand: Callable[[], float] = random.random) -> float:
+    low, high = deposit_delay_range(spec)
+    return low + rand() * (high - low)

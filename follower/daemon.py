@@ -21,8 +21,9 @@ from follower.channeldb import ChannelDB, SpoolDedup, receiving
 from follower.client import RelayClient
 from follower.inbound import LINGER_S, Inbox
 from follower.push import PushListener
+from follower.receipts import ReceiptBatch
 from follower.state import FollowConfig, FollowStatus
-from follower.upkeep import Upkeep
+from follower.upkeep import Upkeep, follower_delay
 from keys.contacts import Contact, ContactBook
 from keys.errors import TalkError
 from keys.identity import Identity
@@ -45,10 +46,12 @@ class Follower:
         self.client = RelayClient(relay, sessions=True)
         self.contacts = ContactBook(folder)
         self.spool = Spool(folder / "spool")
+        # Receipts wait a random pause after the fetch that caused them; the upkeep sends them.
+        receipts = ReceiptBatch(delay=follower_delay())
         self.inbox = Inbox(identity, self.client, self.contacts, InviteBook(folder),
                            SpoolDedup(ChannelDB(folder), self.spool.knows), batch_acks=True,
-                           linger_s=LINGER_S, handed_state="spooled")
-        self.upkeep = Upkeep(identity, folder, self.client)
+                           linger_s=LINGER_S, handed_state="spooled", receipts=receipts)
+        self.upkeep = Upkeep(identity, folder, self.client, receipts)
         self.wake = threading.Event()
         self.upkeep_due = True
         self.status_lock = threading.Lock()  # the push thread saves the status too
@@ -124,6 +127,10 @@ class Follower:
         finally:
             if push is not None:
                 push.stop()
+            try:
+                self.upkeep.finish()
+            except Exception as exc:  # best effort: the senders' resends make up for it
+                self.record_error(exc)
             self.status.push = "off"
             self.save_status()
             log.info("stopped")
@@ -158,6 +165,9 @@ class Follower:
                     self.record_error(exc)
                     self.save_status()
             soonest = min(next_drain, next_upkeep) if not failures else next_drain
+            receipts_due = self.upkeep.receipts.next_due()
+            if receipts_due is not None and not failures and receipts_due < soonest:
+                soonest, next_upkeep = receipts_due, receipts_due  # a paused receipt is due
             self.wake.wait(max(0.0, soonest - time.monotonic()))
 
     def record_error(self, exc: Exception) -> None:

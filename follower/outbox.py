@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from keys import gate
-from keys.storage import read_records, seal_torn_tail
+from keys.storage import open_private, read_records, replace_file, seal_torn_tail
 
 OUTBOX_FILE = "outbox.ndjson"
 # Present while some message is queued (the relay did not take it): the next command that talks
@@ -118,7 +118,7 @@ class Outbox:
     @contextmanager
     def _locked(self) -> Iterator[None]:
         # A lock of its own: compaction replaces the log, so its inode cannot hold the lock.
-        fd = os.open(self.lock, os.O_RDWR | os.O_CREAT, 0o600)
+        fd = open_private(self.lock, os.O_RDWR | os.O_CREAT)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX)
             yield
@@ -129,7 +129,7 @@ class Outbox:
         data = b"".join(json.dumps(e, ensure_ascii=False, separators=(",", ":")).encode() + b"\n"
                         for e in events)
         with self._locked():
-            fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o600)
+            fd = open_private(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT)
             try:
                 os.write(fd, seal_torn_tail(fd) + data)
                 os.fsync(fd)
@@ -142,16 +142,13 @@ class Outbox:
     def _compact(self) -> None:
         """Rewrite the log as one line per message; finished ones lose their ciphertext."""
         entries = fold(read_records(self.path))
-        tmp = self.path.with_name(f".{self.path.name}.tmp")
-        with open(tmp, "wb") as f:
-            for entry in entries.values():
-                snapshot = {**entry.__dict__, "ev": "entry"}
-                if not entry.waiting_for_receipt():
-                    snapshot["blob"] = ""
-                f.write(json.dumps(snapshot, ensure_ascii=False).encode() + b"\n")
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, self.path)
+        lines = []
+        for entry in entries.values():
+            snapshot = {**entry.__dict__, "ev": "entry"}
+            if not entry.waiting_for_receipt():
+                snapshot["blob"] = ""
+            lines.append(json.dumps(snapshot, ensure_ascii=False).encode() + b"\n")
+        replace_file(self.path, b"".join(lines))
 
     def sent(self, msg_id: str, to: str, name: str, kind: str, text: str, tag: str, blob: str,
              **extra: Any) -> None:

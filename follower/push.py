@@ -16,6 +16,10 @@ from follower.client import Signer
 from keys.wire import API, auth_headers
 
 log = logging.getLogger("talk.follower")
+# The relay's stream messages are {"type": "ready"} and {"type": "mail", "tag": …}, under 200
+# bytes; a bigger frame is hostile, and ends the connection (1009) instead of filling memory.
+MAX_MESSAGE = 4096
+MAX_QUEUE = 4  # messages buffered before reading stops: each only says "look now"
 
 
 def stream_url(relay: str, fp: str) -> tuple[str, str]:
@@ -52,7 +56,8 @@ class PushListener(threading.Thread):
             try:
                 headers = auth_headers(self.signer.sign, "GET", self.path, b"")
                 with connect(self.url, additional_headers=headers, compression=None,
-                             open_timeout=10, ping_interval=20, ping_timeout=20) as ws:
+                             open_timeout=10, ping_interval=20, ping_timeout=20,
+                             max_size=MAX_MESSAGE, max_queue=MAX_QUEUE) as ws:
                     self._ws = ws
                     self.on_state("connected")
                     attempt = 0

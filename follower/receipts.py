@@ -5,11 +5,17 @@ A receipt is ordinary sealed mail of kind "receipt" on the pair's receipt tag, l
 mail is taken and sent once per peer at the end, so a page of mail costs one receipt message.
 Sending is best effort: a receipt lost on the way is made good by the sender's resend, which
 the receiver answers with `duplicate`.
+
+The follower defers its batches (`ReceiptBatch(delay=…)`): a receipt sent the instant a fetch
+returns would tell the relay which mailbox wrote to which, so it leaves a random pause later,
+on the follower's next upkeep tick after it is due.
 """
 
 from __future__ import annotations
 
 import logging
+import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
@@ -59,30 +65,55 @@ def parse_items(inner: Inner) -> list[tuple[str, str, str]]:
     return [(i["ref"], i["state"], i["reason"]) for i in items]
 
 
+Items = list[dict[str, str]]
+
+
 @dataclass
 class ReceiptBatch:
-    """Receipts gathered while taking mail, by peer, sent together by `flush`."""
+    """Receipts gathered while taking mail, by peer, sent together by `flush`; with a `delay`
+    (seconds, drawn per flush), `flush` only queues them and `send_due` sends them later."""
 
-    pending: dict[str, tuple[Contact, list[dict[str, str]]]] = field(default_factory=dict)
+    pending: dict[str, tuple[Contact, Items]] = field(default_factory=dict)
+    delay: Callable[[], float] | None = None
+    queued: list[tuple[float, Contact, Items]] = field(default_factory=list)
 
     def add(self, contact: Contact, ref: str, state: str, reason: str = "") -> None:
         entry = self.pending.setdefault(contact.fingerprint, (contact, []))
         entry[1].append({"ref": ref, "state": state, "reason": reason[:MAX_REASON]})
 
     def flush(self, identity: Identity, client: RelayClient) -> int:
-        """Send what is gathered; returns how many peers could not be told (logged)."""
-        failed = 0
+        """Send what is gathered (or queue it, with a delay); how many peers could not be told."""
         pending, self.pending = self.pending, {}
-        for contact, items in pending.values():
-            try:
-                send_receipts(identity, client, contact, items)
-            except TalkError as exc:
-                failed += 1
-                log.info("receipts to %s not sent (%s); their resend will bring them", contact.name, exc)
-        return failed
+        if self.delay is None:
+            return _send_all(identity, client, list(pending.values()))
+        due = time.monotonic() + self.delay()
+        self.queued += [(due, contact, items) for contact, items in pending.values()]
+        return 0
+
+    def send_due(self, identity: Identity, client: RelayClient, everything: bool = False) -> int:
+        """Send the queued batches whose pause is over (all of them when stopping)."""
+        now = time.monotonic()
+        ready = [(c, items) for due, c, items in self.queued if everything or due <= now]
+        self.queued = [] if everything else [q for q in self.queued if q[0] > now]
+        return _send_all(identity, client, ready)
+
+    def next_due(self) -> float | None:
+        """When the earliest queued batch may go (monotonic), if any waits."""
+        return min((due for due, _, _ in self.queued), default=None)
 
     def __len__(self) -> int:
         return sum(len(items) for _, items in self.pending.values())
+
+
+def _send_all(identity: Identity, client: RelayClient, batches: list[tuple[Contact, Items]]) -> int:
+    failed = 0
+    for contact, items in batches:
+        try:
+            send_receipts(identity, client, contact, items)
+        except TalkError as exc:
+            failed += 1
+            log.info("receipts to %s not sent (%s); their resend will bring them", contact.name, exc)
+    return failed
 
 
 def as_json(items: list[tuple[str, str, str]]) -> list[dict[str, Any]]:

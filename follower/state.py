@@ -15,7 +15,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from keys.storage import read_json, write_json
+from keys.storage import open_private, read_json, write_json
 
 CONFIG_FILE = "follower.json"
 STATUS_FILE = "follower-status.json"
@@ -70,7 +70,7 @@ class FollowStatus:
 
 def hold_lock(folder: Path) -> int | None:
     """Take the liveness lock for this process's lifetime; None if another follower has it."""
-    fd = os.open(folder / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o600)
+    fd = open_private(folder / LOCK_FILE, os.O_RDWR | os.O_CREAT)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:

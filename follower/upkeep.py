@@ -2,14 +2,22 @@
 
 Each is at-least-once: a receipt is sent before the offset that produced it is saved, a held
 message leaves the box only after its sender was told, a resend is logged before it goes.
+
+The receipts a fetch produces, expiry notices and resends wait a random pause
+(`follower.backoff.deposit_delay`) from the moment they became due, so their timing does not
+point at the fetch that caused them. `delivered` receipts do not: an alarm's hand-over, not a
+fetch, sets their time.
 """
 
 from __future__ import annotations
 
 import os
 import time
+from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 
+from follower.backoff import DEPOSIT_DELAY_ENV, deposit_delay
 from follower.client import RelayClient
 from follower.held import HeldBox
 from follower.outbound import resend_due, send_queued
@@ -34,17 +42,27 @@ def env_float(name: str, default: float) -> float:
     return value if value > 0 else default
 
 
+def follower_delay() -> Callable[[], float]:
+    """The random pause before each of the follower's own deposits (TALK_DEPOSIT_JITTER)."""
+    return partial(deposit_delay, os.environ.get(DEPOSIT_DELAY_ENV))
+
+
 class Upkeep:
-    def __init__(self, identity: Identity, folder: Path, client: RelayClient) -> None:
+    """`receipts`: the batch the follower's Inbox queues its receipts in; sent here when due."""
+
+    def __init__(self, identity: Identity, folder: Path, client: RelayClient,
+                 receipts: ReceiptBatch | None = None) -> None:
         self.identity = identity
         self.folder = folder
         self.client = client
+        self.receipts = receipts if receipts is not None else ReceiptBatch()
+        self.delay = self.receipts.delay or follower_delay()
         self.contacts = ContactBook(folder)
         self.log = SpoolLayout(folder / "spool").handed
         self.hold_hours = env_float("TALK_HOLD_HOURS", HOLD_HOURS)
         self.resend_after = env_float("TALK_RESEND_AFTER", RESEND_AFTER_S)
         self.slow_every = min(5.0, self.resend_after)  # the outbox is folded at most this often
-        self.last_slow = 0.0
+        self.next_slow = time.monotonic() + self.delay()
         # Read once; this process is the only one that moves it (one follower per identity).
         saved = read_json(self.folder / OFFSET_FILE, {})
         self.offset = int(saved.get("offset", 0)) if isinstance(saved, dict) else 0
@@ -54,6 +72,9 @@ class Upkeep:
         items, end = handed.read_since(self.log, self.offset)
         if end == self.offset:
             return 0
+        # No pause here: a hand-over is timed by the agent's host (the alarm rang the doorbell),
+        # not by a fetch, so sending at once tells the relay nothing about our fetches; and a
+        # sender waiting for `delivered` hears of it in milliseconds, not seconds.
         batch = ReceiptBatch()
         told: set[str] = set()
         for item in items:
@@ -89,10 +110,16 @@ class Upkeep:
         return send_queued(self.client, outbox) + resend_due(self.client, outbox, now, self.resend_after)
 
     def run(self, now: float | None = None) -> None:
-        """The delivered receipts every tick (an agent's sender may be waiting); the rest less often."""
+        """Queued and delivered receipts every tick (an agent's sender may be waiting); the
+        rest less often, at a random point of each round."""
         now = time.time() if now is None else now
+        self.receipts.send_due(self.identity, self.client)
         self.report_delivered()
-        if now - self.last_slow >= self.slow_every:
-            self.last_slow = now
+        if time.monotonic() >= self.next_slow:
+            self.next_slow = time.monotonic() + self.slow_every + self.delay()
             self.expire_held(now)
             self.resend(now)
+
+    def finish(self) -> None:
+        """On the way out: what is still queued goes now, rather than never."""
+        self.receipts.send_due(self.identity, self.client, everything=True)

@@ -122,8 +122,8 @@ def create(home: Path, identity: Identity, passphrase: bytes | None, relay: str)
     folder = home / check_name(identity.name)
     if (folder / IDENTITY_FILE).exists():
         raise UserError(f"identity {identity.name!r} already exists in {home}; pick another name")
-    ensure_private_dir(home)
-    ensure_private_dir(folder)
+    ensure_private_dir(home, "TALK_HOME", follow=True)
+    ensure_private_dir(folder, "identity folder")
     write_json(
         folder / IDENTITY_FILE,
         {

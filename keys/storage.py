@@ -2,14 +2,24 @@
 
 Several talk processes may share one identity (a receive while an add runs), so every
 read-modify-write of a store file happens under `locked()`.
+
+Another local user must not be able to steer these files: TALK_HOME and every folder below it
+must be ours and writable by nobody else (`check_private_dir`), and no file is opened through
+a symbolic link (`open_private`: O_NOFOLLOW), so a link planted in a shared folder cannot
+send decrypted mail or keys into a file of the planter's choosing. A replacement is written
+to a fresh temporary file (O_EXCL) beside its target and renamed over it, which replaces a
+link rather than following it.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import json
 import os
+import secrets
+import stat
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -17,28 +27,82 @@ from typing import Any
 from keys.errors import UserError
 
 
-def ensure_private_dir(path: Path) -> None:
+def check_private_dir(path: Path, what: str = "folder", follow: bool = False) -> None:
+    """Refuse a folder that another user owns or could write to, or (unless `follow`, for a
+    TALK_HOME the user linked elsewhere) that is a symbolic link.
+
+    Raises:
+        UserError: saying which folder and what to do about it.
+    """
+    st = os.stat(path) if follow else os.lstat(path)
+    if stat.S_ISLNK(st.st_mode):
+        raise UserError(f"the {what} {path} is a symbolic link; talk keeps its files only in real "
+                        "folders: remove the link")
+    if not stat.S_ISDIR(st.st_mode):
+        raise UserError(f"the {what} {path} is not a folder; move it aside")
+    if st.st_uid != os.geteuid():
+        raise UserError(f"the {what} {path} belongs to another user (uid {st.st_uid}); another user "
+                        "could read or redirect your mail there: use a folder of your own (TALK_HOME)")
+    if st.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+        raise UserError(f"the {what} {path} is writable by other users, who could plant files in "
+                        f"it; run `chmod 700 {path}`")
+
+
+def ensure_private_dir(path: Path, what: str = "folder", follow: bool = False) -> None:
+    """Create `path` 0700 if it is missing; either way it must pass `check_private_dir`."""
     path.mkdir(parents=True, exist_ok=True, mode=0o700)
-    os.chmod(path, 0o700)
+    check_private_dir(path, what, follow)
+    if os.stat(path).st_mode & 0o777 != 0o700:
+        os.chmod(path, 0o700)
+
+
+def open_private(path: Path, flags: int, mode: int = 0o600) -> int:
+    """`os.open` that never follows a symbolic link at `path` (and is closed on exec).
+
+    Raises:
+        UserError: `path` is a symbolic link.
+        OSError: as os.open.
+    """
+    try:
+        return os.open(path, flags | os.O_NOFOLLOW | os.O_CLOEXEC, mode)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise UserError(f"{path} is a symbolic link; talk never reads or writes its files through "
+                            "one: remove the link (and check who planted it)") from exc
+        raise
+
+
+def read_private(path: Path) -> bytes:
+    """The bytes of `path`, never through a symbolic link (FileNotFoundError if missing)."""
+    fd = open_private(path, os.O_RDONLY)
+    with os.fdopen(fd, "rb") as f:
+        return f.read()
+
+
+def replace_file(path: Path, data: bytes) -> None:
+    """Replace `path` atomically and durably: a crash leaves the old file or the new one."""
+    # A fresh name, created exclusively: a leftover or planted file of that name is never reused.
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
+    fd = open_private(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)  # rename replaces a link at `path`; it never writes through it
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
 
 
 def write_json(path: Path, obj: Any) -> None:
     """Replace `path` atomically: a crash leaves the old file or the new one, never half."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    data = json.dumps(obj, indent=2, sort_keys=True).encode() + b"\n"
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    try:
-        os.write(fd, data)
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    os.replace(tmp, path)
+    replace_file(path, json.dumps(obj, indent=2, sort_keys=True).encode() + b"\n")
 
 
 def read_json(path: Path, default: Any) -> Any:
     try:
-        with open(path, "rb") as f:
-            return json.load(f)
+        return json.loads(read_private(path))
     except FileNotFoundError:
         return default
     except (OSError, ValueError) as exc:
@@ -48,7 +112,7 @@ def read_json(path: Path, default: Any) -> Any:
 @contextlib.contextmanager
 def locked(folder: Path) -> Iterator[None]:
     """Hold the identity folder's lock for a read-modify-write."""
-    fd = os.open(folder / ".lock", os.O_RDWR | os.O_CREAT, 0o600)
+    fd = open_private(folder / ".lock", os.O_RDWR | os.O_CREAT)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
         yield
@@ -62,7 +126,7 @@ def append_records(path: Path, records: list[dict[str, Any]]) -> None:
         return
     data = b"".join(json.dumps(r, ensure_ascii=False, separators=(",", ":")).encode() + b"\n"
                     for r in records)
-    fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o600)
+    fd = open_private(path, os.O_RDWR | os.O_APPEND | os.O_CREAT)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
         os.write(fd, seal_torn_tail(fd) + data)
@@ -84,11 +148,12 @@ def seal_torn_tail(fd: int) -> bytes:
 def read_records(path: Path) -> list[dict[str, Any]]:
     """Every whole JSON line of an append log; a torn last line (a crash mid-append) is skipped."""
     try:
-        with open(path, "rb") as f:
-            fcntl.flock(f.fileno(), fcntl.LOCK_SH)
-            raw = f.read()
+        fd = open_private(path, os.O_RDONLY)
     except FileNotFoundError:
         return []
+    with os.fdopen(fd, "rb") as f:
+        fcntl.flock(f.fileno(), fcntl.LOCK_SH)
+        raw = f.read()
     records = []
     for line in raw.split(b"\n"):
         try:

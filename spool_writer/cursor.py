@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from keys.errors import UserError
+from keys.storage import ensure_private_dir, open_private
 from spool_writer import handed as handed_log
 from spool_writer import lines
 from spool_writer.layout import flocked, generations, read_json, write_json
@@ -152,7 +153,7 @@ def advance(
 
 def _open_view(path: Path) -> tuple[int, FileView] | None:
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+        fd = open_private(path, os.O_RDONLY)
     except FileNotFoundError:
         return None
     st = os.fstat(fd)
@@ -238,7 +239,7 @@ class CursorReader:
         """The messages not handed on yet, oldest first; the cursor is saved before they are returned."""
         if not (self.spool_file.exists() or generations(self.spool_file)):
             return []  # no spool (yet, or any more): leave no lock file behind
-        self.state_file.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        ensure_private_dir(self.state_file.parent, "spool folder")
         with flocked(lock_path(self.state_file)) as fd:
             os.utime(fd)  # the spool was read now, even if nothing was new: `gc` is not to retire it
             state = load_state(self.state_file)

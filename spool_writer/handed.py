@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from keys.storage import append_records
+from keys.storage import append_records, open_private
 from spool_writer.doorbell import bell_path, ring
 
 HANDED_FILE = "handed.ndjson"
@@ -41,7 +41,8 @@ def read_since(log: Path, offset: int) -> tuple[list[dict[str, Any]], int]:
     An offset past the end means the log was emptied since: read it from the start.
     """
     try:
-        with open(log, "rb") as f:
+        fd = open_private(log, os.O_RDONLY)
+        with os.fdopen(fd, "rb") as f:
             fcntl.flock(f.fileno(), fcntl.LOCK_SH)
             size = os.fstat(f.fileno()).st_size
             if offset > size:
@@ -65,7 +66,7 @@ def read_since(log: Path, offset: int) -> tuple[list[dict[str, Any]], int]:
 def empty_if_read(log: Path, offset: int) -> int:
     """Empty a large log that has been read to its end; returns the offset to keep."""
     try:
-        fd = os.open(log, os.O_RDWR)
+        fd = open_private(log, os.O_RDWR)
     except FileNotFoundError:
         return 0
     try:

@@ -22,6 +22,7 @@ import os
 import time
 from pathlib import Path
 
+from keys.storage import open_private, replace_file
 from spool_writer import lines
 from spool_writer.layout import fsync_dir
 
@@ -67,7 +68,7 @@ class DeliveredIndex:
     def refresh(self) -> None:
         """Read what other processes appended since; start over if the log was compacted."""
         try:
-            fd = os.open(self.path, os.O_RDONLY | os.O_CLOEXEC)
+            fd = open_private(self.path, os.O_RDONLY)
         except FileNotFoundError:
             self._reset(None)
             return
@@ -130,16 +131,10 @@ class DeliveredIndex:
         kept: list[Entry] = [(t, i, None) for i, t in self._done.items() if t > horizon]
         kept += [(t, i, target) for i, targets in self._partial.items() if i not in self._done
                  for target, t in targets.items() if t > horizon]
-        tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}.tmp")
         data = b"".join(map(format_entry, kept))
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(fd)
-            inode = os.fstat(fd).st_ino
-        os.replace(tmp, self.path)
+        replace_file(self.path, data)
         fsync_dir(self.path.parent)
+        inode = os.lstat(self.path).st_ino  # under the spool lock: nobody renamed it since
         self._reset(inode)
         self._pos, self._lines = len(data), len(kept)
         for entry in kept:

@@ -8,7 +8,8 @@
         sessions/<sid>.ndjson[.1, …]  each registered session's own copy (newest first)
         sessions/<sid>.cursor         that session's read position (cursor.py)
 
-Files are 0600. A session id becomes part of a file name, so it is checked before use.
+Files are 0600, folders 0700, and neither is ever used through a symbolic link (see
+`keys.storage`). A session id becomes part of a file name, so it is checked before use.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from keys.errors import UserError
+from keys.storage import check_private_dir, ensure_private_dir, open_private, read_private, replace_file
 from spool_writer.handed import HANDED_FILE
 
 DEFAULT_MAX_BYTES = 8 * 1024 * 1024
@@ -119,8 +121,7 @@ def oldest_first(spool_file: Path) -> list[Path]:
 
 
 def private_dir(path: Path) -> None:
-    path.mkdir(parents=True, exist_ok=True, mode=0o700)
-    os.chmod(path, 0o700)
+    ensure_private_dir(path, "spool folder")
 
 
 def fsync_dir(path: Path) -> None:
@@ -134,21 +135,14 @@ def fsync_dir(path: Path) -> None:
 
 def write_json(path: Path, obj: Any) -> None:
     """Replace `path` atomically: a crash leaves the old file or the new one, never half."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    try:
-        os.write(fd, json.dumps(obj, indent=1, sort_keys=True).encode() + b"\n")
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    os.replace(tmp, path)
+    replace_file(path, json.dumps(obj, indent=1, sort_keys=True).encode() + b"\n")
     fsync_dir(path.parent)
 
 
 def read_json(path: Path) -> Any:
     """The JSON in `path`, or None if there is no such file."""
     try:
-        data = path.read_bytes()
+        data = read_private(path)
     except FileNotFoundError:
         return None
     try:
@@ -159,8 +153,9 @@ def read_json(path: Path) -> Any:
 
 @contextlib.contextmanager
 def flocked(path: Path, shared: bool = False) -> Iterator[int]:
-    """Hold an flock on `path` (created 0600); yields the lock file's descriptor."""
-    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    """Hold an flock on `path` (created 0600) in a private folder; yields the lock's descriptor."""
+    check_private_dir(path.parent, "spool folder")  # every change and read starts here
+    fd = open_private(path, os.O_RDWR | os.O_CREAT)
     try:
         fcntl.flock(fd, fcntl.LOCK_SH if shared else fcntl.LOCK_EX)
         yield fd

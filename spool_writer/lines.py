@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from keys.printable import json_safe
+from keys.storage import open_private, read_private
 from spool_writer.layout import fsync_dir, generation
 
 _CHUNK = 64 * 1024
@@ -38,7 +39,7 @@ def id_of(line: bytes) -> str | None:
 def append(path: Path, data: bytes) -> int:
     """Append `data` (whole lines) with one write; return once it is on disk, with where it starts."""
     created = not path.exists()
-    fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    fd = open_private(path, os.O_RDWR | os.O_APPEND | os.O_CREAT)
     try:
         size = _drop_torn_tail(fd)
         try:
@@ -87,7 +88,7 @@ def _last_newline_before(fd: int, end: int) -> int:
 def last_line(path: Path) -> bytes | None:
     """The last complete line of `path`, without reading the whole file."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+        fd = open_private(path, os.O_RDONLY)
     except FileNotFoundError:
         return None
     try:
@@ -118,7 +119,7 @@ def read_from(fd: int, offset: int) -> bytes:
 def read_lines(path: Path) -> list[bytes]:
     """The complete lines of one file; none if it does not exist."""
     try:
-        data = path.read_bytes()
+        data = read_private(path)
     except FileNotFoundError:
         return []
     return complete_lines(data)[0]

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from keys.errors import NotFound
+from keys.storage import open_private
 from spool_writer import handover, lines, process, registry
 from spool_writer.cursor import CursorReader, lock_path
 from spool_writer.index import DeliveredIndex
@@ -84,7 +85,7 @@ def register(
 def _create(spool: Path) -> None:
     """An empty spool file, so the session's alarm can start watching it at once."""
     if not spool.exists():
-        os.close(os.open(spool, os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC, 0o600))
+        os.close(open_private(spool, os.O_WRONLY | os.O_CREAT))
         fsync_dir(spool.parent)
 
 

@@ -20,6 +20,7 @@ from keys.contacts import ContactBook
 from keys.errors import UserError
 from keys.identity import Identity
 from keys.invites import InviteBook
+from keys.storage import check_private_dir
 
 DEFAULT_RELAY = "http://127.0.0.1:8765"
 
@@ -74,8 +75,12 @@ class Session:
 
 
 def open_session(user: str | None, relay: str | None, passphrase_file: str | None) -> Session:
+    """The identity a command runs as; its folders must be the user's own (see keys.storage)."""
     home = keystore.talk_home()
+    if home.is_dir():
+        check_private_dir(home, "TALK_HOME", follow=True)
     name = keystore.choose_identity(home, user or os.environ.get("TALK_USER") or None)
+    check_private_dir(home / name, "identity folder")
     record = keystore.load(home / name)
     return Session(record, relay_url(relay, record.relay), passphrase_file)
 

@@ -1,8 +1,17 @@
-"""Retry delays grow, stay capped, and are spread by jitter."""
+"""Retry delays grow, stay capped, and are spread by jitter; deposit pauses stay in their range."""
 
 from __future__ import annotations
 
-from follower.backoff import BASE_S, CAP_S, delay
+import pytest
+
+from follower.backoff import (
+    BASE_S,
+    CAP_S,
+    DEPOSIT_DELAY_S,
+    delay,
+    deposit_delay,
+    deposit_delay_range,
+)
 
 
 def test_delays_grow_then_cap() -> None:
@@ -14,3 +23,15 @@ def test_delays_grow_then_cap() -> None:
 def test_jitter_keeps_at_least_half() -> None:
     for n in range(1, 30):
         assert delay(n, rand=lambda: 0.0) == delay(n, rand=lambda: 1.0) / 2
+
+
+def test_deposit_pauses_span_their_range() -> None:
+    assert deposit_delay(None, rand=lambda: 0.0) == DEPOSIT_DELAY_S[0]
+    assert deposit_delay(None, rand=lambda: 1.0) == DEPOSIT_DELAY_S[1]
+    assert deposit_delay("0.3,0.6", rand=lambda: 0.5) == pytest.approx(0.45)
+    assert deposit_delay_range("0,0") == (0.0, 0.0)
+
+
+@pytest.mark.parametrize("spec", ["", "1", "2,1", "-1,1", "0,1e9", "nan,1", "a,b", "1,2,3"])
+def test_a_bad_deposit_pause_setting_falls_back_to_the_default(spec: str) -> None:
+    assert deposit_delay_range(spec) == DEPOSIT_DELAY_S

@@ -58,7 +58,9 @@ def talking(tmp_path: Path, relay: RelayProcess) -> Iterator[tuple[Agent, Agent,
     """alice and bob by invite; bob's follower runs with one live agent session, "s1"."""
     alice = make_agent(tmp_path, relay, "alice", None)
     bob = make_agent(tmp_path, relay, "bob", None)
-    bob.extra_env = {"TALK_HOLD_HOURS": str(3 / 3600)}  # held mail expires after 3 s
+    # Held mail expires after 3 s; bob's receipts leave at most 0.2 s after their cause (not up
+    # to 2 s), so the "held" receipt leaves most of those 3 s to the test's own commands.
+    bob.extra_env = {"TALK_HOLD_HOURS": str(3 / 3600), "TALK_DEPOSIT_JITTER": "0.05,0.2"}
     befriend(alice, bob)
     host = register(bob, "s1")
     bob.ok("follow", "--peer", "alice")
@@ -273,7 +275,7 @@ def test_a_burst_over_the_receive_limit_is_held_not_lost(
     alice, bob, _ = talking
     # Held mail must outlive a slow, loaded run here: this test counts it, it does not expire it.
     bob.ok("stop")
-    bob.extra_env = {"TALK_HOLD_HOURS": "1"}
+    bob.extra_env["TALK_HOLD_HOURS"] = "1"
     bob.ok("follow", "--peer", "alice")
     alice.ok("follow", "--peer", "bob")
     bob.ok("policy", "alice", "--receive-rate", "3", "--yes")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import socket
 import threading
+import time
 
 import pytest
 
@@ -65,3 +66,68 @@ def test_peer_closing_midway_is_a_connection_reset() -> None:
     conn = Connection("127.0.0.1", port, timeout=5)
     with pytest.raises(ConnectionResetError):
         conn.exchange("GET", "/", b"", {})
+
+
+def answer_with(reply: bytes) -> Connection:
+    port, _ = serve([reply])
+    return Connection("127.0.0.1", port, timeout=5, max_body=1000)
+
+
+@pytest.mark.parametrize("reply", [
+    pytest.param(b"HTTP/1.1 200 OK" + b"!" * 20_000 + b"\r\n\r\n", id="status line too long"),
+    pytest.param(b"HTTP/1.1 200 OK\r\nx-a: " + b"b" * 20_000 + b"\r\n\r\n", id="field too long"),
+    pytest.param(b"HTTP/1.1 200 OK\r\n" + b"x-a: b\r\n" * 200 + b"\r\n", id="too many fields"),
+    pytest.param(b"HTTP/1.1 200 OK\r\ncontent-length: 99999999999999999999\r\n\r\n", id="huge length"),
+    pytest.param(b"HTTP/1.1 200 OK\r\ncontent-length: 1001\r\n\r\n", id="length over the cap"),
+    pytest.param(b"HTTP/1.1 200 OK\r\ncontent-length: -5\r\n\r\n", id="negative length"),
+    pytest.param(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\ncontent-length: 3\r\n\r\n{}", id="two lengths"),
+    pytest.param(b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\nzz\r\n", id="chunk size not hex"),
+    pytest.param(b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n-5\r\n", id="negative chunk"),
+    pytest.param(b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\nfffffffffffffff\r\n",
+                 id="chunk size huge"),
+    pytest.param(b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n" + b"100\r\n" + b"x" * 256
+                 + b"\r\n" + b"300\r\n", id="chunks over the cap"),
+    pytest.param(b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n2\r\n{}XX", id="chunk without CRLF"),
+    pytest.param(b"HTTP/1.1 200 OK\r\ntransfer-encoding: gzip\r\n\r\n", id="unknown coding"),
+    pytest.param(b"HTTP/1.1 2000 OK\r\ncontent-length: 0\r\n\r\n", id="status of four digits"),
+    pytest.param(b"HTTP/1.1 200 OK\r\nno colon here\r\n\r\n", id="field without colon"),
+])
+def test_every_malformed_or_oversized_answer_is_a_protocol_error(reply: bytes) -> None:
+    with pytest.raises(ProtocolError):
+        answer_with(reply).exchange("GET", "/", b"", {})
+
+
+def test_a_relay_that_drips_its_answer_is_cut_off_after_the_total_time() -> None:
+    listener = socket.create_server(("127.0.0.1", 0))
+    stop = threading.Event()
+
+    def drip() -> None:
+        conn, _ = listener.accept()
+        with conn:
+            conn.recv(4096)
+            conn.sendall(b"HTTP/1.1 200 OK\r\n")
+            while not stop.is_set():  # one header byte every 50 ms, never the end
+                try:
+                    conn.sendall(b"x")
+                except OSError:
+                    return
+                stop.wait(0.05)
+
+    threading.Thread(target=drip, daemon=True).start()
+    conn = Connection("127.0.0.1", listener.getsockname()[1], timeout=5, total_s=0.5)
+    started = time.monotonic()
+    try:
+        with pytest.raises(OSError) as err:
+            conn.exchange("GET", "/", b"", {})
+    finally:
+        stop.set()
+        listener.close()
+    assert isinstance(err.value, TimeoutError | ProtocolError)
+    assert time.monotonic() - started < 5  # the per-read timeout alone would never fire
+
+
+def test_trailers_are_read_and_dropped() -> None:
+    body = b"2\r\n{}\r\n0\r\nx-trailer: 1\r\n\r\n"
+    conn = answer_with(b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n" + body)
+    assert conn.exchange("GET", "/", b"", {}) == (200, b"{}")
+    conn.close()
