@@ -37,6 +37,9 @@ PAGE = 100  # messages asked for per fetch
 # bytes). Anything longer is not a relay answer, and buffering it would let a hostile relay
 # fill our memory.
 MAX_ANSWER = PAGE * (4 * (MAX_BLOB // 3 + 1) + 256) + 4096
+# The code of a RelayError for an answer that is not the talk protocol: no status tells whether
+# the relay acted, so a deposit is not queued for later (a broken relay stays broken).
+MALFORMED = "malformed_answer"
 OWNER = "owner"  # the lane of requests that name and prove our own fingerprint
 TIMEOUT_ENV = "TALK_RELAY_TIMEOUT"
 
@@ -222,7 +225,7 @@ class RelayClient:
                 if isinstance(exc, ProtocolError):
                     raise RelayError(
                         f"the relay at {self.url} sent a malformed answer ({_printable(str(exc))}); "
-                        "check that --relay or TALK_RELAY names a talk relay",
+                        "check that --relay or TALK_RELAY names a talk relay", code=MALFORMED,
                     ) from exc
                 if attempt == 2 or not dropped:
                     raise RelayError(
@@ -292,7 +295,8 @@ class RelayClient:
             )
         if payload is None:
             raise RelayError(f"the relay at {self.url} answered {method} {route} with something "
-                             "other than a JSON object; check that --relay or TALK_RELAY names a talk relay")
+                             "other than a JSON object; check that --relay or TALK_RELAY names a talk relay",
+                             code=MALFORMED)
         return payload
 
     def publish(self, bundle: KeyBundle) -> None:
@@ -313,7 +317,7 @@ class RelayClient:
         mail_id = data.get("id")
         if not isinstance(mail_id, str):
             raise RelayError(f"the relay at {self.url} did not say where it stored the message; "
-                             "check that --relay or TALK_RELAY names a talk relay")
+                             "check that --relay or TALK_RELAY names a talk relay", code=MALFORMED)
         return mail_id
 
     def fetch(

@@ -28,6 +28,7 @@ from keys.contacts import Contact, ContactBook
 from keys.errors import TalkError
 from keys.identity import Identity
 from keys.invites import InviteBook
+from keys.storage import sweep_temp_files
 from spool_writer.doorbell import Doorbell, bell_path
 from spool_writer.spool import Spool
 
@@ -118,7 +119,12 @@ class Follower:
         if self.config.push:
             push = PushListener(self.client.url, self.identity, self.wake, self.set_push)
             push.start()
-        self.spool.layout.ensure()
+        try:
+            self.spool.layout.ensure()
+            for leftover in (self.folder, self.spool.layout.root):
+                sweep_temp_files(leftover)  # from a writer killed mid-write, a full disk…
+        except (OSError, TalkError) as exc:  # the drain meets it again and keeps it in the status
+            self.record_error(exc)
         Doorbell(bell_path(self.spool.layout.handed), self.on_ring).start()
         log.info("following %s on %s (pid %d)", ", ".join(self.config.peers), self.client.url,
                  os.getpid())

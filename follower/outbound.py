@@ -11,7 +11,7 @@ from nacl.exceptions import CryptoError
 from nacl.public import PublicKey
 
 from follower.channeldb import ChannelDB
-from follower.client import RelayClient
+from follower.client import MALFORMED, RelayClient
 from follower.outbox import Outbox
 from keys.contacts import Contact, ContactBook, Source, peer_name, pinned_contact
 from keys.encoding import b64d, b64e
@@ -134,8 +134,9 @@ class Queued(Exception):
 
 
 def retryable(exc: Exception) -> bool:
-    """A failure that may pass later: no answer, a limit (429, 507), or the relay's own fault."""
-    if not isinstance(exc, RelayError):
+    """A failure that may pass later: no answer, a limit (429, 507), or the relay's own fault;
+    not an answer outside the protocol (a broken or hostile relay), nor a lasting refusal."""
+    if not isinstance(exc, RelayError) or exc.code == MALFORMED:
         return False  # NotFound: no such mailbox on this relay
     return exc.status is None or exc.status in (408, 429, 507) or exc.status >= 500
 

@@ -9,19 +9,40 @@
 
 from __future__ import annotations
 
+import errno
 import fcntl
+import json
 import os
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from keys.storage import open_private, read_json, write_json
+from keys.storage import open_private, read_json, replace_file, write_json
 
 CONFIG_FILE = "follower.json"
 STATUS_FILE = "follower-status.json"
 LOCK_FILE = "follower.lock"
 LOG_FILE = "follower.log"
 DEFAULT_INTERVAL_S = 30.0
+STATUS_BYTES = 4096
+
+
+def overwrite_in_place(path: Path, body: bytes) -> bool:
+    """Write `body` over the start of the existing file if it fits in the room the file has."""
+    try:
+        fd = open_private(path, os.O_WRONLY)
+    except OSError:
+        return False
+    try:
+        size = os.fstat(fd).st_size
+        if len(body) > size:
+            return False
+        os.pwrite(fd, body.rstrip(b"\n").ljust(size - 1) + b"\n", 0)
+        return True
+    except OSError:
+        return False
+    finally:
+        os.close(fd)
 
 
 @dataclass
@@ -65,7 +86,19 @@ class FollowStatus:
         return cls(**known)
 
     def save(self, folder: Path) -> None:
-        write_json(folder / STATUS_FILE, asdict(self))
+        """Replace the status file; on a full disk, overwrite it in place instead.
+
+        The file is padded to STATUS_BYTES, so rewriting it in place needs no new block: the
+        follower can still say why it stopped taking mail when nothing else can be written.
+        """
+        path = folder / STATUS_FILE
+        data = json.dumps(asdict(self), sort_keys=True).encode()
+        body = data + b" " * max(0, STATUS_BYTES - 1 - len(data)) + b"\n"
+        try:
+            replace_file(path, body)
+        except OSError as exc:
+            if exc.errno not in (errno.ENOSPC, errno.EDQUOT) or not overwrite_in_place(path, body):
+                raise
 
 
 def hold_lock(folder: Path) -> int | None:

@@ -95,6 +95,27 @@ def replace_file(path: Path, data: bytes) -> None:
         raise
 
 
+def sweep_temp_files(folder: Path) -> int:
+    """Remove the temporary files of `replace_file` whose writer is gone (killed mid-write);
+    a live writer's are left alone. Returns how many went."""
+    removed = 0
+    for tmp in folder.glob(".*.tmp"):
+        parts = tmp.name.split(".")
+        try:
+            pid = int(parts[-3])
+            os.kill(pid, 0)
+            continue  # its writer still runs
+        except (ValueError, IndexError):
+            continue  # not one of ours
+        except ProcessLookupError:
+            pass
+        except PermissionError:
+            continue  # alive, someone else's
+        tmp.unlink(missing_ok=True)
+        removed += 1
+    return removed
+
+
 def write_json(path: Path, obj: Any) -> None:
     """Replace `path` atomically: a crash leaves the old file or the new one, never half."""
     replace_file(path, json.dumps(obj, indent=2, sort_keys=True).encode() + b"\n")
