@@ -15,25 +15,43 @@ from talk.output import emit_json, result, warn
 def send(user: str | None, relay: str | None, passphrase_file: str | None, name: str, text: str,
          as_json: bool, wait: str | None = None, timeout: float = 30.0, task: bool = False,
          mode: str = "one-shot", hops: list[str] | None = None) -> None:
-    """`talk send`: what `send_report` did, as a line or as JSON."""
-    report = send_report(open_session(user, relay, passphrase_file), name, read_text_arg(text), wait=wait,
-                         timeout=timeout, task=task, mode=mode, hops=hops)
+    """`talk send`: what `send_report` did, as a line or as JSON. If waiting for a receipt ends
+    badly (Ctrl-C, a timeout, a relay error), the message was sent all the same: its report is
+    printed before the error, so a caller knows its id and does not send it again."""
+    sent: dict[str, Any] = {}
+    try:
+        report = send_report(open_session(user, relay, passphrase_file), name, read_text_arg(text),
+                             wait=wait, timeout=timeout, task=task, mode=mode, hops=hops, progress=sent)
+    except BaseException:
+        if sent:
+            result(sent, _human(sent, wait, task), as_json)
+        raise
+    result(report, _human(report, wait, task), as_json)
+
+
+def _human(report: dict[str, Any], wait: str | None, task: bool) -> str:
     human = f"sent {report['id']} to {report['to']}" + (f" ({report['state']})" if wait else "")
-    if task:
-        human += f"; task {report['task']}"
-    result(report, human, as_json)
+    return human + (f"; task {report['task']}" if task else "")
 
 
 def send_report(s: Session, name: str, original: str, wait: str | None = None, timeout: float = 30.0,
-                task: bool = False, mode: str = "one-shot", hops: list[str] | None = None) -> dict[str, Any]:
+                task: bool = False, mode: str = "one-shot", hops: list[str] | None = None,
+                progress: dict[str, Any] | None = None) -> dict[str, Any]:
     """Seal, record in the outbox, deposit; with `wait`, return once a receipt says so.
-    Returns {"id", "to", "state"} plus "task" and "hops" when given (what `talk mcp` answers)."""
+    Returns {"id", "to", "state"} plus "task" and "hops" when given (what `talk mcp` answers);
+    `progress` gets the same as soon as the message is sent, before any wait.
+
+    Raises:
+        TimedOut: the wait ended (its time, or a relay error while waiting); the message was sent
+            and the error says so, with its id.
+    """
     import time
 
     from follower.outbound import Queued, send_queued
     from follower.outbound import send as send_message
     from follower.outbox import Outbox
     from follower.sendrate import spend
+    from keys.errors import RelayError, TimedOut
     from keys.policy import PolicyBook
 
     if wait is not None:
@@ -70,12 +88,13 @@ def send_report(s: Session, name: str, original: str, wait: str | None = None, t
     if wait is not None and state != "queued":
         from talk.waiting import wait_for
 
+        if progress is not None:
+            progress.update(report)
         try:
             report["state"] = wait_for(s, inner.id, wait, timeout)
-        except KeyboardInterrupt:
-            # Interrupted while waiting: the message is sent all the same; say which one it was.
-            emit_json(report)
-            raise
+        except (TimedOut, RelayError) as exc:
+            # Sent all the same: a failure here must not read as "not sent" to a caller that retries.
+            raise TimedOut(f"{exc} (message {inner.id} was sent: do not send it again)") from exc
     return report
 
 

@@ -102,3 +102,25 @@ def test_ctrl_c_while_waiting_prints_the_id(pair: tuple[Agent, Agent]) -> None:
     report = json.loads(line)
     assert report["id"] == alice.ok("outbox", "--json").json()[0]["id"]
     assert "Traceback" not in err
+
+
+def test_a_wait_cut_short_by_the_relay_still_names_the_sent_message(
+    pair: tuple[Agent, Agent], relay: RelayProcess
+) -> None:
+    alice, bob = pair
+    proc = subprocess.Popen([TALK, "send", "bob", "sent, then the relay died", "--wait", "delivered",
+                             "--timeout", "60", "--json"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            stdin=subprocess.DEVNULL, env=alice.env(), text=True)
+    try:
+        wait_for(lambda: any(r["state"] == "stored" for r in alice.ok("outbox", "--json").json()), 15,
+                 "the message stored")
+        relay.stop()
+        out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 4, err
+    sent = json.loads(out)
+    assert "do not send it again" in err and sent["id"] in err and "Traceback" not in err
+    relay.start()
+    assert [m["id"] for m in bob.ok("receive").lines()] == [sent["id"]]
