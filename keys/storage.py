@@ -50,7 +50,11 @@ def check_private_dir(path: Path, what: str = "folder", follow: bool = False) ->
 
 def ensure_private_dir(path: Path, what: str = "folder", follow: bool = False) -> None:
     """Create `path` 0700 if it is missing; either way it must pass `check_private_dir`."""
-    path.mkdir(parents=True, exist_ok=True, mode=0o700)
+    try:
+        path.mkdir(parents=True, exist_ok=True, mode=0o700)
+    except FileExistsError as exc:  # a file, or a file where a parent folder should be
+        raise UserError(f"the {what} {path} cannot be a folder: {exc.filename} is a file; "
+                        "move it aside or set TALK_HOME elsewhere") from exc
     check_private_dir(path, what, follow)
     if os.stat(path).st_mode & 0o777 != 0o700:
         os.chmod(path, 0o700)

@@ -12,6 +12,7 @@ from enum import StrEnum
 from pathlib import Path
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
+from keys.errors import UserError
 from relay.notify import Hub, LocalHub
 from relay.store import Store
 
@@ -64,6 +65,27 @@ def choose_store(store: str | None, db: Path | None, env: str | None, default_db
     if store is not None or env:
         return parse_store(store or env or "")
     return StoreSpec(StoreKind.SQLITE, str(default_db))
+
+
+def check_reachable(spec: StoreSpec, timeout_s: float = 5.0) -> None:
+    """Before the relay says it listens: a Redis store must answer (a SQLite file is opened,
+    and any fault in it reported, by `open_backend`).
+
+    Raises:
+        UserError: the store does not answer, saying where and what to check.
+    """
+    if spec.kind is not StoreKind.REDIS:
+        return
+    import redis
+
+    client = redis.Redis.from_url(spec.target, socket_connect_timeout=timeout_s, socket_timeout=timeout_s)
+    try:
+        client.ping()
+    except redis.RedisError as exc:
+        raise UserError(f"the Redis store at {spec.target} does not answer ({exc}); start it, or "
+                        "check --store") from exc
+    finally:
+        client.close()
 
 
 def open_backend(spec: StoreSpec) -> tuple[Store, Hub]:

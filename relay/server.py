@@ -10,12 +10,15 @@ from __future__ import annotations
 import dataclasses
 import logging
 import resource
+import socket
+from collections.abc import Callable
 from pathlib import Path
 
 import uvicorn
 
+from keys.errors import UserError
 from relay.app import create_app
-from relay.backends import StoreKind, StoreSpec, open_backend
+from relay.backends import StoreKind, StoreSpec, check_reachable, open_backend
 from relay.config import HttpLimits, RelayConfig
 from relay.http_limits import protocol_for
 from relay.metrics import Metrics, serve_metrics
@@ -83,7 +86,34 @@ def build_server(
     return uvicorn.Server(uv_config)
 
 
+def listen(host: str, port: int) -> socket.socket:
+    """The listening socket, bound before anything else starts.
+
+    Raises:
+        UserError: the address cannot be had (in use, not ours, not an address).
+    """
+    try:
+        return socket.create_server((host, port), backlog=2048)
+    except OSError as exc:
+        raise UserError(f"cannot listen on {host}:{port} ({exc.strerror or exc}); pick another --port "
+                        "or --host, or stop what uses it") from exc
+
+
 def serve(
-    host: str, port: int, spec: StoreSpec, config: RelayConfig, metrics_port: int | None = None
+    host: str, port: int, spec: StoreSpec, config: RelayConfig, metrics_port: int | None = None,
+    on_ready: Callable[[], None] = lambda: None,
 ) -> None:
-    build_server(host, port, spec, config, metrics_port).run()
+    """Bind, check the store, then (`on_ready`: the "listening" line) serve until stopped.
+
+    Raises:
+        UserError: the port or the store cannot be had; nothing was said to be listening.
+    """
+    sock = listen(host, port)
+    try:
+        check_reachable(spec)
+        server = build_server(host, port, spec, config, metrics_port)
+    except BaseException:
+        sock.close()
+        raise
+    on_ready()
+    server.run(sockets=[sock])

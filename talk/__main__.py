@@ -48,6 +48,11 @@ def _guarded(call: Callable[[], int | None]) -> int:
         return 130
     except BrokenPipeError:
         return 0  # the reader of our stdout went away (e.g. `| head`)
+    except OSError as exc:  # this machine's files: a bad TALK_HOME, a full disk, permissions
+        where = f": {exc.filename}" if exc.filename else ""
+        sys.stderr.write(f"talk: error: {exc.strerror or exc}{where}; check TALK_HOME, its permissions "
+                         "and the free disk space\n")
+        return 1
 
 
 if __name__ == "__main__":

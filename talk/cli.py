@@ -389,10 +389,12 @@ def run_relay(
         spec = choose_store(store, db, os.environ.get("TALK_RELAY_STORE"), talk_home() / "relay.db")
     except ValueError as exc:
         raise typer.BadParameter(str(exc), param_hint="--store") from exc
-    warn(f"relay listening on http://{host}:{port} (store {spec.kind} {spec.describe()})")
-    if metrics_port is not None:
-        warn(f"relay metrics on http://127.0.0.1:{metrics_port}/metrics")
-    serve(host, port, spec, config, metrics_port)
+    def ready() -> None:
+        warn(f"relay listening on http://{host}:{port} (store {spec.kind} {spec.describe()})")
+        if metrics_port is not None:
+            warn(f"relay metrics on http://127.0.0.1:{metrics_port}/metrics")
+
+    serve(host, port, spec, config, metrics_port, on_ready=ready)
 
 
 RATE_FIELDS = {"--rate-per-client": "rate_per_client", "--rate-per-tag": "rate_per_tag",
