@@ -120,6 +120,18 @@ def oldest_first(spool_file: Path) -> list[Path]:
     return [*reversed(generations(spool_file)), spool_file]
 
 
+def count_lines(spool_file: Path) -> int:
+    """Whole lines in a spool and its generations (what waits in an inbox no session reads)."""
+    total = 0
+    for path in oldest_first(spool_file):
+        try:
+            with open(path, "rb") as f:
+                total += sum(chunk.count(b"\n") for chunk in iter(lambda: f.read(1 << 16), b""))
+        except FileNotFoundError:
+            continue
+    return total
+
+
 def private_dir(path: Path) -> None:
     ensure_private_dir(path, "spool folder")
 

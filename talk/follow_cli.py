@@ -151,6 +151,7 @@ def gather_status(folder: Path) -> dict[str, Any]:
     from alarms.opencode import alarm_status
     from follower.quarantine import Quarantine
     from follower.state import FollowStatus, running_pid
+    from spool_writer.layout import count_lines
     from spool_writer.sessions import list_sessions
 
     pid = running_pid(folder)
@@ -169,6 +170,7 @@ def gather_status(folder: Path) -> dict[str, Any]:
         for x in list_sessions(spool)
     ]
     return {"follower": follower, "sessions": sessions, "inbox": str(spool / "inbox.ndjson"),
+            "inbox_waiting": count_lines(spool / "inbox.ndjson"),
             "alarms": alarm_status(folder), "missing": missing_rows(folder),
             "quarantined": Quarantine(folder).count()}
 
@@ -227,7 +229,7 @@ def render_status(report: dict[str, Any]) -> str:
         lines.append("no sessions registered")
     lines += [render_alarm(row) for row in report["alarms"]]
     lines += [render_missing(row) for row in report["missing"]]
-    lines.append(f"fallback inbox: {report['inbox']}")
+    lines.append(f"fallback inbox: {report['inbox_waiting']} waiting in {report['inbox']}")
     if report.get("quarantined"):
         lines.append(f"quarantined: {report['quarantined']} refused message(s); `talk quarantine` "
                      "lists them")

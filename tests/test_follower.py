@@ -85,6 +85,8 @@ def test_pushed_mail_lands_in_the_inbox_once_and_leaves_the_relay(
     assert [x["text"] for x in lines] == [f"note {i}" for i in range(5)]
     assert {"id", "from", "name", "text", "ts", "kind", "received"} <= set(lines[0])
     assert oct(inbox.stat().st_mode & 0o777) == "0o600"
+    assert status(bob, "bob")["inbox_waiting"] == 5  # no session reads them yet
+    assert "5 waiting in" in bob.ok("status").out
     wait_for(lambda: relay_mail_count(relay, bob) == 0, 5, "acks")
     r = bob.run("receive")
     assert r.code == 1 and "follower" in r.err
