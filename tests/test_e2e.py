@@ -235,11 +235,16 @@ def test_wrong_passphrase_is_a_clear_error(tmp_path: Path, pair: tuple[Agent, Ag
     assert json.loads(before)["private"]["protection"] == "argon2id-secretbox"
 
 
-def test_relay_down_is_exit_3(pair: tuple[Agent, Agent], relay: RelayProcess) -> None:
+def test_relay_down_is_exit_3_for_receive_and_queued_for_send(
+    pair: tuple[Agent, Agent], relay: RelayProcess
+) -> None:
     alice, _ = pair
     relay.stop()
-    r = alice.run("send", "bob", "nobody home")
+    r = alice.run("receive")
     assert r.code == 3 and "cannot reach the relay" in r.err and "Traceback" not in r.err
+    # A send is kept and goes later (tests/test_send_contract.py): exit 0, and stderr says why.
+    r = alice.run("send", "bob", "nobody home", "--json")
+    assert r.code == 0 and r.json()["state"] == "queued" and "cannot reach the relay" in r.err
 
 
 def test_relay_dying_between_two_acks_loses_nothing_and_repeats_nothing(
