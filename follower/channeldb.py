@@ -34,8 +34,6 @@ from follower.sequence import KEEP_IDS_S, Channel, Decision, Gap, Verdict, judge
 from keys.contacts import ContactBook
 from keys.envelope import Inner
 from keys.errors import TalkError
-from spool_writer import index, lines
-from spool_writer.layout import SpoolLayout, flocked
 
 DB_FILE = "channels.db"
 LEGACY_FILE = "seen.log"
@@ -55,6 +53,8 @@ CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 @contextlib.contextmanager
 def receiving(folder: Path) -> Iterator[None]:
     """Hold the identity's receive lock: one reader at a time takes its mail."""
+    from spool_writer.layout import flocked  # here, not at the top: `talk send` never needs it
+
     with flocked(folder / LOCK_FILE):
         yield
 
@@ -217,6 +217,9 @@ class SpoolDedup:
 def last_spooled(folder: Path) -> frozenset[str]:
     """The ids a follower delivered last, from the tail of its spool's index (a reader that is
     not the follower need not read the whole history: see SpoolDedup)."""
+    from spool_writer import index, lines
+    from spool_writer.layout import SpoolLayout
+
     try:
         fd = os.open(SpoolLayout(folder / "spool").index, os.O_RDONLY | os.O_CLOEXEC)
     except FileNotFoundError:

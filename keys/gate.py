@@ -11,7 +11,6 @@ dropped, never passed on, so a sender can add nothing that the receiver would ac
 from __future__ import annotations
 
 import re
-import unicodedata
 from datetime import UTC, datetime
 from typing import Any
 
@@ -167,6 +166,8 @@ _LOOKALIKES = str.maketrans(dict(zip(
 
 
 def _script(char: str) -> str:
+    import unicodedata  # names only: `talk send` never loads the table
+
     if not char.isalpha():
         return ""
     word = unicodedata.name(char, "UNKNOWN").split(" ")[0]
@@ -181,6 +182,8 @@ def one_script(name: str) -> bool:
 
 def skeleton(name: str) -> str:
     """What a name looks like: compatibility-folded, lower case, look-alike letters folded."""
+    import unicodedata
+
     return unicodedata.normalize("NFKC", name).casefold().translate(_LOOKALIKES)
 
 
