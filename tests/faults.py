@@ -12,7 +12,7 @@ import threading
 from collections.abc import Callable
 
 
-def _read_request(conn: socket.socket) -> bytes | None:
+def read_request(conn: socket.socket) -> bytes | None:
     data = b""
     while b"\r\n\r\n" not in data:
         chunk = conn.recv(65536)
@@ -60,7 +60,7 @@ class DyingProxy:
     def _handle(self, conn: socket.socket) -> None:
         with conn:
             while not self.dead.is_set():
-                raw = _read_request(conn)
+                raw = read_request(conn)
                 if raw is None:
                     return
                 request_line = raw.split(b"\r\n", 1)[0].decode()

@@ -22,31 +22,11 @@ import pytest
 from websockets.sync.server import ServerConnection, serve
 
 from tests.conftest import Agent, Result, wait_for
+from tests.faults import read_request
 
 Behaviour = Callable[[socket.socket], int | None]  # bytes flooded, for the floods
 FLOOD_CAP = 32 * 1024 * 1024  # bytes a flooding answer sends at most: the test stays bounded
 FLOOD_TIME_S = 20.0
-
-
-def read_request(conn: socket.socket) -> bool:
-    data = b""
-    while b"\r\n\r\n" not in data:
-        chunk = conn.recv(65536)
-        if not chunk:
-            return False
-        data += chunk
-    head, _, body = data.partition(b"\r\n\r\n")
-    length = 0
-    for line in head.split(b"\r\n")[1:]:
-        name, _, value = line.partition(b":")
-        if name.strip().lower() == b"content-length":
-            length = int(value.strip())
-    while len(body) < length:
-        chunk = conn.recv(65536)
-        if not chunk:
-            return False
-        body += chunk
-    return True
 
 
 def flood(head: bytes, unit: bytes) -> Behaviour:
@@ -132,7 +112,7 @@ class HostileRelay:
             conn = raw
         with conn:
             try:
-                if read_request(conn):
+                if read_request(conn) is not None:
                     self.requests += 1
                     sent = self.behaviour(conn)
                     if sent is not None:

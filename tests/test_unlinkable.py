@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tests.conftest import Agent, RelayProcess, befriend, make_agent, wait_for
-from tests.faults import DyingProxy, _read_request
+from tests.faults import DyingProxy, read_request
 
 JITTER = (0.3, 0.6)
 OWNER_ROUTE = re.compile(r"(POST /v1/mail/[0-9a-f]+/(fetch|ack|session)|GET /v1/mail/[0-9a-f]+/stream"
@@ -46,7 +46,7 @@ class RecordingProxy(DyingProxy):
         with self.guard:
             self.connections.append(seen)
         with conn:
-            while (raw := _read_request(conn)) is not None:
+            while (raw := read_request(conn)) is not None:
                 item = Seen(time.monotonic(), raw.split(b"\r\n", 1)[0].decode())
                 answer = self._forward(raw)
                 if item.line.endswith("/fetch HTTP/1.1"):
