@@ -123,9 +123,10 @@ class Follower:
             self.spool.layout.ensure()
             for leftover in (self.folder, self.spool.layout.root):
                 sweep_temp_files(leftover)  # from a writer killed mid-write, a full disk…
+            # Only in a spool folder that passed its checks: never a pipe in someone else's.
+            Doorbell(bell_path(self.spool.layout.handed), self.on_ring).start()
         except (OSError, TalkError) as exc:  # the drain meets it again and keeps it in the status
             self.record_error(exc)
-        Doorbell(bell_path(self.spool.layout.handed), self.on_ring).start()
         log.info("following %s on %s (pid %d)", ", ".join(self.config.peers), self.client.url,
                  os.getpid())
         try:
