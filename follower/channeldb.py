@@ -34,6 +34,7 @@ from follower.sequence import KEEP_IDS_S, Channel, Decision, Gap, Verdict, judge
 from keys.contacts import ContactBook
 from keys.envelope import Inner
 from keys.errors import TalkError
+from keys.storage import open_private
 
 DB_FILE = "channels.db"
 LEGACY_FILE = "seen.log"
@@ -52,11 +53,16 @@ CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 
 @contextlib.contextmanager
 def receiving(folder: Path) -> Iterator[None]:
-    """Hold the identity's receive lock: one reader at a time takes its mail."""
-    from spool_writer.layout import flocked  # here, not at the top: `talk send` never needs it
+    """Hold the identity's receive lock: one reader at a time takes its mail. (The identity
+    folder was checked private when the session opened it.)"""
+    import fcntl
 
-    with flocked(folder / LOCK_FILE):
+    fd = open_private(folder / LOCK_FILE, os.O_RDWR | os.O_CREAT)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
         yield
+    finally:
+        os.close(fd)
 
 
 def _connect(path: Path) -> sqlite3.Connection:
