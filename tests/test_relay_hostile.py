@@ -23,7 +23,7 @@ import pytest
 from websockets.exceptions import InvalidStatus
 
 from keys.identity import Identity
-from tests.conftest import TALK, Agent, RelayProcess, befriend, free_port, make_agent
+from tests.conftest import TALK, Agent, RelayProcess, befriend, free_port, make_agent, wait_for
 from tests.redis_support import StoreRelay, redis_prefix
 from tests.test_relay_api import (
     Reply,
@@ -377,22 +377,19 @@ def test_the_connection_cap_answers_503_json(tmp_path: Path) -> None:
     with relay_process(tmp_path, "--max-connections", "5", "--header-timeout", "60") as relay:
         idle = [socket.create_connection(("127.0.0.1", relay.port), timeout=30,
                                          source_address=(FLOOD_SOURCE, 0)) for _ in range(5)]
+        replies: list[bytes] = []
+
+        def turned_away() -> bool:  # the relay takes the idle ones in its own time
+            replies.append(raw_exchange(relay.port, HEALTH_AND_CLOSE))
+            return not replies[-1].startswith(b"HTTP/1.1 200")
+
         try:
-            deadline = time.monotonic() + 15
-            while True:  # the relay takes the idle ones in its own time
-                reply = raw_exchange(relay.port, HEALTH_AND_CLOSE)
-                if not reply.startswith(b"HTTP/1.1 200"):
-                    break
-                assert time.monotonic() < deadline, "the connection cap never applied"
-                time.sleep(0.05)
-            json_error(reply, 503, "busy")
+            wait_for(turned_away, 15, "the connection cap")
+            json_error(replies[-1], 503, "busy")
         finally:
             for s in idle:
                 s.close()
-        deadline = time.monotonic() + 15
-        while call(relay, "GET", "/healthz").status != 200:
-            assert time.monotonic() < deadline, "the relay never took connections again"
-            time.sleep(0.05)
+        wait_for(lambda: call(relay, "GET", "/healthz").status == 200, 15, "connections taken again")
 
 
 def test_one_address_cannot_take_every_connection(tmp_path: Path) -> None:
@@ -409,16 +406,13 @@ def test_one_address_cannot_take_every_connection(tmp_path: Path) -> None:
         finally:
             for s in held:
                 s.close()
-        deadline = time.monotonic() + 15
-        while True:  # closed connections give the address its share back
+        def served_again() -> bool:  # closed connections give the address its share back
             try:
-                reply = raw_exchange(relay.port, HEALTH_AND_CLOSE, FLOOD_SOURCE)
+                return raw_exchange(relay.port, HEALTH_AND_CLOSE, FLOOD_SOURCE).startswith(b"HTTP/1.1 200")
             except OSError:
-                reply = b""
-            if reply.startswith(b"HTTP/1.1 200"):
-                break
-            assert time.monotonic() < deadline, "the address never got its connections back"
-            time.sleep(0.05)
+                return False
+
+        wait_for(served_again, 15, "the address to get its connections back")
 
 
 def stop_and_read_log(relay: RelayProcess) -> str:
