@@ -10,9 +10,9 @@ from typing import Any
 from nacl.exceptions import CryptoError
 from nacl.public import PublicKey
 
-from follower.channeldb import ChannelDB
 from follower.client import MALFORMED, RelayClient
 from follower.outbox import Outbox
+from follower.seqcounter import next_seq
 from keys.contacts import Contact, ContactBook, Source, peer_name, pinned_contact
 from keys.encoding import b64d, b64e
 from keys.envelope import Inner, channel_tag, new_message, seal
@@ -96,13 +96,9 @@ def send(identity: Identity, client: RelayClient, contact: Contact, text: str,
     home = folder if folder is not None else outbox.folder if outbox is not None else None
     if home is None:
         raise ValueError("send needs the identity folder (folder= or outbox=) to number the message")
-    counter = ChannelDB(home)
-    try:
-        with counter.next_seq(contact.fingerprint) as seq:
-            inner = new_message(identity.fingerprint, contact.fingerprint, text, kind, seq, **extra)
-            blob = seal(inner, identity.box_secret, peer)
-    finally:
-        counter.close()
+    with next_seq(home, contact.fingerprint) as seq:
+        inner = new_message(identity.fingerprint, contact.fingerprint, text, kind, seq, **extra)
+        blob = seal(inner, identity.box_secret, peer)
     tag = channel_tag(identity.box_secret, peer, contact.fingerprint)
     if outbox is not None:
         outbox.sent(inner.id, contact.fingerprint, contact.name, kind, text, tag, b64e(blob),

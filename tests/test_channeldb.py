@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from follower.channeldb import DB_FILE, ChannelDB, last_spooled, missing_mail
+from follower.channeldb import ChannelDB, last_spooled, missing_mail
+from follower.seqcounter import DB_FILE
 from follower.sequence import KEEP_IDS_S, Verdict
 from keys.encoding import iso_from_epoch
 from keys.envelope import Inner
@@ -92,6 +93,23 @@ def test_a_number_is_used_up_only_when_the_message_seals(tmp_path: Path) -> None
     with store.next_seq(FP_A) as seq:
         assert seq == 1  # one count per peer
     store.close()
+
+
+def test_a_store_begun_by_a_send_alone_is_completed_by_the_first_reader(tmp_path: Path) -> None:
+    """`talk send` opens only the counter's table; the first receive adds the rest, and keeps
+    the count the sends made."""
+    from follower.seqcounter import next_seq
+
+    for expected in (1, 2):
+        with next_seq(tmp_path, FP_B) as seq:
+            assert seq == expected
+    store = ChannelDB(tmp_path)
+    assert store.record(FP_A, inner("1" * 32, 1), time.time()).verdict is Verdict.NEW
+    with store.next_seq(FP_B) as seq:
+        assert seq == 3
+    store.close()
+    with next_seq(tmp_path, FP_B) as seq:
+        assert seq == 4
 
 
 def _take_numbers(folder: str, count: int, out: multiprocessing.Queue[int]) -> None:
