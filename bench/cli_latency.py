@@ -24,11 +24,19 @@ Run it with the interpreter of the venv under test; the `talk` console script ne
 interpreter is the one measured:
 
     .venv/bin/python bench/cli_latency.py [--runs 20] [--warmups 2] [--timeout 600]
+                                          [--baseline OTHER/.venv/bin/talk]
                                           [--inherit-bytecode-env]
 
 A table (median, p90, min in ms) goes to stderr; stdout ends with one JSON line of medians:
 
     {"send_ms": ..., "receive_ms": ..., "python_ms": ..., "send_passphrase_ms": ..., "runs": N}
+
+With --baseline, a second `talk` (another checkout, installed in its own venv) gets a relay
+and identities of its own, and the two are measured round by round, taking turns to go first,
+so the machine's other work falls on both alike. The JSON line then adds the baseline's medians
+(`baseline_send_ms`, ...) and `ratio`: per command, the median of the round-by-round ratios
+this/baseline. That ratio, not two medians from separate runs, is what says "slower" on a busy
+machine: separate runs of the same code differ by 10-20 % here.
 """
 
 from __future__ import annotations
@@ -36,6 +44,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import shutil
 import signal
 import statistics
@@ -157,6 +166,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--timeout", type=float, default=600.0,
                         help="budget for the whole run, seconds (600)")
     parser.add_argument(
+        "--baseline", metavar="TALK",
+        help="another `talk` console script (say, an older checkout's venv/bin/talk), measured "
+             "round by round alongside this one; prints the ratios",
+    )
+    parser.add_argument(
         "--inherit-bytecode-env", action="store_true",
         help="keep PYTHONDONTWRITEBYTECODE/PYTHONPYCACHEPREFIX as they are (default: cache "
              ".pyc files in a temporary folder, as an installed talk would have them)",
@@ -168,6 +182,48 @@ def _terminate(signum: int, _frame: FrameType | None) -> None:
     raise SystemExit(128 + signum)  # unwind through the finally blocks
 
 
+@dataclass
+class World:
+    """One `talk` under test: its own relay and three identities."""
+
+    label: str
+    relay: Relay
+    bench: Bench | None = None
+    samples: dict[str, list[float]] | None = None
+
+
+def start_world(label: str, talk: str, root: Path, env: dict[str, str], deadline: Deadline) -> World:
+    world = World(label, Relay(talk, root / "relay" / "relay.db", root / "relay.log", env))
+    world.relay.start(deadline)
+    alice = make_agent(talk, root, world.relay, "alice", None, deadline)
+    bob = make_agent(talk, root, world.relay, "bob", None, deadline)
+    carol = make_agent(talk, root, world.relay, "carol", PASSPHRASE, deadline)
+    befriend(alice, bob, deadline)
+    befriend(bob, carol, deadline)
+    world.bench = Bench(talk, alice, bob, carol, deadline)
+    world.samples = {name: [] for name in NAMES}
+    return world
+
+
+def run_rounds(worlds: list[World], warmups: int, runs: int) -> None:
+    """Round by round, each world in turn, the first one alternating: whatever the machine is
+    doing meanwhile falls on both alike."""
+    for i in range(warmups + runs):
+        order = worlds if i % 2 == 0 else worlds[::-1]
+        for world in order:
+            assert world.bench is not None and world.samples is not None
+            measured = world.bench.round(i)
+            if i >= warmups:
+                for name, ms in measured.items():
+                    world.samples[name].append(ms)
+
+
+def ratios(this: dict[str, list[float]], base: dict[str, list[float]]) -> dict[str, float]:
+    """Per command, the median of this run's round-by-round ratios to the baseline's."""
+    return {name: round(statistics.median(a / b for a, b in zip(this[name], base[name], strict=True)), 3)
+            for name in NAMES if name != "python"}
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     signal.signal(signal.SIGTERM, _terminate)
@@ -175,32 +231,35 @@ def main(argv: list[str] | None = None) -> int:
     talk = find_talk()
     root = Path(tempfile.mkdtemp(prefix="talk-bench-"))
     env = base_env(None if args.inherit_bytecode_env else root / "pycache")
-    relay = Relay(talk, root / "relay" / "relay.db", root / "relay.log", env)
+    worlds: list[World] = []
     try:
-        relay.start(deadline)
-        alice = make_agent(talk, root, relay, "alice", None, deadline)
-        bob = make_agent(talk, root, relay, "bob", None, deadline)
-        carol = make_agent(talk, root, relay, "carol", PASSPHRASE, deadline)
-        befriend(alice, bob, deadline)
-        befriend(bob, carol, deadline)
-        bench = Bench(talk, alice, bob, carol, deadline)
-        for i in range(max(0, args.warmups)):
-            bench.round(i)
-        samples: dict[str, list[float]] = {name: [] for name in NAMES}
-        for i in range(args.runs):
-            for name, ms in bench.round(i).items():
-                samples[name].append(ms)
+        worlds.append(start_world("this", talk, root / "this", env, deadline))
+        if args.baseline:
+            worlds.append(start_world("baseline", args.baseline, root / "baseline", env, deadline))
+        run_rounds(worlds, max(0, args.warmups), args.runs)
     except BenchError as exc:
         print(f"cli_latency: error: {exc}", file=sys.stderr)
         return 1
     finally:
-        relay.stop()
+        for world in worlds:
+            world.relay.stop()
         shutil.rmtree(root, ignore_errors=True)
     mode = "inherited from the environment" if args.inherit_bytecode_env else "cached (temp)"
-    print(report(samples, args.runs) + f"\nbytecode: {mode}", file=sys.stderr)
-    medians = {f"{name}_ms": round(statistics.median(samples[name]), 1)
-               for name in ("send", "receive", "python", "send_passphrase")}
-    print(json.dumps({**medians, "runs": args.runs}))
+    out: dict[str, object] = {}
+    for world in worlds:
+        assert world.samples is not None
+        title = f"{world.label}: {world.relay.talk}\n" if len(worlds) > 1 else ""
+        print(title + report(world.samples, args.runs), file=sys.stderr)
+        prefix = "" if world.label == "this" else "baseline_"
+        out.update({f"{prefix}{name}_ms": round(statistics.median(world.samples[name]), 1)
+                    for name in NAMES})
+    if len(worlds) == 2:
+        assert worlds[0].samples is not None and worlds[1].samples is not None
+        out["ratio"] = r = ratios(worlds[0].samples, worlds[1].samples)
+        print("ratio to the baseline (median of round-by-round ratios): "
+              + ", ".join(f"{k} {v:.3f}" for k, v in r.items()), file=sys.stderr)
+    print(f"bytecode: {mode}; load average at the end: {os.getloadavg()[0]:.2f}", file=sys.stderr)
+    print(json.dumps({**out, "runs": args.runs}))
     return 0
 
 

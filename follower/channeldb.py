@@ -184,13 +184,14 @@ class SpoolDedup:
 def last_spooled(folder: Path) -> frozenset[str]:
     """The ids a follower delivered last, from the tail of its spool's index (a reader that is
     not the follower need not read the whole history: see SpoolDedup)."""
-    from spool_writer import index, lines
-    from spool_writer.layout import SpoolLayout
+    from spool_writer import INDEX_FILE
 
     try:
-        fd = os.open(SpoolLayout(folder / "spool").index, os.O_RDONLY | os.O_CLOEXEC)
+        fd = os.open(folder / "spool" / INDEX_FILE, os.O_RDONLY | os.O_CLOEXEC)
     except FileNotFoundError:
-        return frozenset()
+        return frozenset()  # no follower ever ran here: nothing more to load
+    from spool_writer import index, lines
+
     try:
         start = max(0, os.fstat(fd).st_size - SPOOL_TAIL_BYTES)
         data = lines.read_from(fd, start)

@@ -21,6 +21,9 @@ from __future__ import annotations
 from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
+# The delivered-ids file's name, here so a reader can look for it before loading any module.
+INDEX_FILE = "delivered.log"
+
 if TYPE_CHECKING:
     from spool_writer.cursor import CursorReader, CursorState
     from spool_writer.layout import SpoolLayout, check_sid
@@ -34,6 +37,7 @@ _HOME = {
     "list_sessions": "sessions", "register": "sessions", "unregister": "sessions", "Spool": "spool",
 }
 __all__ = [
+    "INDEX_FILE",
     "CursorReader",
     "CursorState",
     "Host",

@@ -26,6 +26,7 @@ from typing import Any
 
 from keys.errors import UserError
 from keys.storage import check_private_dir, ensure_private_dir, open_private, read_private, replace_file
+from spool_writer import INDEX_FILE
 from spool_writer.handed import HANDED_FILE
 
 DEFAULT_MAX_BYTES = 8 * 1024 * 1024
@@ -56,7 +57,7 @@ class SpoolLayout:
 
     @property
     def index(self) -> Path:
-        return self.root / "delivered.log"
+        return self.root / INDEX_FILE
 
     @property
     def registry(self) -> Path:
