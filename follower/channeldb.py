@@ -1,6 +1,6 @@
-"""One identity's channel state on disk: the ids it has taken, each sender's numbering, and
-its own counters for what it sends. Shared by every reader of the identity (`talk receive`,
-the follower, `talk send --wait`), so a message one of them took is known to all.
+"""One identity's channel state on disk: the ids it has taken and each sender's numbering.
+Shared by every reader of the identity (`talk receive`, the follower, `talk send --wait`), so a
+message one of them took is known to all.
 
 A small SQLite file (`channels.db`, WAL, 0600) beside the keys. Opening it reads nothing
 whole, and each message costs a few indexed lookups and one short transaction, however many
@@ -14,8 +14,8 @@ transaction, so a reader that skipped the lock could at worst show a message, ne
 the state. The receive order is `judge` → hand on → `record` → ack: a crash before `record`
 shows the message again (it was never acked), a crash after it only costs the ack.
 
-The counters of what this identity sends share the file, and are kept by `follower.seqcounter`
-(which `talk send` loads alone).
+The numbers this identity gives what it sends are not here: `follower.seqcounter` keeps them
+(this file's `sent_seq` table, where earlier versions kept them, is read once on the way).
 """
 
 from __future__ import annotations
@@ -28,15 +28,16 @@ import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from follower.seqcounter import DB_FILE, connect, counting, failures, transaction
-from follower.seqcounter import TABLE as SENT_TABLE
 from follower.sequence import KEEP_IDS_S, Channel, Decision, Gap, Verdict, judge, unknown_start
 from keys.contacts import ContactBook
 from keys.envelope import Inner
+from keys.errors import TalkError
 from keys.storage import open_private
 
+DB_FILE = "channels.db"
 LEGACY_FILE = "seen.log"
 LOCK_FILE = "receive.lock"
+BUSY_TIMEOUT_S = 30.0
 SPOOL_TAIL_BYTES = 64 * 1024  # far more than the one delivery a killed follower can leave unrecorded
 
 SCHEMA = """
@@ -61,6 +62,23 @@ def receiving(folder: Path) -> Iterator[None]:
         os.close(fd)
 
 
+def _connect(path: Path) -> sqlite3.Connection:
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600)
+    os.close(fd)  # created 0600 before SQLite opens it; its -wal and -shm files copy the mode
+    db = sqlite3.connect(path, timeout=BUSY_TIMEOUT_S, isolation_level=None)
+    db.execute("PRAGMA journal_mode=WAL")
+    db.execute("PRAGMA synchronous=NORMAL")  # durable across a crash of the process
+    return db
+
+
+@contextlib.contextmanager
+def _failures(path: Path) -> Iterator[None]:
+    """A store that cannot be read or written is a fault of this machine: one line, no traceback."""
+    try:
+        yield
+    except (sqlite3.Error, OSError) as exc:
+        raise TalkError(f"cannot use {path}: {exc}; check the disk's free space and the file's "
+                        "permissions (a damaged file may be moved aside: talk starts a new one)") from exc
 
 
 class ChannelDB:
@@ -70,16 +88,24 @@ class ChannelDB:
         self.folder = folder
         self.path = folder / DB_FILE
         self._pruned = False
-        with failures(self.path):
-            self.db = connect(self.path)
+        with _failures(self.path):
+            self.db = _connect(self.path)
             if self._meta("created") is None:
                 self._create()
 
     def close(self) -> None:
         self.db.close()
 
-    def _write(self) -> contextlib.AbstractContextManager[sqlite3.Connection]:
-        return transaction(self.db, self.path)
+    @contextlib.contextmanager
+    def _write(self) -> Iterator[sqlite3.Connection]:
+        with _failures(self.path):
+            self.db.execute("BEGIN IMMEDIATE")
+            try:
+                yield self.db
+            except BaseException:
+                self.db.execute("ROLLBACK")
+                raise
+            self.db.execute("COMMIT")
 
     def _meta(self, key: str) -> str | None:
         try:
@@ -92,7 +118,7 @@ class ChannelDB:
         """Tables, plus what this identity knew before the store existed: contacts that may
         have numbered mail already, and the recent ids of seen.log."""
         with self._write() as db:
-            for statement in [*SCHEMA.strip().split(";"), SENT_TABLE]:
+            for statement in SCHEMA.strip().split(";"):
                 if statement.strip():
                     db.execute(statement)
             if db.execute("SELECT 1 FROM meta WHERE key = 'created'").fetchone():
@@ -109,7 +135,7 @@ class ChannelDB:
         return isinstance(msg_id, str) and self._known(msg_id)
 
     def _known(self, msg_id: str) -> bool:
-        with failures(self.path):
+        with _failures(self.path):
             return self.db.execute("SELECT 1 FROM seen WHERE id = ?", (msg_id,)).fetchone() is not None
 
     def add(self, msg_id: str) -> None:
@@ -118,7 +144,7 @@ class ChannelDB:
             db.execute("INSERT OR IGNORE INTO seen VALUES (?, ?)", (msg_id, time.time()))
 
     def channel(self, sender: str) -> Channel:
-        with failures(self.path):
+        with _failures(self.path):
             row = self.db.execute("SELECT highest, gaps FROM channel WHERE sender = ?", (sender,)).fetchone()
         return Channel() if row is None else _load_channel(row[0], row[1])
 
@@ -141,14 +167,10 @@ class ChannelDB:
 
     def missing(self, now: float) -> dict[str, int]:
         """Per sender fingerprint, how many of its messages have not come (only senders with some)."""
-        with failures(self.path):
+        with _failures(self.path):
             rows = self.db.execute("SELECT sender, highest, gaps FROM channel WHERE gaps != '[]'").fetchall()
         counts = {sender: _load_channel(h, g).missing(now) for sender, h, g in rows}
         return {sender: n for sender, n in counts.items() if n}
-
-    def next_seq(self, peer: str) -> contextlib.AbstractContextManager[int]:
-        """The next number for a message to `peer` (`follower.seqcounter.counting`)."""
-        return counting(self.db, self.path, peer)
 
 
 class SpoolDedup:

@@ -1,8 +1,7 @@
-"""follower.channeldb: the shared store's file, its migration from seen.log, and its counters."""
+"""follower.channeldb: the shared store's file, and its migration from seen.log."""
 
 from __future__ import annotations
 
-import multiprocessing
 import os
 import stat
 import time
@@ -10,8 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from follower.channeldb import ChannelDB, last_spooled, missing_mail
-from follower.seqcounter import DB_FILE
+from follower.channeldb import DB_FILE, ChannelDB, last_spooled, missing_mail
 from follower.sequence import KEEP_IDS_S, Verdict
 from keys.encoding import iso_from_epoch
 from keys.envelope import Inner
@@ -77,61 +75,6 @@ def test_seen_log_is_carried_over_once_and_left_in_place(tmp_path: Path) -> None
 def test_status_reads_no_store_into_being(tmp_path: Path) -> None:
     assert missing_mail(tmp_path, time.time()) == {}
     assert not (tmp_path / DB_FILE).exists()
-
-
-def test_a_number_is_used_up_only_when_the_message_seals(tmp_path: Path) -> None:
-    store = ChannelDB(tmp_path)
-    with store.next_seq(FP_B) as seq:
-        assert seq == 1
-    try:
-        with store.next_seq(FP_B) as seq:
-            raise ValueError("too large to seal")
-    except ValueError:
-        pass
-    with store.next_seq(FP_B) as seq:
-        assert seq == 2
-    with store.next_seq(FP_A) as seq:
-        assert seq == 1  # one count per peer
-    store.close()
-
-
-def test_a_store_begun_by_a_send_alone_is_completed_by_the_first_reader(tmp_path: Path) -> None:
-    """`talk send` opens only the counter's table; the first receive adds the rest, and keeps
-    the count the sends made."""
-    from follower.seqcounter import next_seq
-
-    for expected in (1, 2):
-        with next_seq(tmp_path, FP_B) as seq:
-            assert seq == expected
-    store = ChannelDB(tmp_path)
-    assert store.record(FP_A, inner("1" * 32, 1), time.time()).verdict is Verdict.NEW
-    with store.next_seq(FP_B) as seq:
-        assert seq == 3
-    store.close()
-    with next_seq(tmp_path, FP_B) as seq:
-        assert seq == 4
-
-
-def _take_numbers(folder: str, count: int, out: multiprocessing.Queue[int]) -> None:
-    store = ChannelDB(Path(folder))
-    for _ in range(count):
-        with store.next_seq(FP_B) as seq:
-            out.put(seq)
-    store.close()
-
-
-def test_concurrent_processes_never_share_a_number(tmp_path: Path) -> None:
-    ChannelDB(tmp_path).close()
-    ctx = multiprocessing.get_context("spawn")
-    out: multiprocessing.Queue[int] = ctx.Queue()
-    procs = [ctx.Process(target=_take_numbers, args=(str(tmp_path), 25, out)) for _ in range(4)]
-    for p in procs:
-        p.start()
-    numbers = [out.get(timeout=60) for _ in range(100)]
-    for p in procs:
-        p.join(timeout=60)
-        assert p.exitcode == 0
-    assert sorted(numbers) == list(range(1, 101))
 
 
 def test_last_spooled_reads_only_the_tail_of_the_spool_index(tmp_path: Path) -> None:
