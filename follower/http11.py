@@ -25,6 +25,13 @@ class ProtocolError(OSError):
     """The peer broke HTTP/1.1 framing or one of this module's limits."""
 
 
+def _lookup_name(host: str) -> bytes:
+    """`host` as getaddrinfo takes it. Given a str, getaddrinfo encodes it with the idna codec,
+    whose first use imports about 3 ms of modules into every command; an ASCII name's bytes are
+    the same lookup."""
+    return host.encode("ascii") if host.isascii() else host.encode("idna")
+
+
 class Connection:
     """`timeout` bounds each wait for bytes; `total_s` bounds one whole answer, so a relay that
     drips a byte at a time cannot hold a command forever; `max_body` bounds what is buffered."""
@@ -55,7 +62,8 @@ class Connection:
             OSError: the connection failed (ConnectionResetError if the peer closed it).
         """
         if self._sock is None:
-            self._sock = socket.create_connection((self.host, self.port), self.timeout)
+            self._sock = socket.create_connection((_lookup_name(self.host), self.port),  # type: ignore[arg-type]
+                                                  self.timeout)
             self._sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self._deadline = time.monotonic() + self.total_s
         lines = [f"{method} {path} HTTP/1.1", f"host: {self.host}:{self.port}",

@@ -13,7 +13,6 @@ on the follower's next upkeep tick after it is due.
 
 from __future__ import annotations
 
-import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -29,7 +28,6 @@ from keys.errors import TalkError
 from keys.gate import MAX_REASON, RECEIPT_STATES, Invalid, check_receipts
 from keys.identity import Identity
 
-log = logging.getLogger("talk.follower")
 KIND = "receipt"
 STATES = RECEIPT_STATES
 PER_MESSAGE = 300  # items per receipt message: far below the 64 KiB envelope
@@ -112,7 +110,11 @@ def _send_all(identity: Identity, client: RelayClient, batches: list[tuple[Conta
             send_receipts(identity, client, contact, items)
         except TalkError as exc:
             failed += 1
-            log.info("receipts to %s not sent (%s); their resend will bring them", contact.name, exc)
+            # Imported here: logging costs `talk receive` ~5 ms of start-up, and this is its only use.
+            import logging
+
+            logging.getLogger("talk.follower").info(
+                "receipts to %s not sent (%s); their resend will bring them", contact.name, exc)
     return failed
 
 
