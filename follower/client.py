@@ -40,6 +40,7 @@ MAX_ANSWER = PAGE * (4 * (MAX_BLOB // 3 + 1) + 256) + 4096
 # The code of a RelayError for an answer that is not the talk protocol: no status tells whether
 # the relay acted, so a deposit is not queued for later (a broken relay stays broken).
 MALFORMED = "malformed_answer"
+UNKNOWN_MAILBOX = "unknown_mailbox"  # the relay holds no keys for the mailbox a request names
 OWNER = "owner"  # the lane of requests that name and prove our own fingerprint
 TIMEOUT_ENV = "TALK_RELAY_TIMEOUT"
 
@@ -171,6 +172,7 @@ class RelayClient:
         self._anonymous: tuple[str, Transport] | None = None  # (the lane it serves, connection)
         self._use_sessions = sessions
         self._sessions: dict[str, _Session] = {}
+        self.republished_at: float | None = None  # when an owner request found our keys gone
 
     def __enter__(self) -> RelayClient:
         return self
@@ -247,6 +249,20 @@ class RelayClient:
         headers = {"content-type": content_type}
         if signer is None:
             return self._checked(lane, method, path, body, headers)
+        bundle = getattr(signer, "bundle", None)  # an identity can publish its keys again
+        try:
+            return self._owner_request(method, path, body, signer, headers)
+        except RelayError as exc:
+            # The relay lost our keys (a store restarted empty, a new replica's store): every
+            # owner request would fail, and nobody could write to us, until they are back.
+            if exc.code != UNKNOWN_MAILBOX or bundle is None:
+                raise
+        self.publish(bundle())
+        self.republished_at = time.time()
+        return self._owner_request(method, path, body, signer, {"content-type": content_type})
+
+    def _owner_request(self, method: str, path: str, body: bytes, signer: Signer,
+                       headers: dict[str, str]) -> dict[str, Any]:
         if not self._use_sessions or not hasattr(signer, "unseal"):
             headers.update(auth_headers(signer.sign, method, self._prefix + path, body))
             return self._checked(OWNER, method, path, body, headers)

@@ -106,6 +106,8 @@ class Follower:
         that is not on disk, so mail waits on the relay); the error is logged and kept in memory,
         and saved with the status once there is room."""
         with self.status_lock:
+            if self.client.republished_at is not None:
+                self.status.republished_at = self.client.republished_at
             try:
                 self.status.save(self.folder)
             except OSError as exc:

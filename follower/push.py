@@ -48,6 +48,7 @@ class PushListener(threading.Thread):
             ws.close()  # type: ignore[attr-defined]
 
     def run(self) -> None:
+        from websockets.exceptions import InvalidStatus
         from websockets.sync.client import connect
 
         attempt = 0
@@ -63,6 +64,11 @@ class PushListener(threading.Thread):
                     attempt = 0
                     for _ in ws:
                         self.wake.set()
+            except InvalidStatus as exc:
+                # The relay is up but refused the stream (it lost our keys, say): a fetch now
+                # tells why in the status, and publishes lost keys again.
+                log.info("push stream refused: %s", exc)
+                self.wake.set()
             except Exception as exc:  # any failure: back off and reconnect, never die
                 log.info("push stream: %s", exc)
             finally:

@@ -76,6 +76,7 @@ class FollowStatus:
     push: str = "off"  # connected | connecting | off
     delivered: int = 0
     refused: int = 0
+    republished_at: float | None = None  # when the relay was found without our keys, and given them
 
     @classmethod
     def load(cls, folder: Path) -> FollowStatus | None:

@@ -58,13 +58,13 @@ from keys.wire import (
 )
 from relay import logsafe
 from relay.config import RelayConfig
-from relay.errors import ApiError, bad_request, not_found
+from relay.errors import ApiError, bad_request, not_found, unknown_mailbox
 from relay.hotpath import HotPath
 from relay.limits import Limiter, WakeThrottle, client_address, retry_after
 from relay.metrics import Metrics, TimedRoutes
 from relay.notify import Hub, LocalHub
 from relay.sessions import SessionTable
-from relay.store import DepositOutcome, RedeemOutcome, Store
+from relay.store import RETRY_AFTER_S, DepositOutcome, RedeemOutcome, Store, StoreUnavailable
 
 VERSION = "0.1.0"
 JSON_LIMIT = 256 * 1024
@@ -74,6 +74,7 @@ SIGN_KEY_CACHE = 100_000  # ~10 MB at most: 32-byte keys under 32-character fing
 KNOWN_CACHE = 50_000  # (mailbox, tag) pairs known registered, ~8 MB: a follower's fetch costs no write
 BODY_TIMEOUT_S = 30.0  # a body trickled slower than this holds a connection for nothing
 UNKNOWN_WAKE_S = 1.0  # push wake-ups per mailbox for mail under unregistered tags, at most
+OUTAGE_LOG_S = 10.0  # while the store is down, one log line per this many seconds, not per request
 log = logging.getLogger("talk.relay")
 
 
@@ -154,6 +155,18 @@ class Relay:
         self.junk_wakes = WakeThrottle(UNKNOWN_WAKE_S)
         self._later: set[asyncio.Task[None]] = set()
         self.sessions = SessionTable()
+        self._outage_logged = -math.inf
+
+    def unavailable(self, exc: Exception) -> ApiError:
+        """The answer to a request the store could not serve: 503, come back in a moment."""
+        now = time.monotonic()
+        if now - self._outage_logged >= OUTAGE_LOG_S:
+            self._outage_logged = now
+            log.warning("relay: the %s store does not answer (%s); answering 503 until it does",
+                        self.store_kind, exc)
+        return ApiError(503, "store_unavailable",
+                        f"the relay's {self.store_kind} store does not answer; retry in {RETRY_AFTER_S} s",
+                        {"Retry-After": str(RETRY_AFTER_S)})
 
     def client(self, conn: HTTPConnection) -> str:
         peer = conn.client.host if conn.client else None
@@ -230,7 +243,7 @@ class Relay:
             return
         sign_key = await self.sign_key(fp)
         if sign_key is None:
-            raise not_found("unknown mailbox: its owner has not published keys on this relay")
+            raise unknown_mailbox("its owner has not published keys on this relay")
         _refuse(check_auth(sign_key, method, path, headers, body, now))
         if not await self.store.remember_nonce(fp, headers[NONCE_HEADER], now, 2 * AUTH_WINDOW_S):
             raise _replayed()
@@ -254,7 +267,7 @@ class Relay:
         fp, _ = await self.owner_request(request)
         stored = await self.store.get_bundle(fp)
         if stored is None:  # deleted between the auth and now: nothing to seal to
-            raise not_found("unknown mailbox: its owner has not published keys on this relay")
+            raise unknown_mailbox("its owner has not published keys on this relay")
         box_key = KeyBundle.from_json(json.loads(stored)).box_key
         sid, session = self.sessions.open(fp)
         sealed = SealedBox(PublicKey(box_key)).encrypt(session.key)
@@ -265,9 +278,7 @@ class Relay:
         try:
             await asyncio.wait_for(self.store.ping(), PING_TIMEOUT_S)
         except Exception as exc:  # any failure of the store is the answer this route exists for
-            log.warning("relay: health check failed: %r", exc)
-            raise ApiError(503, "store_unavailable",
-                           f"the {self.store_kind} store does not answer; see the relay's log") from exc
+            raise self.unavailable(exc) from exc
         return JSONResponse({"ok": True, "version": VERSION, "store": self.store_kind})
 
     async def put_keys(self, request: Request) -> Response:
@@ -298,7 +309,7 @@ class Relay:
         if not blob:
             raise bad_request("empty body: deposit one sealed blob")
         if await self.sign_key(fp) is None:
-            raise not_found("no such mailbox: the recipient has not published keys on this relay")
+            raise unknown_mailbox("the recipient has not published keys on this relay")
         config = self.config
         outcome, mail_id = await self.store.deposit(
             fp, tag, blob, time.time(), config.max_mailbox_messages, config.max_mailbox_bytes,
@@ -311,7 +322,10 @@ class Relay:
                            "the recipient's mailbox holds its most mail on channels it has not read "
                            "yet; retry later (the recipient's next fetch opens this channel)")
         self.count_deposit(blob)
-        await self.wake(fp, tag)
+        try:
+            await self.wake(fp, tag)
+        except StoreUnavailable as exc:  # stored all the same: the owner's next fetch finds it
+            log.info("relay: stored mail but could not wake its owner (%s)", exc)
         return JSONResponse({"id": mail_id}, status_code=201)
 
     async def wake(self, fp: str, tag: str) -> None:
@@ -433,6 +447,9 @@ class Relay:
         except ApiError as exc:
             await self.deny(ws, exc)
             return
+        except StoreUnavailable as exc:
+            await self.deny(ws, self.unavailable(exc))
+            return
         queue = self.hub.subscribe(fp)
         self.metrics.streams.inc()
         try:
@@ -457,6 +474,9 @@ class Relay:
         assert isinstance(exc, ApiError)
         self.metrics.errors.labels(exc.code).inc()
         return _error_response(exc.status, exc.code, exc.message, exc.headers)
+
+    async def store_error(self, request: Request, exc: Exception) -> Response:
+        return await self.api_error(request, self.unavailable(exc))
 
     async def http_error(self, request: Request, exc: Exception) -> Response:
         assert isinstance(exc, HTTPException)
@@ -567,8 +587,8 @@ def create_app(
         Route("/v1/redeem/{tag}", relay.redeem, methods=["POST"]),
         WebSocketRoute("/v1/mail/{fp}/stream", relay.stream),
     ]
-    handlers = {ApiError: relay.api_error, HTTPException: relay.http_error,
-                Exception: relay.internal_error}
+    handlers = {ApiError: relay.api_error, StoreUnavailable: relay.store_error,
+                HTTPException: relay.http_error, Exception: relay.internal_error}
     timed = [Middleware(TimedRoutes, metrics=relay.metrics)]
     return RelayApp(relay, routes=routes, exception_handlers=handlers, middleware=timed, lifespan=lifespan)
 

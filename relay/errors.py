@@ -4,7 +4,9 @@
     ├── 400 bad_request       malformed JSON, wrong types, bad fingerprints or tags
     ├── 401 unauthorized      missing, stale or replayed owner signature
     ├── 403 forbidden         a signature that is not the mailbox owner's
-    ├── 404 not_found         unknown route, mailbox, keys or invite
+    ├── 404 not_found         unknown route, keys or invite
+    ├── 404 unknown_mailbox   no keys published for the mailbox a deposit or owner request names
+                              (an owner's client publishes them again and retries)
     ├── 408 timeout           a request head or body slower than the relay waits for
     ├── 409 invite_used       an invite code that was already redeemed
     ├── 410 invite_expired    an invite past its expiry
@@ -17,7 +19,7 @@
     │                         channels it never read) is full; retry later
     ├── 500 internal          a bug; never for bad input
     ├── 503 busy              the process is at its connection cap
-    └── 503 store_unavailable GET /healthz: the store does not answer
+    └── 503 store_unavailable the store does not answer (any route); see Retry-After
 
 408, 431, 503 busy and a malformed request's 400 are answered by `relay.http_limits`, before
 the app sees the request.
@@ -43,3 +45,7 @@ def bad_request(message: str) -> ApiError:
 
 def not_found(message: str) -> ApiError:
     return ApiError(404, "not_found", message)
+
+
+def unknown_mailbox(message: str) -> ApiError:
+    return ApiError(404, "unknown_mailbox", f"unknown mailbox: {message}")

@@ -20,6 +20,7 @@ from starlette.responses import Response
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from relay.errors import ApiError
+from relay.store import StoreUnavailable
 
 if TYPE_CHECKING:
     from relay.app import Relay
@@ -61,6 +62,8 @@ class HotPath:
             response = await handler(request)
         except ApiError as exc:
             response = await self.relay.api_error(request, exc)
+        except StoreUnavailable as exc:
+            response = await self.relay.store_error(request, exc)
         except ClientDisconnect:  # gone before its body was read: nobody to answer, nothing wrong
             return
         except Exception as exc:  # what the server-error layer would do: log it, answer 500 JSON

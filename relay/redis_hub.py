@@ -22,6 +22,7 @@ from redis.asyncio.client import PubSub
 from redis.exceptions import RedisError
 
 from relay.notify import LocalHub
+from relay.redis_link import connect, guarded
 
 log = logging.getLogger("talk.relay")
 RETRY_S = 0.5
@@ -37,7 +38,8 @@ def parse_message(data: bytes | str) -> tuple[str, str] | None:
 class RedisHub:
     def __init__(self, url: str, prefix: str = "talk:") -> None:
         self.channel = f"{prefix}notify"
-        self.redis: Redis = Redis.from_url(url)
+        self.redis: Redis = connect(url)  # publishes: bounded like the store's requests
+        self.listener: Redis = connect(url, listener=True)
         self._local = LocalHub()
         self._task: asyncio.Task[None] | None = None
 
@@ -50,12 +52,13 @@ class RedisHub:
     def streams(self, fp: str) -> int:
         return self._local.streams(fp)
 
+    @guarded
     async def publish(self, fp: str, tag: str) -> None:
         # Through Redis even for this replica's own streams: one path, one delivery each.
         await self.redis.publish(self.channel, f"{fp} {tag}")
 
     async def start(self) -> None:
-        pubsub = self.redis.pubsub(ignore_subscribe_messages=True)
+        pubsub = self.listener.pubsub(ignore_subscribe_messages=True)
         await pubsub.subscribe(self.channel)
         self._task = asyncio.create_task(self._listen(pubsub))
 
@@ -65,6 +68,7 @@ class RedisHub:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
         await self.redis.aclose()
+        await self.listener.aclose()
 
     async def _listen(self, pubsub: PubSub) -> None:
         try:

@@ -4,6 +4,9 @@ Every piece of state the relay keeps lives here, so any replica can answer any r
 is kept per mailbox (see `relay.redis_scripts` for the layout), so fetching one mailbox costs
 the same however many others there are; nothing on a request's path scans the keyspace.
 
+Every method raises `relay.store.StoreUnavailable` when Redis does not answer
+(`relay.redis_link`).
+
 Expiry: nonces and invite slots carry native Redis TTLs and vanish on their own. Mail does not:
 its TTL is the relay's setting, known to `purge` (and `fetch`'s `since`), and a blob dropped by
 Redis behind the store's back would leave the mailbox's count, byte total and indexes wrong.
@@ -17,6 +20,7 @@ from typing import Any
 from redis.asyncio import Redis
 
 from relay import redis_scripts
+from relay.redis_link import connect, guarded
 from relay.store import MOST_TAGS, DepositOutcome, Mail, RedeemOutcome
 
 PURGE_BATCH = 500  # blobs per purge script call, so one sweep never blocks Redis for long
@@ -45,7 +49,7 @@ def _slot_expiry_ms(expires: float) -> int:
 class RedisStore:
     def __init__(self, url: str, prefix: str = "talk:") -> None:
         self.prefix = prefix
-        self.redis: Redis = Redis.from_url(url, decode_responses=False)
+        self.redis: Redis = connect(url)
         register = self.redis.register_script
         self._deposit = register(redis_scripts.DEPOSIT)
         self._redeem = register(redis_scripts.REDEEM)
@@ -60,13 +64,16 @@ class RedisStore:
     def _key(self, *parts: str) -> str:
         return self.prefix + ":".join(parts)
 
+    @guarded
     async def put_bundle(self, fp: str, bundle: str) -> None:
         await self.redis.set(self._key("bundle", fp), bundle)
 
+    @guarded
     async def get_bundle(self, fp: str) -> str | None:
         value = await self.redis.get(self._key("bundle", fp))
         return None if value is None else _text(value)
 
+    @guarded
     async def deposit(
         self, fp: str, tag: str, blob: bytes, now: float, max_messages: int, max_bytes: int,
         max_unknown: int | None = None, max_unknown_bytes: int | None = None,
@@ -78,15 +85,19 @@ class RedisStore:
             return DepositOutcome(answer), ""
         return DepositOutcome.STORED, answer
 
+    @guarded
     async def register_tags(self, fp: str, tags: list[str], most: int) -> None:
         await self._register(args=[self.prefix, fp, most, *tags])
 
+    @guarded
     async def is_registered(self, fp: str, tag: str) -> bool:
         return bool(await self.redis.sismember(self._key("known", fp), tag))
 
+    @guarded
     async def purge_unknown(self, fp: str) -> int:
         return int(await self._purge_unknown(args=[self.prefix, fp]))
 
+    @guarded
     async def fetch(self, fp: str, tags: list[str], limit: int, since: float) -> list[Mail]:
         args: list[Any] = [self.prefix, fp, _num(since), limit, *tags]
         flat = await self._fetch(args=args)
@@ -95,35 +106,42 @@ class RedisStore:
             for i in range(0, len(flat), 4)
         ]
 
+    @guarded
     async def ack(self, fp: str, ids: list[str]) -> int:
         numeric = _mail_ids(ids)
         if not numeric:
             return 0
         return int(await self._ack(args=[self.prefix, fp, *numeric]))
 
+    @guarded
     async def remember_nonce(self, fp: str, nonce: str, now: float, window: float) -> bool:
         seconds = max(1, math.ceil(window))
         return bool(await self.redis.set(self._key("nonce", fp, nonce), b"1", nx=True, ex=seconds))
 
+    @guarded
     async def create_invite(
         self, fp: str, tag: str, expires: float, most_tags: int = MOST_TAGS
     ) -> None:
         args: list[Any] = [fp, _num(expires), _slot_expiry_ms(expires), self.prefix, most_tags, tag]
         await self._create_invite(keys=[self._key("invite", tag)], args=args)
 
+    @guarded
     async def revoke_invite(self, fp: str, tag: str) -> bool:
         return bool(await self._revoke_invite(keys=[self._key("invite", tag)], args=[fp]))
 
+    @guarded
     async def invite_owner(self, tag: str) -> str | None:
         value = await self.redis.hget(self._key("invite", tag), "fp")
         return None if value is None else _text(value)
 
+    @guarded
     async def redeem_invite(
         self, tag: str, blob: bytes, now: float, max_messages: int, max_bytes: int
     ) -> RedeemOutcome:
         args: list[Any] = [self.prefix, tag, blob, _num(now), max_messages, max_bytes]
         return RedeemOutcome((await self._redeem(args=args)).decode())
 
+    @guarded
     async def purge(self, now: float, ttl: float) -> int:
         gone = 0
         while True:
@@ -132,9 +150,11 @@ class RedisStore:
             if int(swept) < PURGE_BATCH:
                 return gone
 
+    @guarded
     async def stored(self) -> int:
         return int(await self.redis.zcard(self._key("age")))
 
+    @guarded
     async def ping(self) -> None:
         await self.redis.ping()
 

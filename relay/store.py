@@ -8,6 +8,10 @@ for mail under tags its owner has registered (named in an owner-authenticated fe
 invite slot it opened) and a small one for every other tag. Junk under random tags fills only
 the second. When the owner registers a tag, the mail already waiting under it moves to the
 first. The relay still learns only that the owner reads a tag, never whose tag it is.
+
+Outages. A backend that cannot reach its store raises `StoreUnavailable` from any method, and
+the relay answers 503 `store_unavailable` with Retry-After: a fault of the relay's machine,
+never of the request, so the client keeps what it sent and tries again.
 """
 
 from __future__ import annotations
@@ -17,6 +21,13 @@ from enum import StrEnum
 from typing import Protocol
 
 MOST_TAGS = 10_000  # registered tags per mailbox, unless the relay is configured otherwise
+
+
+RETRY_AFTER_S = 2  # what a 503 store_unavailable tells the client to wait
+
+
+class StoreUnavailable(Exception):
+    """The store does not answer now (down, unreachable, still loading its data)."""
 
 
 @dataclass(frozen=True)

@@ -162,6 +162,7 @@ def gather_status(folder: Path) -> dict[str, Any]:
             peers=st.peers, since=st.since, relay=st.relay, last_contact=st.last_contact,
             last_error=st.last_error, last_error_at=st.last_error_at,
             push=st.push if pid else "off", delivered=st.delivered, refused=st.refused,
+            republished_at=st.republished_at,
         )
     spool = folder / "spool"
     sessions = [
@@ -219,6 +220,9 @@ def render_status(report: dict[str, Any]) -> str:
         lines = ["follower: not running (start it with `talk follow --peer NAME`)"]
     if f.get("last_error"):
         lines.append(f"  last error ({_ago(f.get('last_error_at'))}): {f['last_error']}")
+    if f.get("republished_at"):
+        lines.append(f"  keys published again {_ago(f['republished_at'])}: the relay had lost them "
+                     "(its store may have restarted empty); nothing to do")
     from alarms.opencode import render_alarm
 
     for x in report["sessions"]:

@@ -138,6 +138,9 @@ def receive(user: str | None, relay: str | None, passphrase_file: str | None,
             store.close()
     for note in report.notes:
         warn(note)
+    if s.client.republished_at is not None:
+        warn("the relay had lost your keys (its store may have restarted empty); they were "
+             "published again, so your contacts can write to you")
     # Refused mail is the sender's (or the relay's) fault, not this command's: it is quarantined,
     # everything else was delivered, so the exit status stays 0 and stderr says what was dropped.
     for reason in report.refused:

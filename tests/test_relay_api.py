@@ -370,8 +370,8 @@ def _auth_cases() -> list[Bad]:
     ]
     # An owner route on a mailbox nobody published: 404 before any signature is looked at.
     cases += [
-        Bad(f"{route}-unknown-mailbox", route, "POST", path.replace(FP, NOFP), 404, "not_found",
-            b"{}", MISSING, "unknown mailbox")
+        Bad(f"{route}-unknown-mailbox", route, "POST", path.replace(FP, NOFP), 404,
+            "unknown_mailbox", b"{}", MISSING, "unknown mailbox")
         for route, path in owner_routes
     ]
     return cases
@@ -401,7 +401,7 @@ def _other_cases() -> list[Bad]:
         Bad("deposit-empty", DEPOSIT, "POST", "/v1/mail/{fp}/{tag}", 400, "bad_request",
             says="empty body"),
         Bad("deposit-unknown-mailbox", DEPOSIT, "POST", "/v1/mail/{nofp}/{tag}", 404,
-            "not_found", b"blob", says="no such mailbox"),
+            "unknown_mailbox", b"blob", says="unknown mailbox"),
         Bad("deposit-too-large", DEPOSIT, "POST", "/v1/mail/{fp}/{tag}", 413, "too_large",
             b"\0" * (MAX_BLOB + 1), says="exceeds the limit"),
         Bad("redeem-empty", REDEEM, "POST", "/v1/redeem/{tag}", 400, "bad_request",
@@ -534,7 +534,7 @@ def test_a_bundle_with_a_bad_signature_is_refused(relay: RelayProcess, forgery: 
 def test_deposit_needs_published_keys(relay: RelayProcess) -> None:
     stranger = Identity.generate("stranger")
     reply = call(relay, "POST", f"/v1/mail/{stranger.fingerprint}/{new_tag()}", b"sealed")
-    assert_error(reply, 404, "not_found", "has not published keys")
+    assert_error(reply, 404, "unknown_mailbox", "has not published keys")
 
 
 def test_deposit_then_fetch_returns_it(relay: RelayProcess) -> None:

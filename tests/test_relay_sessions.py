@@ -200,8 +200,30 @@ def test_the_client_opens_a_new_session_after_a_restart(relay: RelayProcess) -> 
         client.close()
 
 
+class SignOnly:
+    """An owner that can sign and open sealed keys but has no bundle to publish."""
+
+    def __init__(self, identity: Identity) -> None:
+        self.identity = identity
+        self.fingerprint = identity.fingerprint
+
+    def sign(self, message: bytes) -> bytes:
+        return self.identity.sign(message)
+
+    def unseal(self, blob: bytes) -> bytes:
+        return self.identity.unseal(blob)
+
+
 def test_a_session_client_still_reports_real_refusals(relay: RelayProcess) -> None:
     stranger = Identity.generate("stranger")  # never published: the relay cannot seal to it
     with RelayClient(relay.url, sessions=True) as client, pytest.raises(RelayError) as err:
-        client.fetch(stranger, ["a" * 32])
+        client.fetch(SignOnly(stranger), ["a" * 32])
     assert err.value.status == 404 and "unknown mailbox" in err.value.message
+
+
+def test_an_identity_the_relay_does_not_know_is_published_and_served(relay: RelayProcess) -> None:
+    newcomer = Identity.generate("newcomer")  # as if `talk init` could not reach the relay
+    with RelayClient(relay.url, sessions=True) as client:
+        assert client.fetch(newcomer, ["a" * 32]) == ([], False)
+        assert client.republished_at is not None
+        assert client.bundle(newcomer.fingerprint).fingerprint == newcomer.fingerprint
