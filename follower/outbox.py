@@ -8,6 +8,20 @@ message. States only move forward:
 `duplicate` (the peer already had it: a resend crossed a lost receipt) counts as spooled. The
 sealed blob is kept until the message is spooled, so a resend repeats the very same message id
 and the peer's dedup makes it harmless.
+
+Two files, so that no command's cost grows with the number of messages ever sent:
+
+    outbox.ndjson          the working log: messages still on their way, and the last ones
+                           that settled, until the log is next compacted
+    outbox-history.ndjson  every settled message, one line each, appended at compaction
+
+A message settles when it reaches a final state (delivered, or refused, expired, dropped), or
+once it has sat held or spooled for SETTLE_AFTER_S: a receipt that comes after that is not
+recorded (`talk outbox --all` shows the state it settled in). Compaction runs when the working
+log outgrows COMPACT_BYTES (or twice what the last compaction left, when that is more: a crowd
+of messages in flight must not make every append rewrite them all). It appends the settled
+entries to the history first, then replaces the working log, so a crash in between leaves an
+entry in both, which reading folds into one.
 """
 
 from __future__ import annotations
@@ -23,13 +37,16 @@ from pathlib import Path
 from typing import Any
 
 from keys import gate
-from keys.storage import open_private, read_records, replace_file, seal_torn_tail
+from keys.storage import append_records, json_lines, open_private, read_records, replace_file, seal_torn_tail
 
 OUTBOX_FILE = "outbox.ndjson"
+HISTORY_FILE = "outbox-history.ndjson"
 # Present while some message is queued (the relay did not take it): the next command that talks
 # to the relay sends it, after one look at this file instead of a read of the whole outbox.
 QUEUED_MARK = "outbox.queued"
-COMPACT_BYTES = 4 * 1024 * 1024
+COMPACT_BYTES = 256 * 1024
+SETTLE_AFTER_S = 2 * 86400
+RECENT_BYTES = 256 * 1024  # of the history's tail, for `talk outbox` without --all
 PREVIEW = 200
 RANK = {"sent": 0, "stored": 1, "held": 2, "refused": 2.5, "expired": 2.5, "dropped": 2.5,
         "spooled": 3, "delivered": 4}
@@ -63,6 +80,16 @@ class Entry:
 
     def waiting_for_receipt(self) -> bool:
         return RANK[self.state] < RANK["held"]
+
+    def settled(self, now: float) -> bool:
+        """Done with: nothing more will be sent, and no receipt is still worth waiting for."""
+        if self.state == "delivered" or self.state in REFUSALS:
+            return True
+        return not self.waiting_for_receipt() and now - self.updated > SETTLE_AFTER_S
+
+    def snapshot(self) -> dict[str, Any]:
+        """The entry as one "entry" event; without its ciphertext once nothing will resend it."""
+        return {**self.__dict__, "ev": "entry", "blob": self.blob if self.waiting_for_receipt() else ""}
 
     def resend_due(self, now: float, after: float) -> bool:
         """Unacknowledged, not given up on, and its backoff (doubling from `after`) is over."""
@@ -114,6 +141,7 @@ class Outbox:
         self.folder = folder
         self.path = folder / OUTBOX_FILE
         self.lock = folder / "outbox.lock"
+        self.history = folder / HISTORY_FILE
 
     @contextmanager
     def _locked(self) -> Iterator[None]:
@@ -126,29 +154,27 @@ class Outbox:
             os.close(fd)
 
     def _append(self, events: list[dict[str, Any]]) -> None:
-        data = b"".join(json.dumps(e, ensure_ascii=False, separators=(",", ":")).encode() + b"\n"
-                        for e in events)
         with self._locked():
             fd = open_private(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT)
             try:
-                os.write(fd, seal_torn_tail(fd) + data)
+                os.write(fd, seal_torn_tail(fd) + json_lines(events))
                 os.fsync(fd)
                 size = os.fstat(fd).st_size
+                due = size > COMPACT_BYTES and size > 2 * _compacted_size(fd)
             finally:
                 os.close(fd)
-            if size > COMPACT_BYTES:
+            if due:
                 self._compact()
 
     def _compact(self) -> None:
-        """Rewrite the log as one line per message; finished ones lose their ciphertext."""
+        """Move settled entries to the history; the rest become one line per message."""
+        now = time.time()
         entries = fold(read_records(self.path))
-        lines = []
-        for entry in entries.values():
-            snapshot = {**entry.__dict__, "ev": "entry"}
-            if not entry.waiting_for_receipt():
-                snapshot["blob"] = ""
-            lines.append(json.dumps(snapshot, ensure_ascii=False).encode() + b"\n")
-        replace_file(self.path, b"".join(lines))
+        done = [e.snapshot() for e in entries.values() if e.settled(now)]
+        append_records(self.history, done)
+        kept = json_lines([e.snapshot() for e in entries.values() if not e.settled(now)])
+        header = json_lines([{"ev": "compacted", "bytes": len(kept), "ts": now}])
+        replace_file(self.path, header + kept)
 
     def sent(self, msg_id: str, to: str, name: str, kind: str, text: str, tag: str, blob: str,
              **extra: Any) -> None:
@@ -176,12 +202,36 @@ class Outbox:
         self._append([{"ev": "receipt", "id": i, "state": s, "reason": r, "ts": now} for i, s, r in items])
 
     def entries(self) -> dict[str, Entry]:
+        """The working log's messages: all still on their way, and some settled ones."""
         return fold(read_records(self.path))
 
+    def recent(self) -> dict[str, Entry]:
+        """The working log and the newest part of the history (RECENT_BYTES of it)."""
+        return fold(read_records(self.history, RECENT_BYTES) + read_records(self.path))
+
+    def everything(self) -> dict[str, Entry]:
+        """Every message ever sent from here (reads the whole history)."""
+        return fold(read_records(self.history) + read_records(self.path))
+
     def find(self, msg_id: str) -> Entry | None:
-        """An entry by its id or a unique prefix of it (at least 6 characters)."""
-        entries = self.entries()
-        if msg_id in entries:
-            return entries[msg_id]
-        matches = [e for i, e in entries.items() if len(msg_id) >= 6 and i.startswith(msg_id)]
-        return matches[0] if len(matches) == 1 else None
+        """An entry by its id or a unique prefix of it (at least 6 characters); the history is
+        read only for an id the working log does not know."""
+        for read in (self.entries, self.everything):
+            entries = read()
+            if msg_id in entries:
+                return entries[msg_id]
+            matches = [e for i, e in entries.items() if len(msg_id) >= 6 and i.startswith(msg_id)]
+            if matches:
+                return matches[0] if len(matches) == 1 else None
+        return None
+
+
+def _compacted_size(fd: int) -> int:
+    """What the last compaction left in the working log, from its first line (0 if none)."""
+    head = os.pread(fd, 128, 0)
+    try:
+        first = json.loads(head[:head.index(b"\n")])
+    except ValueError:
+        return 0
+    size = first.get("bytes") if isinstance(first, dict) and first.get("ev") == "compacted" else 0
+    return size if isinstance(size, int) else 0

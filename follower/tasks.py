@@ -11,10 +11,12 @@ import time
 from pathlib import Path
 from typing import Any
 
-from keys.storage import append_records, read_records
+from keys.storage import append_records, json_lines, locked, read_records, replace_file
 
 TASKS_FILE = "tasks.ndjson"
 PREVIEW = 200
+TRIM_BYTES = 512 * 1024  # past this, the ledger forgets tasks idle for KEEP_DAYS
+KEEP_DAYS = 30
 
 
 def fold(events: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
@@ -46,7 +48,10 @@ def fold(events: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
 
 
 class TaskLedger:
+    """Appends and trims under the identity folder's lock (a trim replaces the file)."""
+
     def __init__(self, folder: Path) -> None:
+        self.folder = folder
         self.path = folder / TASKS_FILE
 
     def record(self, ev: str, direction: str, peer: str, name: str, fields: dict[str, Any],
@@ -56,7 +61,18 @@ class TaskLedger:
                                                               "artifacts", "question", "options")}}
         if "text" in fields:
             event["text"] = str(fields["text"])[:PREVIEW]
-        append_records(self.path, [event])
+        with locked(self.folder):
+            append_records(self.path, [event])
+            if self.path.stat().st_size > TRIM_BYTES:
+                self._trim(time.time())
+
+    def _trim(self, now: float) -> None:
+        """Keep the events of tasks touched in the last KEEP_DAYS: a retry of an older task is
+        then taken as new, which is what its peer's protocol expects of a long-gone task."""
+        events = read_records(self.path)
+        live = {key for key, row in fold(events).items() if row["updated"] > now - KEEP_DAYS * 86400}
+        kept = [e for e in events if f"{e.get('peer')}/{e.get('task')}" in live]
+        replace_file(self.path, json_lines(kept))
 
     def seen_task(self, peer: str, task: str) -> bool:
         """Whether `peer` sent us task `task` before (then this one is a retry)."""

@@ -42,6 +42,7 @@ from keys.storage import locked, read_json, write_json
 
 PREFIX = "talk-"
 INVITES_FILE = "invites.json"
+KEEP_DAYS = 30  # an invite that ended (used, revoked, expired) is remembered this long
 DEFAULT_DAYS = 7.0
 PROOF_PERSON = b"talk-box-proof"
 
@@ -167,8 +168,11 @@ class InviteBook:
         return data
 
     def add(self, code: InviteCode) -> None:
+        """Record a new invite; invites that ended more than KEEP_DAYS ago are forgotten on the
+        way, so the file holds recent invites only, however many were ever made."""
         with locked(self.folder):
-            data = self.all()
+            now = time.time()
+            data = {t: r for t, r in self.all().items() if r["expires"] + KEEP_DAYS * 86400 > now}
             data[code.tag] = {
                 "code": code.encode(),
                 "created": int(time.time()),
@@ -197,10 +201,3 @@ class InviteBook:
             data[tag].update(state=state.value, **fields)
             write_json(self.path, data)
 
-    def prune(self, now: float, keep_days: float = 30) -> None:
-        """Forget invites that ended more than `keep_days` ago."""
-        with locked(self.folder):
-            data = self.all()
-            kept = {t: r for t, r in data.items() if r["expires"] + keep_days * 86400 > now}
-            if len(kept) != len(data):
-                write_json(self.path, kept)

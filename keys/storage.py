@@ -145,12 +145,17 @@ def locked(folder: Path) -> Iterator[None]:
         os.close(fd)
 
 
+def json_lines(records: list[dict[str, Any]]) -> bytes:
+    """`records` as the lines of an append log (what `read_records` reads back)."""
+    return b"".join(json.dumps(r, ensure_ascii=False, separators=(",", ":")).encode() + b"\n"
+                    for r in records)
+
+
 def append_records(path: Path, records: list[dict[str, Any]]) -> None:
     """Append JSON lines under the file's own lock, durably: the caller acts on them next."""
     if not records:
         return
-    data = b"".join(json.dumps(r, ensure_ascii=False, separators=(",", ":")).encode() + b"\n"
-                    for r in records)
+    data = json_lines(records)
     fd = open_private(path, os.O_RDWR | os.O_APPEND | os.O_CREAT)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
@@ -170,15 +175,21 @@ def seal_torn_tail(fd: int) -> bytes:
     return b"\n" if size and os.pread(fd, 1, size - 1) != b"\n" else b""
 
 
-def read_records(path: Path) -> list[dict[str, Any]]:
-    """Every whole JSON line of an append log; a torn last line (a crash mid-append) is skipped."""
+def read_records(path: Path, tail_bytes: int | None = None) -> list[dict[str, Any]]:
+    """Every whole JSON line of an append log; a torn last line (a crash mid-append) is skipped.
+    With `tail_bytes`, only the lines in that many bytes at the end (the newest), however long
+    the log has grown."""
     try:
         fd = open_private(path, os.O_RDONLY)
     except FileNotFoundError:
         return []
     with os.fdopen(fd, "rb") as f:
         fcntl.flock(f.fileno(), fcntl.LOCK_SH)
+        start = 0 if tail_bytes is None else max(0, os.fstat(f.fileno()).st_size - tail_bytes)
+        f.seek(start)
         raw = f.read()
+    if start:
+        raw = raw[raw.find(b"\n") + 1:]  # the first line is cut
     records = []
     for line in raw.split(b"\n"):
         try:

@@ -37,14 +37,18 @@ def confirm(question: str, yes: bool) -> None:
 
 
 def outbox(
-    limit: Annotated[int, typer.Option("--limit", help="Show the newest N messages.")] = 50,
+    limit: Annotated[int, typer.Option("--limit", help="Show the newest N messages (0: all read).")] = 50,
+    everything: Annotated[bool, typer.Option(
+        "--all", help="Read the whole history, not only recent messages (slower with a long one).",
+    )] = False,
     user: User = None, as_json: Json = False,
 ) -> None:
     """List sent messages and how far each got: sent, stored, held, spooled, delivered, or refused."""
     from follower.outbox import Outbox
     from talk.context import open_session
 
-    entries = sorted(Outbox(open_session(user, None, None).folder).entries().values(), key=lambda e: e.ts)
+    box = Outbox(open_session(user, None, None).folder)
+    entries = sorted((box.everything() if everything else box.recent()).values(), key=lambda e: e.ts)
     shown = entries[-limit:] if limit > 0 else entries
     if as_json:
         emit_json([e.public() for e in shown])

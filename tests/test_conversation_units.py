@@ -12,6 +12,7 @@ import itertools
 import json
 import os
 import stat
+import time
 from pathlib import Path
 from typing import Any
 
@@ -316,10 +317,8 @@ def test_outbox_find_with_a_short_unique_prefix_finds_nothing(tmp_path: Path) ->
     assert found is not None and found.id.startswith("123456")
 
 
-def test_outbox_compaction_keeps_one_line_per_message_and_the_same_entries(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    box = Outbox(tmp_path)
+def busy_outbox(box: Outbox) -> tuple[dict[str, str], dict[str, str]]:
+    """Messages in every state, with many events each: (finished by state, waiting by state)."""
     finished = {"delivered": send_one(box, 1), "spooled": send_one(box, 2), "held": send_one(box, 3),
                 "refused": send_one(box, 4)}
     waiting = {"stored": send_one(box, 5), "sent": send_one(box, 6)}
@@ -328,44 +327,105 @@ def test_outbox_compaction_keeps_one_line_per_message_and_the_same_entries(
         box.resent(waiting["stored"])
         box.receipts([(msg, state, f"because {state}") for state, msg in finished.items()])
     box.stored(waiting["stored"])
+    return finished, waiting
+
+
+def test_outbox_compaction_moves_settled_messages_to_the_history(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    box = Outbox(tmp_path)
+    finished, waiting = busy_outbox(box)
     before = box.entries()
-    lines_before = box.path.read_bytes().count(b"\n")
     size_before = box.path.stat().st_size
-    assert lines_before > 6 * 5
+    assert box.path.read_bytes().count(b"\n") > 6 * 5
 
     monkeypatch.setattr(outbox_mod, "COMPACT_BYTES", size_before // 2)
     box.resent(waiting["sent"])  # one more event crosses the (now small) limit
-    after = box.entries()
 
-    raw = box.path.read_bytes()
-    assert raw.count(b"\n") == 6
-    assert len(raw) < size_before
-    assert all(json.loads(line)["ev"] == "entry" for line in raw.splitlines())
+    # The working log: a header, then one line per message still on its way (held and spooled
+    # ones too, for two days: a later receipt may still move them on).
+    lines = box.path.read_bytes().splitlines()
+    assert json.loads(lines[0])["ev"] == "compacted" and len(lines) == 5
+    after = box.entries()
+    assert set(after) == {finished["spooled"], finished["held"], *waiting.values()}
     resent = after[waiting["sent"]]
     assert resent == dataclasses.replace(before[waiting["sent"]], attempts=2,
                                          last_attempt=resent.last_attempt)
-    for msg in finished.values():
-        assert after[msg] == dataclasses.replace(before[msg], blob="")
-        assert before[msg].blob != ""
     assert after[waiting["stored"]] == before[waiting["stored"]]
-    assert after[waiting["stored"]].blob == "blob5"
-    assert after[waiting["sent"]].blob == "blob6"
-    assert after[waiting["stored"]].attempts == 21
+    assert (after[waiting["stored"]].blob, after[waiting["stored"]].attempts) == ("blob5", 21)
+    assert after[finished["held"]] == dataclasses.replace(before[finished["held"]], blob="")
+    # The settled ones, delivered and refused, are in the history, without their ciphertext.
+    assert box.history.read_bytes().count(b"\n") == 2
+    everything = box.everything()
+    for state in ("delivered", "refused"):
+        msg = finished[state]
+        assert everything[msg] == dataclasses.replace(before[msg], blob="") and before[msg].blob
+        assert box.find(msg) == everything[msg]
+    assert set(box.recent()) == set(before)
 
 
-def test_outbox_goes_on_folding_events_after_compaction(
+def test_held_and_spooled_messages_settle_after_two_days() -> None:
+    now = 1_000_000.0
+    for state in ("held", "spooled"):
+        fresh = entry(state=state, updated=now - outbox_mod.SETTLE_AFTER_S + 60)
+        old = entry(state=state, updated=now - outbox_mod.SETTLE_AFTER_S - 60)
+        assert not fresh.settled(now) and old.settled(now)
+    for state in ("sent", "stored"):  # still owed a resend: never settled by age
+        assert not entry(state=state, updated=0.0).settled(now)
+    for state in ("delivered", "refused", "expired", "dropped"):
+        assert entry(state=state, updated=now).settled(now)
+
+
+def test_many_messages_in_flight_do_not_make_every_append_rewrite_them(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(outbox_mod, "COMPACT_BYTES", 1)  # every append compacts
+    """The log compacts again only once it doubles what the last compaction left."""
+    monkeypatch.setattr(outbox_mod, "COMPACT_BYTES", 1000)
+    box = Outbox(tmp_path)
+    compactions = 0
+    compact = box._compact
+
+    def counted() -> None:
+        nonlocal compactions
+        compactions += 1
+        compact()
+
+    monkeypatch.setattr(box, "_compact", counted)
+    sent = [send_one(box, n, text="x" * 150) for n in range(1, 201)]  # none ever stored
+    assert compactions <= 10
+    assert list(box.entries()) == sent and all(e.blob for e in box.entries().values())
+
+
+def test_a_crash_between_the_history_and_the_working_log_shows_each_message_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    box = Outbox(tmp_path)
+    finished, _ = busy_outbox(box)
+    working = box.path.read_bytes()
+    box._compact()  # the history gets the settled messages...
+    box.path.write_bytes(working)  # ...but the working log is not replaced (killed right then)
+    box._compact()  # and the next compaction writes them to the history again
+    everything = box.everything()
+    assert len(everything) == 6
+    assert everything[finished["delivered"]].state == "delivered"
+    shown = sorted(box.recent().values(), key=lambda e: e.ts)
+    assert [e.id for e in shown] == [hexid(n) for n in range(1, 7)]
+
+
+def test_outbox_goes_on_folding_events_up_to_the_history(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(outbox_mod, "COMPACT_BYTES", 1)
     box = Outbox(tmp_path)
     msg = send_one(box, 1)
     box.stored(msg)
     box.resent(msg)
     box.receipts([(msg, "spooled", "")])
     box.receipts([(msg, "delivered", "read")])
-    e = box.entries()[msg]
+    box._compact()
+    assert msg not in box.entries()
+    e = box.everything()[msg]
     assert (e.state, e.reason, e.attempts, e.blob) == ("delivered", "read", 2, "")
-    assert box.path.read_bytes().count(b"\n") == 1
 
 
 def test_outbox_ignores_a_torn_last_line(tmp_path: Path) -> None:
@@ -617,6 +677,28 @@ def test_ledger_task_received_twice_is_a_retry_from_that_peer_only(tmp_path: Pat
     assert ledger.seen_task(FP_B, "T1")
     assert not ledger.seen_task(FP_C, "T1")
     assert not ledger.seen_task(FP_B, "T2")
+
+
+def test_ledger_forgets_tasks_idle_for_a_month_once_it_grows(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import follower.tasks as tasks_mod
+
+    ledger = TaskLedger(tmp_path)
+    old = time.time() - (tasks_mod.KEEP_DAYS + 1) * 86400
+    monkeypatch.setattr(tasks_mod.time, "time", lambda: old)
+    for n in range(50):
+        fields = {"task": f"OLD{n}", "mode": "one-shot", "text": "x" * 150}
+        ledger.record("task", "in", FP_B, "bob", fields, FP_A)
+    monkeypatch.undo()
+    ledger.record("task", "in", FP_B, "bob", {"task": "NEW", "mode": "one-shot", "text": "now"}, FP_A)
+    assert ledger.seen_task(FP_B, "OLD0") and len(ledger.rows()) == 51  # under the limit: all kept
+    monkeypatch.setattr(tasks_mod, "TRIM_BYTES", 1000)
+    ledger.record("result", "out", FP_B, "bob", {"task": "NEW", "status": "done", "summary": "ok"}, FP_C)
+    assert [r["task"] for r in ledger.rows()] == ["NEW"]
+    assert ledger.seen_task(FP_B, "NEW") and not ledger.seen_task(FP_B, "OLD0")
+    [row] = ledger.find("NEW")
+    assert (row["status"], row["asked_by"]) == ("done", "peer")
 
 
 def test_ledger_keeps_only_protocol_fields_and_a_short_text(tmp_path: Path) -> None:

@@ -40,6 +40,8 @@ from keys.errors import (
 )
 from keys.identity import Identity, KeyBundle, fingerprint, parse_fingerprint
 from keys.invites import (
+    KEEP_DAYS,
+    InviteBook,
     InviteCode,
     box_proof,
     new_code,
@@ -621,3 +623,18 @@ def test_check_auth_missing_or_malformed(alice: Identity, patch: dict[str, str |
             headers[name] = value
     verdict = check_auth(alice.sign_public, "POST", PATH, headers, BODY, time.time())
     assert verdict is AuthVerdict.MISSING
+
+
+def test_invites_that_ended_a_month_ago_are_forgotten_when_a_new_one_is_made(tmp_path: Path) -> None:
+    book = InviteBook(tmp_path)
+    me = Identity.generate("me").fingerprint
+    now = time.time()
+    long_gone = new_code(me, 1, now - (KEEP_DAYS + 2) * 86400)
+    book.add(long_gone)
+    assert set(book.all()) == {long_gone.tag}
+    recent = new_code(me, 1, now - 86400)
+    fresh = new_code(me, 7, now)
+    book.add(recent)
+    book.add(fresh)
+    assert set(book.all()) == {recent.tag, fresh.tag}
+    assert [c.tag for c in book.live(now)] == [fresh.tag]
