@@ -571,8 +571,9 @@ def test_stop_hook_killed_after_taking_mail_hands_it_on_next_run_exactly_once(
         sid = codex_session(s["bob"])["sid"]
         msg_id = s["alice"].ok("send", "bob", "PEER-KILLED-HOOK: rebase again", "--json").json()["id"]
         pending = Path(pending_file(str(s["folder"] / "spool" / "sessions"), sid))
-        _wait(pending.exists, 60, "the Stop hook to record the batch")
-        assert SessionMail(s["folder"], sid).waiting() == 0  # the cursor has moved
+        # The hook records the batch, then moves the cursor: wait for both, in either order.
+        _wait(lambda: pending.exists() and SessionMail(s["folder"], sid).waiting() == 0, 60,
+              "the Stop hook to record the batch and move the cursor")
         time.sleep(MARGIN_S + 0.5)  # so what Codex writes after the kill is well after the batch
         (hook,) = hook_pids(proc.pid, "codex_hook.py")
         os.kill(hook, signal.SIGKILL)
