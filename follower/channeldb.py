@@ -88,6 +88,7 @@ class ChannelDB:
         self.folder = folder
         self.path = folder / DB_FILE
         self._pruned = False
+        self._in_page = False
         with _failures(self.path):
             self.db = _connect(self.path)
             if self._meta("created") is None:
@@ -98,13 +99,38 @@ class ChannelDB:
 
     @contextlib.contextmanager
     def _write(self) -> Iterator[sqlite3.Connection]:
+        """One transaction; inside `page`, a savepoint of the page's transaction."""
+        begin, commit, undo = (("SAVEPOINT one", "RELEASE one", "ROLLBACK TO one; RELEASE one")
+                               if self._in_page else ("BEGIN IMMEDIATE", "COMMIT", "ROLLBACK"))
         with _failures(self.path):
-            self.db.execute("BEGIN IMMEDIATE")
+            self.db.execute(begin)
             try:
                 yield self.db
             except BaseException:
-                self.db.execute("ROLLBACK")
+                for statement in undo.split("; "):
+                    self.db.execute(statement)
                 raise
+            self.db.execute(commit)
+
+    @contextlib.contextmanager
+    def page(self) -> Iterator[None]:
+        """Everything recorded inside is committed together when the block ends, or not at all.
+
+        The follower wraps each fetched page in this, around `Spool.batch`: the spool's lines
+        are synced before the ids are committed here, and both before the page is acked, so a
+        power cut cannot leave an id taken whose line is lost."""
+        with _failures(self.path):
+            self.db.execute("BEGIN IMMEDIATE")
+        self._in_page = True
+        try:
+            yield
+        except BaseException:
+            self._in_page = False
+            with _failures(self.path):
+                self.db.execute("ROLLBACK")
+            raise
+        self._in_page = False
+        with _failures(self.path):
             self.db.execute("COMMIT")
 
     def _meta(self, key: str) -> str | None:

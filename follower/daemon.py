@@ -7,11 +7,13 @@ drops the copy it already has by message id.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import signal
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from types import FrameType
 from typing import Any
@@ -49,9 +51,11 @@ class Follower:
         self.spool = Spool(folder / "spool")
         # Receipts wait a random pause after the fetch that caused them; the upkeep sends them.
         receipts = ReceiptBatch(delay=follower_delay())
+        self.store = ChannelDB(folder)
         self.inbox = Inbox(identity, self.client, self.contacts, InviteBook(folder),
-                           SpoolDedup(ChannelDB(folder), self.spool.knows), batch_acks=True,
-                           linger_s=LINGER_S, handed_state="spooled", receipts=receipts)
+                           SpoolDedup(self.store, self.spool.knows), batch_acks=True,
+                           linger_s=LINGER_S, handed_state="spooled", receipts=receipts,
+                           page=self.page)
         self.upkeep = Upkeep(identity, folder, self.client, receipts)
         self.wake = threading.Event()
         self.upkeep_due = True
@@ -60,6 +64,14 @@ class Follower:
         self.reload = True
         self.config = FollowConfig()
         self.status = FollowStatus(pid=os.getpid(), relay=relay, since=time.time())
+
+    @contextlib.contextmanager
+    def page(self) -> Iterator[None]:
+        """One fetched page, made durable once before it is acked: the spool's lines are synced,
+        then its index, then the store commits the ids (a power cut cannot leave an id taken
+        whose line is lost; a kill, at worst, shows the page to the dedup again)."""
+        with self.store.page(), self.spool.batch():
+            yield
 
     def deliver(self, record: dict[str, Any]) -> None:
         if self.spool.deliver(record):

@@ -13,8 +13,10 @@ for our own mail go to the outbox, never to an agent.
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
@@ -91,6 +93,9 @@ class Inbox:
     batch_acks: bool = False
     linger_s: float = 0.0
     handed_state: str = "delivered"
+    # Wraps the handling of each fetched page, before it is acked (the follower's makes the
+    # page durable there: one sync per page, `follower.daemon.Follower.page`).
+    page: Callable[[], AbstractContextManager[None]] = contextlib.nullcontext
     rates: RateWindow = field(default_factory=RateWindow)
     receipts: ReceiptBatch = field(default_factory=ReceiptBatch)
     _tags: dict[bytes, tuple[str, str]] = field(default_factory=dict, repr=False)
@@ -152,17 +157,18 @@ class Inbox:
             mail, more = self.client.fetch(self.identity, tags, limit, ack=taken)
             taken = []
             fresh = [m for m in mail if m.id not in handled]
-            for item in fresh:
-                handled.add(item.id)
-                outcome = self.take(item, invites, receipts, emit, report)
-                if self.batch_acks:
-                    taken.append(item.id)
-                else:
-                    self.client.ack(self.identity, [item.id])
-                report.delivered += outcome is Outcome.DELIVERED
-                report.duplicates += outcome is Outcome.DUPLICATE
-                report.held += outcome is Outcome.HELD
-                report.receipts += outcome is Outcome.RECEIPT
+            with self.page():
+                for item in fresh:
+                    handled.add(item.id)
+                    outcome = self.take(item, invites, receipts, emit, report)
+                    if self.batch_acks:
+                        taken.append(item.id)
+                    else:
+                        self.client.ack(self.identity, [item.id])
+                    report.delivered += outcome is Outcome.DELIVERED
+                    report.duplicates += outcome is Outcome.DUPLICATE
+                    report.held += outcome is Outcome.HELD
+                    report.receipts += outcome is Outcome.RECEIPT
             if not fresh and not taken:
                 break  # the relay keeps serving what we acked: stop rather than spin
             if taken and not more and self.linger_s:

@@ -6,9 +6,14 @@
     <epoch>\\t<id>\\t<target>    only <target> got its line before a crash cut the delivery short
 
 `deliver` writes each target's line first and the whole entry last, all under the spool lock.
-A SIGKILL in between leaves a line whose id the log lacks. Every append to a spool file calls
-`note_tail` first, so such a line is still the last one of its file when it is found, and is
-recorded as partial; a redelivery then skips the targets that already hold it.
+A SIGKILL in between leaves lines whose ids the log lacks. Every append to a spool file calls
+`note_tail` first, so such lines are still the last ones of their file when they are found, and
+are recorded as partial; a redelivery then skips the targets that already hold them.
+
+A batch (`hold` ... `flush`) keeps its entries in memory, applied at once so the batch sees
+them, and writes them in one append when the batch ends, after its spool lines are synced:
+the log never names a line a power cut could still take away. A batch that fails is
+`drop`ped, and the view is read from the file again.
 
 Entries are kept for `keep_s` (60 days, longer than the relay keeps undelivered mail). Once
 the log holds more than `compact_at` entries and its oldest is a quarter of `keep_s` past
@@ -56,6 +61,7 @@ class DeliveredIndex:
         self.keep_s = keep_s
         self.compact_at = compact_at
         self._reset(None)
+        self._pending: list[Entry] | None = None  # a batch's entries, not yet in the file
 
     def _reset(self, inode: int | None) -> None:
         self._inode = inode
@@ -82,7 +88,7 @@ class DeliveredIndex:
         entries, used = parse(data)
         self._pos += used
         self._lines += len(entries)
-        for entry in entries:
+        for entry in [*entries, *(self._pending or [])]:  # a batch's own stay known after a reset
             self._apply(entry)
 
     def _apply(self, entry: Entry) -> None:
@@ -104,26 +110,58 @@ class DeliveredIndex:
         self._append((int(time.time()), msg_id, target))
 
     def mark_delivered(self, msg_id: str) -> None:
+        self._append((int(time.time()), msg_id, None))
+        self._compact_if_due()
+
+    def _compact_if_due(self) -> None:
         now = time.time()
-        self._append((int(now), msg_id, None))
-        if self._lines > self.compact_at and self._oldest < now - self.keep_s * 1.25:
+        if (self._pending is None and self._lines > self.compact_at
+                and self._oldest < now - self.keep_s * 1.25):
             self.compact(now)
 
     def note_tail(self, spool_file: Path, target: str) -> None:
-        """Record a line a crashed delivery left at the end of `spool_file`, before anything follows it."""
-        last = lines.last_line(spool_file)
-        msg_id = lines.id_of(last) if last is not None else None
-        if msg_id is None or self.delivered(msg_id) or target in self.targets_with(msg_id):
-            return
-        self.mark_partial(msg_id, target)
+        """Record the lines a crashed delivery left at the end of `spool_file` (the ids this log
+        lacks), before anything follows them. Reads one line when there are none."""
+        for line in lines.last_lines(spool_file):
+            msg_id = lines.id_of(line)
+            if msg_id is None or self.delivered(msg_id) or target in self.targets_with(msg_id):
+                return
+            self.mark_partial(msg_id, target)
+
+    def hold(self) -> None:
+        """Start a batch: entries are applied now and written by `flush`."""
+        self._pending = []
+
+    def flush(self) -> None:
+        """Write the batch's entries in one durable append (under the spool lock)."""
+        pending, self._pending = self._pending, None
+        if pending:
+            try:
+                self._write(pending)
+            except BaseException:
+                self._reset(None)  # the file lacks what memory holds: read it again next time
+                raise
+        self._compact_if_due()
+
+    def drop(self) -> None:
+        """End a batch that failed: forget its entries, and read the file again next time."""
+        self._pending = None
+        self._reset(None)
 
     def _append(self, entry: Entry) -> None:
-        data = format_entry(entry)
-        at = lines.append(self.path, data)
+        if self._pending is not None:
+            self._pending.append(entry)
+            self._apply(entry)
+            return
+        self._write([entry])
         self._apply(entry)
+
+    def _write(self, entries: list[Entry]) -> None:
+        data = b"".join(map(format_entry, entries))
+        at = lines.append(self.path, data)
         if at == self._pos and self._inode is not None:
-            self._pos, self._lines = at + len(data), self._lines + 1
-        # else: refresh reads it again and counts it then; applying an entry twice is harmless
+            self._pos, self._lines = at + len(data), self._lines + len(entries)
+        # else: refresh reads them again and counts them then; applying an entry twice is harmless
 
     def compact(self, now: float | None = None) -> None:
         """Rewrite the log with the entries younger than `keep_s`; atomic, so readers see old or new."""

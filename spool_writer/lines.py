@@ -10,6 +10,7 @@ from __future__ import annotations
 import errno
 import json
 import os
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -36,8 +37,9 @@ def id_of(line: bytes) -> str | None:
     return msg_id if isinstance(msg_id, str) else None
 
 
-def append(path: Path, data: bytes) -> int:
-    """Append `data` (whole lines) with one write; return once it is on disk, with where it starts."""
+def append(path: Path, data: bytes, sync: bool = True) -> int:
+    """Append `data` (whole lines) with one write; return where it starts, once it is on disk
+    (without `sync`: once it is in the file, for a caller that syncs a batch with `sync_files`)."""
     created = not path.exists()
     fd = open_private(path, os.O_RDWR | os.O_APPEND | os.O_CREAT)
     try:
@@ -50,7 +52,8 @@ def append(path: Path, data: bytes) -> int:
         if written != len(data):
             os.ftruncate(fd, size)
             raise OSError(errno.ENOSPC, f"short write to {path}; free some disk space")
-        _sync(fd)
+        if sync:
+            _sync(fd)
     finally:
         os.close(fd)
     if created:
@@ -62,6 +65,16 @@ def _sync(fd: int) -> None:
     """fdatasync where there is one (Linux): an append needs its bytes and size durable, no more."""
     sync = getattr(os, "fdatasync", os.fsync)
     sync(fd)
+
+
+def sync_files(paths: list[Path]) -> None:
+    """Make what was appended to `paths` without syncing durable, one fdatasync each."""
+    for path in paths:
+        fd = open_private(path, os.O_RDONLY)
+        try:
+            _sync(fd)
+        finally:
+            os.close(fd)
 
 
 def _drop_torn_tail(fd: int) -> int:
@@ -85,18 +98,19 @@ def _last_newline_before(fd: int, end: int) -> int:
     return -1
 
 
-def last_line(path: Path) -> bytes | None:
-    """The last complete line of `path`, without reading the whole file."""
+def last_lines(path: Path) -> Iterator[bytes]:
+    """The complete lines of `path` from its end backwards, read as they are asked for: a caller
+    that stops after one line reads one line, however long the file is."""
     try:
         fd = open_private(path, os.O_RDONLY)
     except FileNotFoundError:
-        return None
+        return
     try:
         end = _last_newline_before(fd, os.fstat(fd).st_size) + 1
-        if end == 0:
-            return None
-        start = _last_newline_before(fd, end - 1) + 1
-        return os.pread(fd, end - start, start)
+        while end > 0:
+            start = _last_newline_before(fd, end - 1) + 1
+            yield os.pread(fd, end - start, start)
+            end = start
     finally:
         os.close(fd)
 

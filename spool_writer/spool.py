@@ -4,12 +4,21 @@ The follower acks a message on the relay only after `deliver` returns, so `deliv
 only once the line is on disk, and a message that comes again (the follower crashed before
 its ack) is written nowhere twice. Everything happens under one flock on the spool folder, so
 rotation, which renames files, is safe against other writers.
+
+`batch` is for a caller that acks a page of messages at once: inside it, `deliver` writes each
+line at once (readers see it) but syncs nothing; when the block ends, every file written is
+synced once, and then the index takes the page's ids in one durable append. So a page costs
+one fdatasync per file, not one per line, and is on disk before the caller acks it. Killed
+inside the block, the lines are there and the index lacks them: `DeliveredIndex.note_tail`
+finds them at the ends of their files when the page comes again.
 """
 
 from __future__ import annotations
 
+import contextlib
 import re
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -49,6 +58,27 @@ class Spool:
         self.max_bytes = max_bytes
         self.generations = generations
         self.index = DeliveredIndex(self.layout.index)
+        self._unsynced: list[Path] | None = None  # inside `batch`: the files written, not synced
+
+    @contextlib.contextmanager
+    def batch(self) -> Iterator[None]:
+        """Deliveries that become durable together when the block ends (see the module doc)."""
+        self._unsynced = []
+        self.index.hold()
+        try:
+            yield
+        except BaseException:
+            self._unsynced = None
+            self.index.drop()
+            raise
+        written, self._unsynced = self._unsynced, None
+        with flocked(self.layout.lock):
+            try:
+                lines.sync_files([p for p in written if p.exists()])  # a gc may have removed one
+                self.index.flush()
+            except BaseException:
+                self.index.drop()
+                raise
 
     def deliver(self, record: dict[str, Any]) -> bool:
         """Append `record` to every live session's spool (or the inbox); False if it came before.
@@ -86,5 +116,11 @@ class Spool:
         self.index.note_tail(target, name)
         if name in self.index.targets_with(msg_id):
             return  # a delivery cut short by a crash already wrote it here
+        unsynced = self._unsynced
+        if unsynced is not None and target in unsynced and lines.size_of(target) >= self.max_bytes:
+            lines.sync_files([target])  # about to be renamed away: sync what the batch wrote first
+            unsynced.remove(target)
         lines.rotate_if_full(target, self.max_bytes, self.generations)
-        lines.append(target, line)
+        lines.append(target, line, sync=unsynced is None)
+        if unsynced is not None and target not in unsynced:
+            unsynced.append(target)

@@ -104,3 +104,23 @@ def test_a_symlinked_store_is_not_followed(tmp_path: Path) -> None:
     with pytest.raises(TalkError, match="cannot use"):
         ChannelDB(tmp_path)
     assert not target.exists()
+
+
+def test_a_page_commits_together_after_its_block_or_not_at_all(tmp_path: Path) -> None:
+    store = ChannelDB(tmp_path)
+    now = time.time()
+    with pytest.raises(RuntimeError), store.page():
+        store.record(FP_A, inner("1" * 32, 1), now)
+        assert "1" * 32 in store  # the page sees its own records
+        raise RuntimeError("the spool could not be synced")
+    assert "1" * 32 not in store and store.channel(FP_A).highest == 0
+    with store.page():
+        store.record(FP_A, inner("1" * 32, 1), now)
+        store.record(FP_A, inner("2" * 32, 2), now)
+        other = ChannelDB(tmp_path)  # another reader of the identity (talk status, say)
+        assert "1" * 32 not in other  # nothing is taken before the page is durable
+        other.close()
+    other = ChannelDB(tmp_path)
+    assert "1" * 32 in other and "2" * 32 in other and other.channel(FP_A).highest == 2
+    other.close()
+    store.close()

@@ -18,12 +18,13 @@ import pytest
 from nacl.public import PublicKey
 
 from follower.client import RelayClient
+from follower.seqcounter import next_seq
 from keys import keystore
 from keys.contacts import ContactBook
 from keys.envelope import channel_tag, new_message, seal
 from keys.errors import RelayError
 from keys.identity import Identity
-from tests.conftest import Agent, RelayProcess, make_agent, wait_for
+from tests.conftest import Agent, RelayProcess, befriend, free_port, make_agent, wait_for
 
 
 def spool_ids(agent: Agent, name: str) -> Counter[str]:
@@ -226,6 +227,55 @@ def test_relay_down_for_a_minute_then_everything_arrives(
     wait_for(lambda: set(spool_ids(bob, "bob")) == {*pending, later}, 45, "delivery after the outage")
     assert max(spool_ids(bob, "bob").values()) == 1
     wait_for(lambda: status(bob, "bob")["follower"]["last_error"] is None, 10, "the error to clear")  # type: ignore[index]
+
+
+@pytest.fixture
+def unlimited_relay(tmp_path: Path) -> Iterator[RelayProcess]:
+    """A relay whose deposit rate limits are off: a test may deposit hundreds at once."""
+    relay = RelayProcess(tmp_path / "relay" / "relay.db", free_port(),
+                         extra=["--rate-per-client", "off", "--rate-per-tag", "off"]).start()
+    yield relay
+    relay.stop()
+
+
+def test_kill_9_while_whole_pages_are_in_flight_spools_each_message_once(
+    tmp_path: Path, unlimited_relay: RelayProcess
+) -> None:
+    """A follower takes up to 100 messages a page and syncs the page once before its ack: a kill
+    at any point of a page must neither lose a message nor write one twice."""
+    relay = unlimited_relay
+    alice, bob = make_agent(tmp_path, relay, "alice", None), make_agent(tmp_path, relay, "bob", None)
+    befriend(alice, bob)
+    bob.ok("policy", "alice", "--receive-rate", "100000", "--yes")
+    alice_id = _identity(alice, "alice")
+    to_bob = ContactBook(alice.home / "alice").get("bob")
+    tag = channel_tag(alice_id.box_secret, PublicKey(to_bob.box_key), to_bob.fingerprint)
+    sent = []
+    with RelayClient(relay.url) as client:
+        for i in range(400):  # waiting before the follower starts: it meets them as full pages
+            with next_seq(alice.home / "alice", to_bob.fingerprint) as seq:  # numbered as talk does
+                inner = new_message(alice_id.fingerprint, to_bob.fingerprint, f"page {i}", seq=seq)
+            blob = seal(inner, alice_id.box_secret, PublicKey(to_bob.box_key))
+            client.deposit(to_bob.fingerprint, tag, blob)
+            sent.append(inner.id)
+    rng = random.Random(20261201)
+    for _ in range(12):
+        bob.ok("follow", "--peer", "alice")
+        time.sleep(rng.uniform(0.05, 0.4))  # a kill at a random point, whatever the follower does
+        pid = status(bob, "bob")["follower"]["pid"]  # type: ignore[index]
+        if isinstance(pid, int) and pid > 0:
+            os.kill(pid, signal.SIGKILL)
+    bob.ok("follow", "--peer", "alice")
+    try:
+        wait_for(lambda: len(spool_ids(bob, "bob")) == 400, 120, "all 400 messages in the spool")
+    except AssertionError:
+        log = (bob.home / "bob" / "follower.log").read_text()[-3000:]
+        raise AssertionError(f"{len(spool_ids(bob, 'bob'))} spooled; {status(bob, 'bob')}; {log}") from None
+    ids = spool_ids(bob, "bob")
+    assert set(ids) == set(sent)
+    assert max(ids.values()) == 1, [i for i, c in ids.items() if c > 1][:5]
+    wait_for(lambda: relay_mail_count(relay, bob) == 0, 60, "bob's mailbox to be empty")
+    bob.ok("stop")
 
 
 def test_kill_9_fifty_times_and_restart_the_relay_five_times(

@@ -40,6 +40,22 @@ for i in range(count):
                    "ts": "2024-01-01T00:00:00Z", "kind": "chat"})
 """
 
+# The same, in batches of 20 as the follower delivers a fetched page (`Spool.batch`).
+BATCH_WRITER = """
+import sys
+from pathlib import Path
+from spool_writer.spool import Spool
+root, tag, count, max_bytes, gens = Path(sys.argv[1]), sys.argv[2], *map(int, sys.argv[3:6])
+spool = Spool(root, max_bytes=max_bytes, generations=gens)
+print("ready", flush=True)
+for start in range(0, count, 20):
+    with spool.batch():
+        for i in range(start, start + 20):
+            print(i, flush=True)
+            spool.deliver({"id": f"{tag}-{i}", "from": "f" * 32, "name": tag, "text": f"m {i} " + "x" * 60,
+                           "ts": "2024-01-01T00:00:00Z", "kind": "chat"})
+"""
+
 
 def message(msg_id: str, text: str = "hello") -> dict[str, Any]:
     return {"id": msg_id, "from": "a" * 32, "name": "alice", "text": text,
@@ -167,6 +183,104 @@ def test_sigkill_anywhere_in_deliver_then_redelivery_leaves_each_id_once(
         assert counts == Counter(expected), f"session {sid}: {counts - Counter(expected)}"
     assert not (root / "inbox.ndjson").exists()
     assert all(parent.knows(i) for i in expected)
+
+
+@pytest.mark.parametrize("writer", [WRITER, BATCH_WRITER], ids=["one by one", "in batches"])
+def test_sigkill_anywhere_then_redelivery_of_whole_pages_leaves_each_id_once(
+    tmp_path: Path, hosts: list[subprocess.Popen[bytes]], writer: str
+) -> None:
+    """What a follower does after a kill: the whole unacked page comes again, in a batch."""
+    root = tmp_path / "spool"
+    for sid in ("a", "b"):
+        register(root, "claude", sid, start_host(hosts))
+    parent = Spool(root, max_bytes=8192, generations=10_000)
+    rng = random.Random(11)
+    expected: list[str] = []
+    for rnd in range(20):
+        child = subprocess.Popen([sys.executable, "-c", writer, str(root), f"r{rnd}", "100000", "8192",
+                                  "10000"], env=ENV, stdout=subprocess.PIPE, text=True)
+        assert child.stdout is not None
+        assert child.stdout.readline() == "ready\n"
+        time.sleep(rng.uniform(0.001, 0.05))
+        child.send_signal(signal.SIGKILL)
+        assert child.wait() == -signal.SIGKILL
+        started = [int(n) for n in child.stdout.read().split()]
+        child.stdout.close()
+        page_end = (max(started, default=-1) // 20 + 1) * 20  # the page in flight comes whole
+        with parent.batch():
+            for i in range(page_end):
+                parent.deliver({"id": f"r{rnd}-{i}", "from": "f" * 32, "name": "x", "text": "again",
+                                "ts": "2024-01-01T00:00:00Z", "kind": "chat"})
+        expected += [f"r{rnd}-{i}" for i in range(page_end)]
+    for sid in ("a", "b"):
+        counts = Counter(r["id"] for r in all_lines(root / "sessions" / f"{sid}.ndjson"))
+        assert counts == Counter(expected), f"session {sid}: {counts - Counter(expected)}"
+    assert all(parent.knows(i) for i in expected)
+
+
+def count_syncs(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The fdatasync calls made from here on (their fds), by wrapping the real call."""
+    calls: list[int] = []
+    real = os.fdatasync
+
+    def counted(fd: int) -> None:
+        calls.append(fd)
+        real(fd)
+
+    monkeypatch.setattr(os, "fdatasync", counted)
+    return calls
+
+
+def test_a_batch_syncs_each_file_once_and_writes_the_index_last(
+    tmp_path: Path, hosts: list[subprocess.Popen[bytes]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root = tmp_path / "spool"
+    for sid in ("a", "b"):
+        register(root, "claude", sid, start_host(hosts))
+    spool = Spool(root)
+    spool.deliver(message("warm"))  # files exist: no first-write folder syncs below
+    syncs = count_syncs(monkeypatch)
+    index = root / "delivered.log"
+    with spool.batch():
+        for n in range(20):
+            assert spool.deliver(message(f"p{n}"))
+        assert not spool.deliver(message("p3"))  # a repeat inside the page is still caught
+        assert b"p19" not in index.read_bytes()  # the ids wait until the lines are synced
+        assert len(all_lines(root / "sessions" / "a.ndjson")) == 21  # readers see lines at once
+        assert syncs == []
+    assert len(syncs) == 3  # two spool files, then the index
+    assert all(f"p{n}".encode() in index.read_bytes() for n in range(20))
+    syncs.clear()
+    for n in range(5):
+        spool.deliver(message(f"one{n}"))
+    assert len(syncs) == 15  # outside a batch: every line and every id, one by one
+
+
+def test_a_failed_batch_leaves_nothing_marked_and_redelivers_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root = tmp_path / "spool"
+    spool = Spool(root)
+    with pytest.raises(RuntimeError), spool.batch():
+        spool.deliver(message("x1"))
+        spool.deliver(message("x2"))
+        raise RuntimeError("the page's handling failed")
+    assert not spool.knows("x1")  # the ids were never written: memory forgot them too
+    with spool.batch():
+        spool.deliver(message("x1"))  # its line is there (found at the file's end): not again
+        assert spool.deliver(message("x3"))
+    assert [r["id"] for r in all_lines(root / "inbox.ndjson")] == ["x1", "x2", "x3"]
+    assert spool.knows("x1") and spool.knows("x3")
+
+
+def test_a_batch_that_rotates_a_file_keeps_every_line(tmp_path: Path) -> None:
+    root = tmp_path / "spool"
+    spool = Spool(root, max_bytes=1000, generations=100)
+    with spool.batch():
+        for n in range(40):
+            spool.deliver(message(f"r{n}", "x" * 100))
+    assert [r["id"] for r in all_lines(root / "inbox.ndjson")] == [f"r{n}" for n in range(40)]
+    assert len(oldest_first(root / "inbox.ndjson")) > 3
 
 
 def test_a_delivery_cut_short_after_one_target_is_completed_not_repeated(
