@@ -41,13 +41,23 @@ def outbox(
     everything: Annotated[bool, typer.Option(
         "--all", help="Read the whole history, not only recent messages (slower with a long one).",
     )] = False,
-    user: User = None, as_json: Json = False,
+    offline: Annotated[bool, typer.Option(
+        "--offline", help="Do not fetch waiting receipts first; show what the outbox knew.",
+    )] = False,
+    user: User = None, relay: Relay = None, passphrase_file: PassFile = None, as_json: Json = False,
 ) -> None:
-    """List sent messages and how far each got: sent, stored, held, spooled, delivered, or refused."""
+    """List sent messages and how far each got: sent, stored, held, spooled, delivered, or refused.
+
+    Receipts waiting on the relay are fetched first (the follower's job when one runs)."""
     from follower.outbox import Outbox
     from talk.context import open_session
+    from talk.output import warn
 
-    box = Outbox(open_session(user, None, None).folder)
+    s = open_session(user, relay, passphrase_file)
+    heard = "" if offline else take_receipts(s)
+    if heard:
+        warn(heard)
+    box = Outbox(s.folder)
     entries = sorted((box.everything() if everything else box.recent()).values(), key=lambda e: e.ts)
     shown = entries[-limit:] if limit > 0 else entries
     if as_json:
@@ -60,6 +70,32 @@ def outbox(
         tries = f", {e.attempts} tries" if e.attempts > 1 else ""
         text = e.text.splitlines()[0][:60] if e.text else ""
         result({}, f"{_when(e.ts)}  {e.id[:12]}  to {e.name:<12} {e.state:<9}{tries}{why}  {text}", False)
+
+
+def take_receipts(s: Any) -> str:
+    """Fetch the receipts waiting for this identity (only those: chat mail stays for whoever
+    reads it), unless a follower does that already; a note when the outbox may be behind."""
+    from follower.state import FollowStatus, running_pid
+    from keys.errors import TalkError
+
+    if running_pid(s.folder):
+        st = FollowStatus.load(s.folder)
+        last = st.last_contact if st is not None else None
+        if last is None:
+            return "receipts: the follower takes them; it has not reached the relay yet"
+        return ""  # the follower takes them as they come
+    from follower.channeldb import ChannelDB
+    from follower.inbound import Inbox
+
+    try:
+        store = ChannelDB(s.folder)
+        try:
+            Inbox(s.identity(), s.client, s.contacts, s.invites, store).receive_receipts()
+        finally:
+            store.close()
+    except TalkError as exc:
+        return f"receipts not fetched ({exc}); states as last heard (--offline skips the fetch)"
+    return ""
 
 
 def message_status(folder: Any, msg_id: str, as_json: bool) -> None:

@@ -336,3 +336,20 @@ def test_bad_input_to_the_conversation_commands_is_one_clear_line(pair: tuple[Ag
         assert r.code == 1, (args, r.code, r.err)
         assert says in r.err and r.err.strip().count("\n") == 0 and "Traceback" not in r.err, (args, r.err)
     assert alice.ok("outbox", "--json").json() == []  # the refused sends left nothing behind
+
+
+def test_the_outbox_fetches_waiting_receipts_itself(pair: tuple[Agent, Agent], relay: RelayProcess) -> None:
+    """No follower anywhere: bob reads with `talk receive`, whose receipt waits on the relay;
+    `talk outbox` takes it rather than showing a state the sender no longer has."""
+    alice, bob = pair
+    msg = alice.ok("send", "bob", "read me", "--json").json()["id"]
+    assert [m["text"] for m in bob.ok("receive").lines()] == ["read me"]
+    [offline] = alice.ok("outbox", "--offline", "--json").json()
+    assert (offline["id"], offline["state"]) == (msg, "stored")
+    [fetched] = alice.ok("outbox", "--json").json()
+    assert fetched["state"] == "delivered"
+    relay.stop()
+    r = alice.run("outbox", "--json")  # the relay is away: say so, and show what is known
+    assert r.code == 0 and "receipts not fetched" in r.err and "Traceback" not in r.err
+    assert [row["state"] for row in json.loads(r.out)] == ["delivered"]
+    relay.start()
