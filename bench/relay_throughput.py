@@ -1,8 +1,10 @@
 """Relay throughput: N senders and M receivers against ONE relay worker, next to a minimal endpoint.
 
-Clients are the real `follower.client.RelayClient` (one kept-alive connection per thread), spread
-over a few processes so the client's GIL is not the bottleneck; the relay is a `talk relay`
-process on a free 127.0.0.1 port. Sender i deposits pre-sealed blobs (sealed before timing, so
+Clients are the real `follower.client.RelayClient` (one kept-alive connection per thread), in
+--procs processes (half send, half receive) so the client's GIL is not the bottleneck; the table
+shows the server's CPU use in the window (`server cpu`, cores), which says whether the clients
+saturated it (1.0: its one worker is busy all the time). The relay is a `talk relay` process on
+a free 127.0.0.1 port. Sender i deposits pre-sealed blobs (sealed before timing, so
 the client's crypto is not measured) into receiver i mod M's mailbox under their channel tag;
 each receiver, like the follower, opens a session with one signed request, then loops MACed
 fetches (a page of up to 100) that each ack the page before, pauses --linger-ms (the
@@ -12,9 +14,12 @@ are deposited but not yet delivered, so the backlog stays bounded and latency me
 
 Cases, measured in the same run, each after --warmup seconds, for --seconds:
 
-  baseline   a minimal Starlette app (in this file: POST stores a blob in a dict of deques,
-             GET pops one) under uvicorn with the relay's settings (one worker, uvloop,
-             httptools, no access log), driven by the same clients over the same HTTP code
+  baseline   a minimal Starlette app (in this file) doing the relay's HTTP work without its
+             auth or store: POST keeps a blob in a dict of deques and answers its id in JSON;
+             POST .../fetch takes {"tags", "limit", "ack"}, forgets the acked ids and answers the
+             oldest page of up to 100 as base64 in JSON, which the receivers decode. Under
+             uvicorn with the relay's settings (one worker, uvloop, httptools, no access log),
+             driven by the same client processes, pages, acks and lingers as the relay cases
   sqlite     `talk relay --store sqlite:FILE`
   redis      `talk relay --store redis://127.0.0.1:6379/0?prefix=<unique>`  (not with --skip-redis)
   redis x2   two replicas on that Redis: senders to A, receivers to B
@@ -30,7 +35,8 @@ under the run's prefix are deleted afterwards (never FLUSHDB). Loopback only.
 
 A table goes to stderr; stdout ends with one JSON line for the SQLite single-worker case:
     {"deposits_per_s":…,"deliveries_per_s":…,"baseline_per_s":…,"ratio":…,"p50_ms":…,"p99_ms":…}
-(other cases as extra keys). Targets: ≥ 5,000 deposits/s and deliveries/s, ratio ≥ 0.30.
+(other cases as extra keys, and each case's server_cpu). Targets: ≥ 5,000 deposits/s and
+deliveries/s, ratio ≥ 0.5; Redis at least 0.7 of SQLite; two Redis replicas at least 1.6 of one.
 """
 
 from __future__ import annotations
@@ -69,6 +75,7 @@ from nacl.public import PublicKey
 from follower.client import RelayClient
 from follower.http11 import Connection
 from follower.inbound import LINGER_S
+from keys.encoding import b64d
 from keys.envelope import channel_tag, new_message, seal
 from keys.identity import Identity
 
@@ -82,20 +89,33 @@ PAGE = 100
 def baseline_app() -> Any:
     from starlette.applications import Starlette
     from starlette.requests import Request
-    from starlette.responses import Response
+    from starlette.responses import JSONResponse, Response
     from starlette.routing import Route
 
-    boxes: dict[str, deque[bytes]] = defaultdict(deque)
+    from keys.encoding import b64e
+
+    # Per mailbox: waiting (id, blob) in order, and those served but not yet acked. A fetch
+    # deletes what it acks, then serves the oldest page, as base64 in JSON, like the relay.
+    waiting: dict[str, deque[tuple[str, bytes]]] = defaultdict(deque)
+    served: dict[str, dict[str, bytes]] = defaultdict(dict)
     counter = iter(range(1, 1 << 62))
 
     async def post(request: Request) -> Response:
-        mail_id = str(next(counter)).encode()
-        boxes[request.path_params["r"]].append(mail_id + b" " + await request.body())
-        return Response(mail_id, status_code=201)
+        mail_id = str(next(counter))
+        waiting[request.path_params["r"]].append((mail_id, await request.body()))
+        return JSONResponse({"id": mail_id}, status_code=201)
 
-    async def pop(request: Request) -> Response:
-        box = boxes.get(request.path_params["r"])
-        return Response(box.popleft() if box else b"")  # empty: nothing waiting
+    async def fetch(request: Request) -> Response:
+        box, data = request.path_params["r"], json.loads(await request.body())
+        out = served[box]
+        for mail_id in data.get("ack") or ():
+            out.pop(mail_id, None)
+        queue, page = waiting[box], list[dict[str, Any]]()
+        while queue and len(page) < int(data.get("limit", PAGE)):
+            mail_id, blob = queue.popleft()
+            out[mail_id] = blob
+            page.append({"id": mail_id, "tag": "t", "blob": b64e(blob), "ts": 0})
+        return JSONResponse({"messages": page, "more": bool(queue), "deleted": 0})
 
     async def healthz(request: Request) -> Response:
         return Response(b"ok")
@@ -103,7 +123,7 @@ def baseline_app() -> Any:
     return Starlette(routes=[
         Route("/healthz", healthz, methods=["GET"]),
         Route("/box/{r}", post, methods=["POST"]),
-        Route("/box/{r}", pop, methods=["GET"]),
+        Route("/box/{r}/fetch", fetch, methods=["POST"]),
     ])
 
 
@@ -178,7 +198,7 @@ class Shared:
         self.stop = mp.Event()
 
     def backlog(self) -> int:
-        return sum(self.deposited) - sum(self.delivered)
+        return int(sum(self.deposited) - sum(self.delivered))
 
 
 def send_loop(plan: Plan, shared: Shared, i: int, out: dict[str, Any]) -> None:
@@ -198,7 +218,7 @@ def send_loop(plan: Plan, shared: Shared, i: int, out: dict[str, Any]) -> None:
                                              {"content-type": "application/octet-stream"})
                 if status != 201:
                     raise BenchError(f"baseline POST answered {status}")
-                mail_id = body.decode()
+                mail_id = json.loads(body)["id"]
             else:
                 mail_id = client.deposit(fp, tag, blob)
             times.append((mail_id, time.monotonic()))
@@ -220,11 +240,19 @@ def receive_loop(plan: Plan, shared: Shared, j: int, out: dict[str, Any]) -> Non
         while not shared.stop.is_set():
             if plan.t0 <= time.monotonic() <= plan.t1:
                 out["fetches"] += 1
-            if plan.baseline:
-                status, body = conn.exchange("GET", f"/box/{me.fingerprint}", b"", {})
-                ids = [body.split(b" ", 1)[0].decode()] if status == 200 and body else []
+            if plan.baseline:  # the same pages and acks, with no auth and no store behind them
+                request = json.dumps({"tags": tags, "limit": PAGE, "ack": taken}).encode()
+                status, body = conn.exchange("POST", f"/box/{me.fingerprint}/fetch", request,
+                                             {"content-type": "application/json"})
+                if status != 200:
+                    raise BenchError(f"baseline fetch answered {status}")
+                page = json.loads(body)
+                out["bytes"] += sum(len(b64d(m["blob"])) for m in page["messages"])  # as the client
+                more = bool(page["more"])
+                ids = taken = [m["id"] for m in page["messages"]]
             else:  # as the follower: each fetch acks the page before it
                 mail, more = client.fetch(me, tags, PAGE, ack=taken)
+                out["bytes"] += sum(len(m.blob) for m in mail)
                 ids = taken = [m.id for m in mail]
             if not ids:
                 time.sleep(plan.idle_s)
@@ -233,7 +261,7 @@ def receive_loop(plan: Plan, shared: Shared, j: int, out: dict[str, Any]) -> Non
             times.extend((mail_id, now) for mail_id in ids)
             n += len(ids)
             shared.delivered[j] = n
-            if not plan.baseline and not more and plan.linger_s:
+            if not more and plan.linger_s:
                 time.sleep(plan.linger_s)  # as the follower: let the next page gather
     finally:
         client.close()
@@ -241,7 +269,7 @@ def receive_loop(plan: Plan, shared: Shared, j: int, out: dict[str, Any]) -> Non
 
 
 def worker(plan: Plan, shared: Shared, role: str, indexes: list[int], results: Any) -> None:
-    out: dict[str, Any] = {"deposits": [], "deliveries": [], "errors": [], "fetches": 0}
+    out: dict[str, Any] = {"deposits": [], "deliveries": [], "errors": [], "fetches": 0, "bytes": 0}
     loop = send_loop if role == "send" else receive_loop
 
     def guarded(k: int) -> None:
@@ -258,7 +286,17 @@ def worker(plan: Plan, shared: Shared, role: str, indexes: list[int], results: A
     results.put(out)
 
 
-def drive(plan: Plan, procs: int, warmup: float, seconds: float) -> dict[str, Any]:
+def cpu_seconds(pids: list[int]) -> float:
+    """User plus system CPU time the processes `pids` have used so far."""
+    total = 0
+    for pid in pids:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        total += int(fields[11]) + int(fields[12])  # utime, stime (fields 14 and 15)
+    return total / os.sysconf("SC_CLK_TCK")
+
+
+def drive(plan: Plan, procs: int, warmup: float, seconds: float, servers: list[int]) -> dict[str, Any]:
     shared = Shared(len(plan.senders), len(plan.receivers))
     plan.t0 = time.monotonic() + warmup
     plan.t1 = plan.t0 + seconds
@@ -273,7 +311,10 @@ def drive(plan: Plan, procs: int, warmup: float, seconds: float) -> dict[str, An
     for c in children:
         c.start()
     try:
+        time.sleep(max(0.0, plan.t0 - time.monotonic()))
+        cpu0 = cpu_seconds(servers)
         time.sleep(max(0.0, plan.t1 - time.monotonic()))
+        cpu = (cpu_seconds(servers) - cpu0) / (plan.t1 - plan.t0)
     finally:
         shared.stop.set()
         outs = [results.get(timeout=60) for _ in children]
@@ -282,7 +323,7 @@ def drive(plan: Plan, procs: int, warmup: float, seconds: float) -> dict[str, An
             if c.is_alive():
                 os.kill(c.pid or 0, signal.SIGKILL)
                 c.join()
-    return summarize(plan, outs)
+    return {**summarize(plan, outs), "server_cpu": round(cpu, 2)}
 
 
 
@@ -326,11 +367,16 @@ def make_plan(args: argparse.Namespace, send_url: str, recv_url: str, baseline: 
                 args.linger_ms / 1000)
 
 
-def run_case(name: str, args: argparse.Namespace, urls: tuple[str, str], baseline: bool) -> dict[str, Any]:
+def run_case(name: str, args: argparse.Namespace, urls: tuple[str, str], baseline: bool,
+             servers: list[int]) -> dict[str, Any]:
     plan = make_plan(args, urls[0], urls[1], baseline)
-    result = drive(plan, args.procs, args.warmup, args.seconds)
+    result = drive(plan, args.procs, args.warmup, args.seconds, servers)
     result["case"] = name
     return result
+
+
+def pids(proc: subprocess.Popen[bytes] | None) -> list[int]:
+    return [] if proc is None else [proc.pid]
 
 
 def delete_redis_keys(prefix: str) -> int:
@@ -355,13 +401,13 @@ def run(args: argparse.Namespace) -> list[dict[str, Any]]:
         server = Server()
         server.start(deadline)
         try:
-            results.append(run_case("baseline", args, (server.url, server.url), True))
+            results.append(run_case("baseline", args, (server.url, server.url), True, pids(server.proc)))
         finally:
             server.stop()
         relay = Relay(talk, root / "sqlite" / "relay.db", root / "sqlite.log", relay_env())
         relay.start(deadline)
         try:
-            results.append(run_case("sqlite", args, (relay.url, relay.url), False))
+            results.append(run_case("sqlite", args, (relay.url, relay.url), False, pids(relay.proc)))
         finally:
             relay.stop()
         if not args.skip_redis:
@@ -381,7 +427,7 @@ def run_redis(args: argparse.Namespace, talk: str, root: Path, deadline: Deadlin
                 r.start(deadline)
             urls = (relays[0].url, relays[-1].url)
             name = "redis" if replicas == 1 else "redis x2 (A→B)"
-            results.append(run_case(name, args, urls, False))
+            results.append(run_case(name, args, urls, False, [p for r in relays for p in pids(r.proc)]))
         finally:
             for r in relays:
                 r.stop()
@@ -394,18 +440,20 @@ def report(results: list[dict[str, Any]], args: argparse.Namespace) -> dict[str,
     print(f"{args.senders} senders, {args.receivers} receivers, {args.procs} client processes, "
           f"window {args.window}, {args.seconds:g} s after {args.warmup:g} s warm-up", file=sys.stderr)
     print(f"{'case':<16}{'deposits/s':>12}{'deliveries/s':>14}{'p50 ms':>9}{'p99 ms':>9}{'vs base':>9}"
-          f"{'fetch/msg':>11}", file=sys.stderr)
+          f"{'fetch/msg':>11}{'server cpu':>12}", file=sys.stderr)
     for r in results:
         ratio = r["deliveries_per_s"] / base if base else float("nan")
         print(f"{r['case']:<16}{r['deposits_per_s']:>12,}{r['deliveries_per_s']:>14,}"
-              f"{r['p50_ms']:>9}{r['p99_ms']:>9}{ratio:>9.2f}{r['fetches_per_message']:>11}", file=sys.stderr)
+              f"{r['p50_ms']:>9}{r['p99_ms']:>9}{ratio:>9.2f}{r['fetches_per_message']:>11}"
+              f"{r['server_cpu']:>12}", file=sys.stderr)
         for e in r["errors"]:
             print(f"  error: {e}", file=sys.stderr)
     sq = next(r for r in results if r["case"] == "sqlite")
     line: dict[str, Any] = {
         "deposits_per_s": sq["deposits_per_s"], "deliveries_per_s": sq["deliveries_per_s"],
         "baseline_per_s": base, "ratio": round(sq["deliveries_per_s"] / base, 3) if base else None,
-        "p50_ms": sq["p50_ms"], "p99_ms": sq["p99_ms"],
+        "p50_ms": sq["p50_ms"], "p99_ms": sq["p99_ms"], "server_cpu": sq["server_cpu"],
+        "baseline_server_cpu": next(r for r in results if r["case"] == "baseline")["server_cpu"],
     }
     for r in results:
         if r["case"].startswith("redis"):
@@ -413,6 +461,12 @@ def report(results: list[dict[str, Any]], args: argparse.Namespace) -> dict[str,
             line[f"{key}_deposits_per_s"] = r["deposits_per_s"]
             line[f"{key}_deliveries_per_s"] = r["deliveries_per_s"]
             line[f"{key}_p50_ms"], line[f"{key}_p99_ms"] = r["p50_ms"], r["p99_ms"]
+            line[f"{key}_server_cpu"] = r["server_cpu"]
+    if "redis_deliveries_per_s" in line:
+        line["redis_vs_sqlite"] = round(line["redis_deliveries_per_s"] / max(1, sq["deliveries_per_s"]), 3)
+    if "redis2_deliveries_per_s" in line and "redis_deliveries_per_s" in line:
+        two, one = line["redis2_deliveries_per_s"], line["redis_deliveries_per_s"]
+        line["two_vs_one"] = round(two / max(1, one), 3)
     line["errors"] = sum(len(r["errors"]) for r in results)
     return line
 
