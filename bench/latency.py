@@ -8,6 +8,11 @@ thread tails bob's spool and notes when each id appears. Measured twice in the s
   push   the follower woken by the relay's WebSocket stream (the default)
   poll   the follower with push disabled, polling every --poll-interval seconds (the baseline)
 
+Each message leaves at a random time: after a pause drawn uniformly from [0, interval), where
+the interval is the poll interval for `poll` (so a message meets the poll cycle at a random
+phase, as real mail does, not always just after a poll) and 50 ms for `push` (whose latency
+has no phase to meet). A fixed seed makes runs comparable.
+
 Run with the venv's interpreter:
 
     .venv/bin/python bench/latency.py [--messages 200] [--poll-messages 40] [--poll-interval 1]
@@ -21,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import random
 import statistics
 import sys
 import tempfile
@@ -46,6 +52,8 @@ from follower.client import RelayClient
 from keys import keystore
 from keys.contacts import ContactBook
 from keys.envelope import channel_tag, new_message, seal
+
+PUSH_PAUSE_S = 0.05
 
 
 class SpoolWatcher(threading.Thread):
@@ -78,8 +86,11 @@ class SpoolWatcher(threading.Thread):
 
 
 
-def measure(alice: Agent, bob: Agent, relay: Relay, count: int, deadline: Deadline) -> list[float]:
-    """Send `count` messages one at a time; ms from deposit returned to line in bob's spool."""
+def measure(alice: Agent, bob: Agent, relay: Relay, count: int, deadline: Deadline,
+            pause: float) -> list[float]:
+    """Send `count` messages one at a time, each after a random pause in [0, `pause`); ms from
+    deposit returned to line in bob's spool."""
+    rng = random.Random(20261201)
     me = keystore.unlock(keystore.load(alice.home / "alice"), None)
     bob_contact = ContactBook(alice.home / "alice").get("bob")
     peer = PublicKey(bob_contact.box_key)
@@ -90,6 +101,7 @@ def measure(alice: Agent, bob: Agent, relay: Relay, count: int, deadline: Deadli
     try:
         with RelayClient(relay.url) as client:
             for i in range(count):
+                time.sleep(rng.uniform(0.0, pause))  # a random moment, not just after the last one
                 inner = new_message(me.fingerprint, bob_contact.fingerprint, f"latency probe {i}")
                 client.deposit(bob_contact.fingerprint, tag, seal(inner, me.box_secret, peer))
                 returned = time.perf_counter()
@@ -97,7 +109,6 @@ def measure(alice: Agent, bob: Agent, relay: Relay, count: int, deadline: Deadli
                     deadline.timeout()
                     time.sleep(0.0002)
                 latencies.append(max(0.0, watcher.seen[inner.id] - returned) * 1000)
-                time.sleep(0.01)
     finally:
         watcher.stopped.set()
     return latencies
@@ -127,11 +138,11 @@ def run(args: argparse.Namespace) -> dict[str, float]:
             bob.ok(deadline, "policy", "alice", "--receive-rate", "100000", "--yes")
             bob.ok(deadline, "follow", "--peer", "alice")
             wait_push_connected(bob, deadline)
-            push = measure(alice, bob, relay, args.messages, deadline)
+            push = measure(alice, bob, relay, args.messages, deadline, PUSH_PAUSE_S)
             bob.ok(deadline, "stop")
             bob.ok(deadline, "follow", "--peer", "alice", "--no-push",
                    "--interval", str(args.poll_interval))
-            poll = measure(alice, bob, relay, args.poll_messages, deadline)
+            poll = measure(alice, bob, relay, args.poll_messages, deadline, args.poll_interval)
             bob.ok(deadline, "stop")
         finally:
             bob_stop(root)
