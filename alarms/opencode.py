@@ -33,7 +33,6 @@ Nothing is lost and nothing is shown twice: see `alarms.opencode_outbox` for why
 from __future__ import annotations
 
 import argparse
-import fcntl
 import json
 import logging
 import logging.handlers
@@ -54,6 +53,7 @@ from alarms.mailbox import SessionMail
 from alarms.opencode_api import OpencodeClient, OpencodeError, OpencodeRefused
 from alarms.opencode_outbox import Batch, Outbox, OutboxState, accepted, new_batch
 from alarms.procnet import pid_listening_on
+from keys.storage import held_by_other, hold_for_life
 
 HOST = "opencode"
 PREFIX = f"alarm-{HOST}-"
@@ -151,27 +151,11 @@ class AlarmStatus:
 
 def hold_lock(path: Path) -> int | None:
     """Take the liveness lock for this process's lifetime; None if a live alarm holds it."""
-    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        os.close(fd)
-        return None
-    return fd
+    return hold_for_life(path)
 
 
 def is_running(files: AlarmFiles) -> bool:
-    try:
-        fd = os.open(files.lock, os.O_RDWR | os.O_CLOEXEC)
-    except FileNotFoundError:
-        return False
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        return True
-    finally:
-        os.close(fd)
-    return False
+    return held_by_other(files.lock)
 
 
 def running_pid(folder: Path, sid: str) -> int | None:

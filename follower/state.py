@@ -10,14 +10,13 @@
 from __future__ import annotations
 
 import errno
-import fcntl
 import json
 import os
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from keys.storage import open_private, read_json, replace_file, write_json
+from keys.storage import held_by_other, hold_for_life, open_private, read_json, replace_file, write_json
 
 CONFIG_FILE = "follower.json"
 STATUS_FILE = "follower-status.json"
@@ -104,21 +103,11 @@ class FollowStatus:
 
 def hold_lock(folder: Path) -> int | None:
     """Take the liveness lock for this process's lifetime; None if another follower has it."""
-    fd = open_private(folder / LOCK_FILE, os.O_RDWR | os.O_CREAT)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        os.close(fd)
-        return None
-    return fd
+    return hold_for_life(folder / LOCK_FILE)
 
 
 def is_running(folder: Path) -> bool:
-    fd = hold_lock(folder)
-    if fd is None:
-        return True
-    os.close(fd)
-    return False
+    return held_by_other(folder / LOCK_FILE)
 
 
 def running_pid(folder: Path) -> int | None:

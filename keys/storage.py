@@ -20,6 +20,7 @@ import json
 import os
 import secrets
 import stat
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -143,6 +144,43 @@ def locked(folder: Path) -> Iterator[None]:
         yield
     finally:
         os.close(fd)
+
+
+LIFE_LOCK_PATIENCE_S = 2.0
+
+
+def hold_for_life(path: Path, patience_s: float = LIFE_LOCK_PATIENCE_S) -> int | None:
+    """Take `path`'s flock for the rest of this process: the proof that it lives (a dead or
+    stopped process, or a pid reused by another program, holds nothing). None when another
+    process holds it. Tries for `patience_s`: a process that only looks (`held_by_other`) holds
+    the lock for an instant, and a daemon starting at that instant must not give up."""
+    fd = open_private(path, os.O_RDWR | os.O_CREAT)
+    deadline = time.monotonic() + patience_s
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return fd
+        except BlockingIOError:
+            if time.monotonic() >= deadline:
+                os.close(fd)
+                return None
+            time.sleep(0.01)
+
+
+def held_by_other(path: Path) -> bool:
+    """Whether a live process holds `path`'s lock (`hold_for_life`). The look takes a shared lock
+    for an instant, so two lookers never make each other see a holder."""
+    try:
+        fd = open_private(path, os.O_RDONLY)
+    except FileNotFoundError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(fd)
+    return False
 
 
 def json_lines(records: list[dict[str, Any]]) -> bytes:

@@ -149,3 +149,35 @@ def test_a_spool_folder_that_is_a_link_is_refused(tmp_path: Path, pair: tuple[Ag
         assert os.listdir(elsewhere) == []
     finally:
         bob.run("stop")
+
+
+def test_a_daemon_starting_while_others_look_at_its_lock_still_starts(tmp_path: Path) -> None:
+    """`talk status`, `talk receive` and `talk follow` look at the follower's liveness lock; a
+    follower starting at that instant once exited, saying another follower held it."""
+    import threading
+
+    from keys.storage import held_by_other, hold_for_life
+
+    lock = tmp_path / "follower.lock"
+    stop = threading.Event()
+
+    def look() -> None:
+        while not stop.is_set():
+            held_by_other(lock)
+
+    lookers = [threading.Thread(target=look) for _ in range(3)]
+    for t in lookers:
+        t.start()
+    try:
+        for _ in range(50):
+            fd = hold_for_life(lock)
+            assert fd is not None
+            assert held_by_other(lock)  # and the lookers see it held
+            os.close(fd)
+    finally:
+        stop.set()
+        for t in lookers:
+            t.join()
+    fd = hold_for_life(lock)
+    assert fd is not None and hold_for_life(lock, patience_s=0.05) is None  # a second one gives up
+    os.close(fd)
