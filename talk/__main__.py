@@ -11,7 +11,26 @@ def main(argv: list[str] | None = None) -> None:
     from talk.fastlane import route
 
     call = route(args)
-    sys.exit(_guarded(call if call is not None else lambda: _typer(args)))
+    if call is None:
+        sys.exit(_guarded(lambda: _typer(args)))
+    code = _guarded(call)
+    if argv is None:
+        _leave(code)
+    sys.exit(code)
+
+
+def _leave(code: int) -> None:
+    """Exit without the interpreter's teardown, which frees every module one by one (~20 ms,
+    an eighth of a `talk send`). Safe for the fast lane only: it runs no thread, and everything
+    it wrote went through os-level writes it synced, or files it closed; stdout and stderr are
+    flushed here."""
+    import contextlib
+    import os
+
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(BrokenPipeError, ValueError):  # reader gone, or stream closed
+            stream.flush()
+    os._exit(code)
 
 
 def _typer(args: list[str]) -> int:
