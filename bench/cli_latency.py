@@ -46,14 +46,11 @@ import json
 import math
 import os
 import shutil
-import signal
 import statistics
 import sys
-import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from types import FrameType
 
 from common import (
     Agent,
@@ -62,7 +59,7 @@ from common import (
     Relay,
     base_env,
     befriend,
-    find_talk,
+    begin,
     make_agent,
     ndjson,
     timed,
@@ -178,9 +175,6 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
-def _terminate(signum: int, _frame: FrameType | None) -> None:
-    raise SystemExit(128 + signum)  # unwind through the finally blocks
-
 
 @dataclass
 class World:
@@ -226,10 +220,7 @@ def ratios(this: dict[str, list[float]], base: dict[str, list[float]]) -> dict[s
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    signal.signal(signal.SIGTERM, _terminate)
-    deadline = Deadline(args.timeout)
-    talk = find_talk()
-    root = Path(tempfile.mkdtemp(prefix="talk-bench-"))
+    deadline, talk, root = begin(args.timeout)
     env = base_env(None if args.inherit_bytecode_env else root / "pycache")
     worlds: list[World] = []
     try:

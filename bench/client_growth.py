@@ -32,13 +32,10 @@ import json
 import os
 import secrets
 import shutil
-import signal
 import statistics
 import sys
-import tempfile
 import time
 from pathlib import Path
-from types import FrameType
 
 from common import (
     Agent,
@@ -46,7 +43,7 @@ from common import (
     Deadline,
     Relay,
     befriend,
-    find_talk,
+    begin,
     make_agent,
     ndjson,
     relay_env,
@@ -144,16 +141,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
-def _terminate(signum: int, _frame: FrameType | None) -> None:
-    raise SystemExit(128 + signum)
-
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    signal.signal(signal.SIGTERM, _terminate)
-    deadline = Deadline(args.timeout)
-    talk = find_talk()
-    root = Path(tempfile.mkdtemp(prefix="talk-bench-"))
+    deadline, talk, root = begin(args.timeout)
     relay = Relay(talk, root / "relay" / "relay.db", root / "relay.log", relay_env())
     try:
         relay.start(deadline)

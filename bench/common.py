@@ -13,10 +13,12 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import FrameType
 
 COMMAND_TIMEOUT_S = 30.0
 RELAY_START_TIMEOUT_S = 15.0
@@ -228,3 +230,14 @@ def pct(values: list[float], q: float) -> float:
     """The q-quantile by nearest rank (nan for no values)."""
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))] if ordered else float("nan")
+
+
+def _terminate(signum: int, _frame: FrameType | None) -> None:
+    raise SystemExit(128 + signum)  # unwind through the finally blocks that stop what was started
+
+
+def begin(timeout: float) -> tuple[Deadline, str, Path]:
+    """What every benchmark starts with: SIGTERM stops it cleanly, one time budget, the `talk`
+    under test, and a fresh temporary folder (the caller removes it)."""
+    signal.signal(signal.SIGTERM, _terminate)
+    return Deadline(timeout), find_talk(), Path(tempfile.mkdtemp(prefix="talk-bench-"))

@@ -154,6 +154,34 @@ def test_eight_processes_appending_at_once_lose_and_tear_nothing(tmp_path: Path)
         assert [int(i.split("-")[1]) for i in ids if i.startswith(f"w{n}-")] == list(range(1000))
 
 
+def killed_writer(root: Path, writer: str, tag: str, max_bytes: int, rng: random.Random) -> int:
+    """Run `writer` into the spool at `root` and SIGKILL it at a random moment; how many
+    deliveries it had started (each one may or may not have reached the disk)."""
+    child = subprocess.Popen([sys.executable, "-c", writer, str(root), tag, "100000", str(max_bytes),
+                              "10000"], env=ENV, stdout=subprocess.PIPE, text=True)
+    assert child.stdout is not None
+    assert child.stdout.readline() == "ready\n"
+    time.sleep(rng.uniform(0.001, 0.05))  # the fault lands wherever the writer is by then
+    child.send_signal(signal.SIGKILL)
+    assert child.wait() == -signal.SIGKILL
+    started = [int(n) for n in child.stdout.read().split()]
+    child.stdout.close()
+    return max(started, default=-1) + 1
+
+
+def again(tag: str, i: int) -> dict[str, Any]:
+    return {"id": f"{tag}-{i}", "from": "f" * 32, "name": "x", "text": "again",
+            "ts": "2024-01-01T00:00:00Z", "kind": "chat"}
+
+
+def assert_each_once(root: Path, parent: Spool, expected: list[str]) -> None:
+    for sid in ("a", "b"):
+        counts = Counter(r["id"] for r in all_lines(root / "sessions" / f"{sid}.ndjson"))
+        assert counts == Counter(expected), f"session {sid}: {counts - Counter(expected)}"
+    assert not (root / "inbox.ndjson").exists()
+    assert all(parent.knows(i) for i in expected)
+
+
 def test_sigkill_anywhere_in_deliver_then_redelivery_leaves_each_id_once(
     tmp_path: Path, hosts: list[subprocess.Popen[bytes]]
 ) -> None:
@@ -164,30 +192,15 @@ def test_sigkill_anywhere_in_deliver_then_redelivery_leaves_each_id_once(
     rng = random.Random(7)
     expected: list[str] = []
     for rnd in range(30):
-        child = subprocess.Popen([sys.executable, "-c", WRITER, str(root), f"r{rnd}", "100000", "4096",
-                                  "10000"], env=ENV, stdout=subprocess.PIPE, text=True)
-        assert child.stdout is not None
-        assert child.stdout.readline() == "ready\n"
-        time.sleep(rng.uniform(0.001, 0.03))
-        child.send_signal(signal.SIGKILL)
-        assert child.wait() == -signal.SIGKILL
-        started = [int(n) for n in child.stdout.read().split()]
-        child.stdout.close()
-        for i in range(max(started, default=-1) + 1):
-            parent.deliver({"id": f"r{rnd}-{i}", "from": "f" * 32, "name": "x", "text": "again",
-                            "ts": "2024-01-01T00:00:00Z", "kind": "chat"})
+        for i in range(killed_writer(root, WRITER, f"r{rnd}", 4096, rng)):
+            parent.deliver(again(f"r{rnd}", i))
             expected.append(f"r{rnd}-{i}")
     assert len(expected) > 30
-    for sid in ("a", "b"):
-        counts = Counter(r["id"] for r in all_lines(root / "sessions" / f"{sid}.ndjson"))
-        assert counts == Counter(expected), f"session {sid}: {counts - Counter(expected)}"
-    assert not (root / "inbox.ndjson").exists()
-    assert all(parent.knows(i) for i in expected)
+    assert_each_once(root, parent, expected)
 
 
-@pytest.mark.parametrize("writer", [WRITER, BATCH_WRITER], ids=["one by one", "in batches"])
-def test_sigkill_anywhere_then_redelivery_of_whole_pages_leaves_each_id_once(
-    tmp_path: Path, hosts: list[subprocess.Popen[bytes]], writer: str
+def test_sigkill_anywhere_in_a_batch_then_redelivery_of_the_page_leaves_each_id_once(
+    tmp_path: Path, hosts: list[subprocess.Popen[bytes]]
 ) -> None:
     """What a follower does after a kill: the whole unacked page comes again, in a batch."""
     root = tmp_path / "spool"
@@ -197,25 +210,13 @@ def test_sigkill_anywhere_then_redelivery_of_whole_pages_leaves_each_id_once(
     rng = random.Random(11)
     expected: list[str] = []
     for rnd in range(20):
-        child = subprocess.Popen([sys.executable, "-c", writer, str(root), f"r{rnd}", "100000", "8192",
-                                  "10000"], env=ENV, stdout=subprocess.PIPE, text=True)
-        assert child.stdout is not None
-        assert child.stdout.readline() == "ready\n"
-        time.sleep(rng.uniform(0.001, 0.05))
-        child.send_signal(signal.SIGKILL)
-        assert child.wait() == -signal.SIGKILL
-        started = [int(n) for n in child.stdout.read().split()]
-        child.stdout.close()
-        page_end = (max(started, default=-1) // 20 + 1) * 20  # the page in flight comes whole
+        started = killed_writer(root, BATCH_WRITER, f"r{rnd}", 8192, rng)
+        page_end = -(-started // 20) * 20  # the page in flight comes whole
         with parent.batch():
             for i in range(page_end):
-                parent.deliver({"id": f"r{rnd}-{i}", "from": "f" * 32, "name": "x", "text": "again",
-                                "ts": "2024-01-01T00:00:00Z", "kind": "chat"})
+                parent.deliver(again(f"r{rnd}", i))
         expected += [f"r{rnd}-{i}" for i in range(page_end)]
-    for sid in ("a", "b"):
-        counts = Counter(r["id"] for r in all_lines(root / "sessions" / f"{sid}.ndjson"))
-        assert counts == Counter(expected), f"session {sid}: {counts - Counter(expected)}"
-    assert all(parent.knows(i) for i in expected)
+    assert_each_once(root, parent, expected)
 
 
 def count_syncs(monkeypatch: pytest.MonkeyPatch) -> list[int]:
