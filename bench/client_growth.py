@@ -13,7 +13,9 @@ many messages leave on disk, written by the stores' own code:
 Then each round, for each pair (the order rotates, so host noise hits all alike), the sender
 runs `talk send` and the receiver `talk receive` with exactly that one message waiting, each a
 real child process timed end to end (start-up, unlock, seal, count, outbox, deposit; fetch,
-open, judge, record, print, ack, receipt). Medians per level, and their ratio to the first.
+open, judge, record, print, ack, receipt). Medians per level; each level's ratio to the first
+is the median of the round-by-round ratios (the pairs of one round ran side by side, so host
+noise that hits a round hits both).
 
     .venv/bin/python bench/client_growth.py [--runs 15] [--levels 0,10000,100000]
 
@@ -167,14 +169,16 @@ def main(argv: list[str] | None = None) -> int:
     base = pairs[0]
     out: dict[str, object] = {"send_ms": {}, "receive_ms": {}, "send_ratio": {}, "receive_ratio": {}}
     for what in ("send", "receive"):
-        first = statistics.median(getattr(base, f"{what}_ms"))
+        first: list[float] = getattr(base, f"{what}_ms")
         for p in pairs:
-            median = statistics.median(getattr(p, f"{what}_ms"))
+            times: list[float] = getattr(p, f"{what}_ms")
+            median = statistics.median(times)
             out[f"{what}_ms"][str(p.level)] = round(median, 1)  # type: ignore[index]
+            ratio = statistics.median(a / b for a, b in zip(times, first, strict=True))
             if p is not base:
-                out[f"{what}_ratio"][str(p.level)] = round(median / first, 3)  # type: ignore[index]
+                out[f"{what}_ratio"][str(p.level)] = round(ratio, 3)  # type: ignore[index]
             print(f"talk {what:<7} after {p.level:>7} messages: median {median:7.1f} ms, "
-                  f"min {min(getattr(p, f'{what}_ms')):7.1f} ms", file=sys.stderr)
+                  f"min {min(times):7.1f} ms, ratio {ratio:.3f}", file=sys.stderr)
     print(f"outbox history sizes (bytes): {sizes}; load {os.getloadavg()[0]:.2f}", file=sys.stderr)
     print(json.dumps({**out, "runs": args.runs}))
     return 0
