@@ -311,7 +311,7 @@ class Relay:
         if await self.sign_key(fp) is None:
             raise unknown_mailbox("the recipient has not published keys on this relay")
         config = self.config
-        outcome, mail_id = await self.store.deposit(
+        outcome, mail_id, woken = await self.store.deposit(
             fp, tag, blob, time.time(), config.max_mailbox_messages, config.max_mailbox_bytes,
             config.max_unknown_messages, config.max_unknown_bytes,
         )
@@ -323,7 +323,8 @@ class Relay:
                            "yet; retry later (the recipient's next fetch opens this channel)")
         self.count_deposit(blob)
         try:
-            await self.wake(fp, tag)
+            if not woken:  # a shared store may have announced it in the same step
+                await self.wake(fp, tag)
         except StoreUnavailable as exc:  # stored all the same: the owner's next fetch finds it
             log.info("relay: stored mail but could not wake its owner (%s)", exc)
         return JSONResponse({"id": mail_id}, status_code=201)
@@ -362,10 +363,10 @@ class Relay:
         limit = min(limit, self.config.fetch_limit)
         await self.register(fp, tags)
         # Acking the previous page in the same request halves a follower's requests under load.
-        deleted = await self.store.ack(fp, _hex_list(data, "ack", 1000)) if data.get("ack") else 0
-        self.metrics.acks.inc(deleted)
+        acks = _hex_list(data, "ack", 1000) if data.get("ack") else []
         since = time.time() - self.config.ttl_s
-        mail = await self.store.fetch(fp, tags, limit + 1, since)
+        deleted, mail = await self.store.next_page(fp, acks, tags, limit + 1, since)
+        self.metrics.acks.inc(deleted)
         messages = [{"id": m.id, "tag": m.tag, "blob": b64e(m.blob), "ts": m.created} for m in mail]
         self.metrics.deliveries.inc(min(limit, len(messages)))
         return JSONResponse({"messages": messages[:limit], "more": len(messages) > limit,

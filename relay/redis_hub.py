@@ -23,6 +23,7 @@ from redis.exceptions import RedisError
 
 from relay.notify import LocalHub
 from relay.redis_link import connect, guarded
+from relay.redis_scripts import NOTIFY
 
 log = logging.getLogger("talk.relay")
 RETRY_S = 0.5
@@ -37,7 +38,7 @@ def parse_message(data: bytes | str) -> tuple[str, str] | None:
 
 class RedisHub:
     def __init__(self, url: str, prefix: str = "talk:") -> None:
-        self.channel = f"{prefix}notify"
+        self.channel = prefix + NOTIFY  # where `RedisStore.deposit` announces, too
         self.redis: Redis = connect(url)  # publishes: bounded like the store's requests
         self.listener: Redis = connect(url, listener=True)
         self._local = LocalHub()

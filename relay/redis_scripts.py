@@ -16,11 +16,15 @@ Per mailbox FP under PREFIX:
 Shared:
     PREFIX seq           string the last mail id handed out (INCR: unique across replicas)
     PREFIX age           zset   "FP ID" scored by creation time (what purge sweeps)
+    PREFIX notify        pub/sub channel of wake-ups, "FP TAG" (`relay.redis_hub`)
 """
 
 from __future__ import annotations
 
-# Shared by the scripts. `deposit` returns the new id, or false and the outcome at a cap.
+NOTIFY = "notify"  # after the prefix: the channel a deposit under a registered tag is announced on
+
+# Shared by the scripts. `deposit` returns the new id and whether the tag is registered, or
+# false and the outcome at a cap.
 _LIB = """
 local function box(prefix, fp)
   return prefix .. 'blob:' .. fp, prefix .. 'meta:' .. fp, prefix .. 'size:' .. fp
@@ -55,7 +59,7 @@ local function deposit(prefix, fp, tag, blob, now, max_messages, max_bytes, max_
   redis.call('INCRBY', size, #blob)
   redis.call('ZADD', prefix .. 'tag:' .. fp .. ':' .. tag, id, id)
   redis.call('ZADD', prefix .. 'age', now, fp .. ' ' .. id)
-  return id
+  return id, registered
 end
 
 local function remove(prefix, fp, id)
@@ -108,11 +112,16 @@ end
 """
 
 # ARGV: prefix, fp, tag, blob, now, max_messages, max_bytes, max_unknown, max_unknown_bytes
-# -> the new id, or the outcome at a cap ("mailbox_full", "unknown_full")
+# -> {the new id, 1 if announced}, or the outcome at a cap ("mailbox_full", "unknown_full").
+# Mail under a registered tag is announced here, saving the relay a second round trip; other
+# tags' wake-ups are the relay's to throttle.
 DEPOSIT = _LIB + """
-local id, full = deposit(ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5], tonumber(ARGV[6]),
-                         tonumber(ARGV[7]), tonumber(ARGV[8]), tonumber(ARGV[9]))
-return id or full
+local id, other = deposit(ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5], tonumber(ARGV[6]),
+                          tonumber(ARGV[7]), tonumber(ARGV[8]), tonumber(ARGV[9]))
+if not id then return other end
+if not other then return {id, 0} end
+redis.call('PUBLISH', ARGV[1] .. '""" + NOTIFY + """', ARGV[2] .. ' ' .. ARGV[3])
+return {id, 1}
 """
 
 # ARGV: prefix, fp, most, tag...
@@ -150,14 +159,21 @@ redis.call('HSET', slot, 'used', '1')
 return 'stored'
 """
 
-# ARGV: prefix, fp, since, limit, tag... -> flat list id, created, tag, blob, ...
-# Each tag's zset is read in id order, skipping mail created at or before `since` (expired but
-# not yet purged; the purge runs every minute, so there are few); the per-tag heads are merged.
-FETCH = """
+# ARGV: prefix, fp, since, limit, n, n ids to ack, tag...
+# -> {how many acked ids were deleted, then flat: id, created, tag, blob, ...}
+# The acks go first, as in `ack`. Each tag's zset is read in id order, skipping mail created at
+# or before `since` (expired but not yet purged; the purge runs every minute, so there are
+# few); the per-tag heads are merged.
+FETCH = _LIB + """
 local prefix, fp, since, limit = ARGV[1], ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4])
+local first_tag = 6 + tonumber(ARGV[5])
+local deleted = 0
+for i = 6, first_tag - 1 do
+  deleted = deleted + remove(prefix, fp, ARGV[i])
+end
 local meta = prefix .. 'meta:' .. fp
 local found, seen = {}, {}
-for i = 5, #ARGV do
+for i = first_tag, #ARGV do
   local tag = ARGV[i]
   if not seen[tag] then
     seen[tag] = true
@@ -178,7 +194,7 @@ for i = 5, #ARGV do
   end
 end
 table.sort(found, function(a, b) return a[1] < b[1] end)
-local out = {}
+local out = {deleted}
 for i = 1, math.min(limit, #found) do
   local m = found[i]
   local blob = redis.call('HGET', prefix .. 'blob:' .. fp, m[2])

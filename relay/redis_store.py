@@ -21,7 +21,7 @@ from redis.asyncio import Redis
 
 from relay import redis_scripts
 from relay.redis_link import connect, guarded
-from relay.store import MOST_TAGS, DepositOutcome, Mail, RedeemOutcome
+from relay.store import MOST_TAGS, Deposited, DepositOutcome, Mail, RedeemOutcome
 
 PURGE_BATCH = 500  # blobs per purge script call, so one sweep never blocks Redis for long
 INVITE_GRACE_S = 86400  # a used or expired slot answers "used"/"expired" this long, as in SQLite
@@ -77,13 +77,13 @@ class RedisStore:
     async def deposit(
         self, fp: str, tag: str, blob: bytes, now: float, max_messages: int, max_bytes: int,
         max_unknown: int | None = None, max_unknown_bytes: int | None = None,
-    ) -> tuple[DepositOutcome, str]:
+    ) -> Deposited:
         args: list[Any] = [self.prefix, fp, tag, blob, _num(now), max_messages, max_bytes,
                            max_unknown or max_messages, max_unknown_bytes or max_bytes]
-        answer = (await self._deposit(args=args)).decode()
-        if not answer.isdigit():
-            return DepositOutcome(answer), ""
-        return DepositOutcome.STORED, answer
+        answer = await self._deposit(args=args)
+        if isinstance(answer, bytes):
+            return Deposited(DepositOutcome(answer.decode()), "")
+        return Deposited(DepositOutcome.STORED, answer[0].decode(), bool(answer[1]))
 
     @guarded
     async def register_tags(self, fp: str, tags: list[str], most: int) -> None:
@@ -97,11 +97,17 @@ class RedisStore:
     async def purge_unknown(self, fp: str) -> int:
         return int(await self._purge_unknown(args=[self.prefix, fp]))
 
-    @guarded
     async def fetch(self, fp: str, tags: list[str], limit: int, since: float) -> list[Mail]:
-        args: list[Any] = [self.prefix, fp, _num(since), limit, *tags]
-        flat = await self._fetch(args=args)
-        return [
+        return (await self.next_page(fp, [], tags, limit, since))[1]
+
+    @guarded
+    async def next_page(
+        self, fp: str, ack: list[str], tags: list[str], limit: int, since: float
+    ) -> tuple[int, list[Mail]]:
+        numeric = _mail_ids(ack)
+        args: list[Any] = [self.prefix, fp, _num(since), limit, len(numeric), *numeric, *tags]
+        deleted, *flat = await self._fetch(args=args)
+        return int(deleted), [
             Mail(flat[i].decode(), flat[i + 2].decode(), bytes(flat[i + 3]), float(flat[i + 1]))
             for i in range(0, len(flat), 4)
         ]

@@ -24,7 +24,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
-from relay.store import MOST_TAGS, DepositOutcome, Mail, RedeemOutcome
+from relay.store import MOST_TAGS, Deposited, DepositOutcome, Mail, RedeemOutcome
 
 T = TypeVar("T")
 
@@ -172,16 +172,16 @@ class SqliteStore:
     async def deposit(
         self, fp: str, tag: str, blob: bytes, now: float, max_messages: int, max_bytes: int,
         max_unknown: int | None = None, max_unknown_bytes: int | None = None,
-    ) -> tuple[DepositOutcome, str]:
-        def op() -> tuple[DepositOutcome, str]:
+    ) -> Deposited:
+        def op() -> Deposited:
             known = self._known(fp, tag)
             if known and not self._room(fp, True, len(blob), max_messages, max_bytes):
-                return DepositOutcome.MAILBOX_FULL, ""
+                return Deposited(DepositOutcome.MAILBOX_FULL, "")
             if not known and not self._room(
                 fp, False, len(blob), max_unknown or max_messages, max_unknown_bytes or max_bytes
             ):
-                return DepositOutcome.UNKNOWN_FULL, ""
-            return DepositOutcome.STORED, self._insert(fp, tag, blob, now, known)
+                return Deposited(DepositOutcome.UNKNOWN_FULL, "")
+            return Deposited(DepositOutcome.STORED, self._insert(fp, tag, blob, now, known))
 
         return await self._grouped(op)
 
@@ -246,6 +246,12 @@ class SqliteStore:
             return len(rows)
 
         return await self._grouped(op)
+
+    async def next_page(
+        self, fp: str, ack: list[str], tags: list[str], limit: int, since: float
+    ) -> tuple[int, list[Mail]]:
+        deleted = await self.ack(fp, ack) if ack else 0
+        return deleted, await self.fetch(fp, tags, limit, since)
 
     def _count(self, fp: str, known: bool, messages: int, size: int) -> None:
         """Move a mailbox's running totals of one kind (inside the caller's transaction)."""

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Protocol
+from typing import NamedTuple, Protocol
 
 MOST_TAGS = 10_000  # registered tags per mailbox, unless the relay is configured otherwise
 
@@ -44,6 +44,12 @@ class DepositOutcome(StrEnum):
     UNKNOWN_FULL = "unknown_full"  # the quota for tags the owner has not registered is used up
 
 
+class Deposited(NamedTuple):
+    outcome: DepositOutcome
+    id: str  # "" unless stored
+    woken: bool = False  # the store itself told the owner's streams (see `Store.deposit`)
+
+
 class RedeemOutcome(StrEnum):
     STORED = "stored"
     UNKNOWN = "unknown"  # never created, or revoked
@@ -60,11 +66,13 @@ class Store(Protocol):
     async def deposit(
         self, fp: str, tag: str, blob: bytes, now: float, max_messages: int, max_bytes: int,
         max_unknown: int | None = None, max_unknown_bytes: int | None = None,
-    ) -> tuple[DepositOutcome, str]:
+    ) -> Deposited:
         """Store a blob unless its quota is full; return the outcome and the new id.
 
         A registered tag's mail counts against `max_messages`/`max_bytes`; any other tag's
         against `max_unknown`/`max_unknown_bytes` (by default the same numbers, kept apart).
+        A networked store whose hub it shares may announce mail under a registered tag in the
+        same round trip (`woken`); the relay then publishes nothing more.
         """
         ...
 
@@ -84,6 +92,13 @@ class Store(Protocol):
         ...
 
     async def ack(self, fp: str, ids: list[str]) -> int: ...
+
+    async def next_page(
+        self, fp: str, ack: list[str], tags: list[str], limit: int, since: float
+    ) -> tuple[int, list[Mail]]:
+        """`ack(fp, ack)` then `fetch(fp, tags, limit, since)`: a follower's one request, in
+        one round trip where the store is networked. Returns (deleted, mail)."""
+        ...
 
     async def remember_nonce(self, fp: str, nonce: str, now: float, window: float) -> bool:
         """Record a request nonce; False if it was seen within `window` seconds (a replay)."""

@@ -16,7 +16,7 @@ import pytest
 
 from relay.redis_store import RedisStore
 from relay.sqlite_store import SqliteStore
-from relay.store import DepositOutcome, RedeemOutcome, Store
+from relay.store import Deposited, DepositOutcome, RedeemOutcome, Store
 from tests.redis_support import keys_under, redis_prefix
 
 T = TypeVar("T")
@@ -63,7 +63,7 @@ def hexid() -> str:
 
 
 def put(run: Run[Any], store: Store, fp: str, tag: str, blob: bytes, now: float = NOW) -> str:
-    outcome, mail_id = run(store.deposit(fp, tag, blob, now, BIG, BIG))
+    outcome, mail_id, _ = run(store.deposit(fp, tag, blob, now, BIG, BIG))
     assert outcome is DepositOutcome.STORED and mail_id
     return str(mail_id)
 
@@ -131,10 +131,10 @@ def test_caps_count_and_bytes(store: Store, run: Run[Any]) -> None:
     run(store.register_tags(other, [tag], 10))
     for _ in range(2):
         assert run(store.deposit(fp, tag, b"12345", NOW, 2, 100))[0] is DepositOutcome.STORED
-    assert run(store.deposit(fp, tag, b"1", NOW, 2, 100)) == (DepositOutcome.MAILBOX_FULL, "")
+    assert run(store.deposit(fp, tag, b"1", NOW, 2, 100)) == (DepositOutcome.MAILBOX_FULL, "", False)
     assert run(store.deposit(other, tag, b"1234", NOW, 10, 10))[0] is DepositOutcome.STORED
     assert run(store.deposit(other, tag, b"123456", NOW, 10, 10))[0] is DepositOutcome.STORED
-    assert run(store.deposit(other, tag, b"1", NOW, 10, 10)) == (DepositOutcome.MAILBOX_FULL, "")
+    assert run(store.deposit(other, tag, b"1", NOW, 10, 10)) == (DepositOutcome.MAILBOX_FULL, "", False)
     ids = [m.id for m in run(store.fetch(other, [tag], 10, 0))]
     assert run(store.ack(other, ids[:1])) == 1  # acking frees room
     assert run(store.deposit(other, tag, b"1234", NOW, 10, 10))[0] is DepositOutcome.STORED
@@ -147,10 +147,10 @@ def test_concurrent_deposits_never_pass_the_cap(store: Store, run: Run[Any], reg
     if registered:
         run(store.register_tags(fp, [tag], 10))
 
-    async def race() -> list[tuple[DepositOutcome, str]]:
+    async def race() -> list[Deposited]:
         return list(await asyncio.gather(*(store.deposit(fp, tag, b"x", NOW, 7, BIG) for _ in range(30))))
 
-    outcomes = [o for o, _ in run(race())]
+    outcomes = [d.outcome for d in run(race())]
     assert outcomes.count(DepositOutcome.STORED) == 7
     assert len(run(store.fetch(fp, [tag], 100, 0))) == 7
 
@@ -161,7 +161,7 @@ STORED, FULL, UNKNOWN_FULL = (DepositOutcome.STORED, DepositOutcome.MAILBOX_FULL
 
 def quota(run: Run[Any], store: Store, fp: str, tag: str, known: int = 3, unknown: int = 2) -> DepositOutcome:
     """Deposit under small caps: `known` for registered tags, `unknown` for the rest."""
-    outcome, _ = run(store.deposit(fp, tag, b"blob", NOW, known, BIG, unknown, BIG))
+    outcome, _, _ = run(store.deposit(fp, tag, b"blob", NOW, known, BIG, unknown, BIG))
     return DepositOutcome(outcome)
 
 
@@ -277,6 +277,19 @@ def test_ack_deletes_only_the_owners_ids(store: Store, run: Run[Any]) -> None:
     assert [m.id for m in run(store.fetch(mallory, [tag], 10, 0))] == [theirs]
 
 
+def test_next_page_acks_then_reads_in_one_call(store: Store, run: Run[Any]) -> None:
+    """A follower's fetch: the previous page's acks (only the owner's own ids count), then the
+    next page, which never includes what was just acked."""
+    alice, mallory, tag = hexid(), hexid(), hexid()
+    mine = [put(run, store, alice, tag, f"a{i}".encode()) for i in range(3)]
+    theirs = put(run, store, mallory, tag, b"m1")
+    assert run(store.next_page(alice, [], [tag], 2, 0))[0] == 0
+    deleted, page = run(store.next_page(alice, [*mine[:2], theirs, "junk"], [tag], 10, 0))
+    assert deleted == 2 and [m.id for m in page] == mine[2:]
+    assert run(store.next_page(alice, mine, [tag], 10, 0)) == (1, [])
+    assert [m.id for m in run(store.fetch(mallory, [tag], 10, 0))] == [theirs]
+
+
 def test_nonce_replay(store: Store, run: Run[Any]) -> None:
     fp, nonce = hexid(), hexid()
     assert run(store.remember_nonce(fp, nonce, NOW, 120)) is True
@@ -340,6 +353,30 @@ def test_redis_mailbox_leaves_no_keys_once_emptied(redis_url: str, run: Run[Any]
         run(store.close())
 
 
+def test_redis_deposit_announces_mail_under_registered_tags_only(
+    redis_url: str, run: Run[Any]
+) -> None:
+    """The deposit script publishes the wake-up itself (one round trip, not two), exactly
+    where the relay would: a registered tag. Other tags' wake-ups stay the relay's to throttle."""
+    from redis import Redis
+
+    with redis_prefix() as prefix:
+        store = RedisStore(redis_url, prefix)
+        fp, mine, junk = hexid(), hexid(), hexid()
+        listener = Redis.from_url(redis_url).pubsub(ignore_subscribe_messages=True)
+        listener.subscribe(prefix + "notify")
+        assert listener.get_message(timeout=5) is None  # the confirmation, skipped: now listening
+        try:
+            run(store.register_tags(fp, [mine], 10))
+            assert run(store.deposit(fp, junk, b"x", NOW, BIG, BIG)).woken is False
+            assert run(store.deposit(fp, mine, b"y", NOW, BIG, BIG)).woken is True
+            heard = [m["data"] for m in iter(lambda: listener.get_message(timeout=1), None)]
+            assert heard == [f"{fp} {mine}".encode()]  # nothing for the junk deposit
+        finally:
+            listener.close()
+            run(store.close())
+
+
 def test_redis_nonces_and_spent_slots_expire_natively(redis_url: str, run: Run[Any]) -> None:
     with redis_prefix() as prefix:
         store = RedisStore(redis_url, prefix)
@@ -376,7 +413,7 @@ def test_sqlite_running_totals_follow_acks_purges_and_restarts(tmp_path: Path) -
         await store.register_tags(fp, [tag], 10)
         ids = []
         for i in range(5):
-            outcome, mail_id = await store.deposit(fp, tag, b"x" * (10 + i), 100.0 + i, 5, 10**6)
+            outcome, mail_id, _ = await store.deposit(fp, tag, b"x" * (10 + i), 100.0 + i, 5, 10**6)
             assert outcome is DepositOutcome.STORED
             ids.append(mail_id)
         assert (await store.deposit(fp, tag, b"y", 200.0, 5, 10**6))[0] is DepositOutcome.MAILBOX_FULL
