@@ -42,7 +42,7 @@ from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
 from starlette.requests import ClientDisconnect, HTTPConnection, Request
 from starlette.responses import JSONResponse, Response
-from starlette.routing import Route, WebSocketRoute
+from starlette.routing import BaseRoute, Route, WebSocketRoute
 from starlette.types import ASGIApp
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
@@ -59,7 +59,7 @@ from keys.wire import (
 from relay import logsafe
 from relay.config import RelayConfig
 from relay.errors import ApiError, bad_request, not_found, unknown_mailbox
-from relay.hotpath import HotPath
+from relay.hotpath import ErrorHandler, HotPath
 from relay.limits import Limiter, WakeThrottle, client_address, retry_after
 from relay.metrics import Metrics, TimedRoutes
 from relay.notify import Hub, LocalHub
@@ -574,7 +574,18 @@ def create_app(
             await relay.hub.stop()
             await store.close()
 
-    routes = [
+    handlers: dict[type[Exception], ErrorHandler] = {
+        ApiError: relay.api_error, StoreUnavailable: relay.store_error,
+        HTTPException: relay.http_error, Exception: relay.internal_error,
+    }
+    timed = [Middleware(TimedRoutes, metrics=relay.metrics)]
+    return RelayApp(relay, handlers, routes=routes(relay), middleware=timed, lifespan=lifespan)
+
+
+def routes(relay: Relay) -> list[BaseRoute]:
+    """Every route of the relay, in the order the router tries them (and `relay.hotpath` reads
+    them): a POST under /v1/mail/{fp}/ goes before the {tag} route that takes every other word."""
+    return [
         Route("/healthz", relay.healthz, methods=["GET"]),
         Route("/v1/keys/{fp}", relay.put_keys, methods=["PUT"]),
         Route("/v1/keys/{fp}", relay.get_keys, methods=["GET"]),
@@ -588,19 +599,21 @@ def create_app(
         Route("/v1/redeem/{tag}", relay.redeem, methods=["POST"]),
         WebSocketRoute("/v1/mail/{fp}/stream", relay.stream),
     ]
-    handlers = {ApiError: relay.api_error, StoreUnavailable: relay.store_error,
-                HTTPException: relay.http_error, Exception: relay.internal_error}
-    timed = [Middleware(TimedRoutes, metrics=relay.metrics)]
-    return RelayApp(relay, routes=routes, exception_handlers=handlers, middleware=timed, lifespan=lifespan)
 
 
 class RelayApp(Starlette):
     """Starlette, with `relay.hotpath.HotPath` in front of its whole stack (outside even the
-    server-error layer, whose job HotPath does itself for the two routes it takes)."""
+    server-error layer, whose job HotPath does itself for the routes it takes), reading the
+    same routes and exception handlers."""
 
-    def __init__(self, relay: Relay, **kwargs: Any) -> None:
+    def __init__(
+        self, relay: Relay, handlers: dict[type[Exception], ErrorHandler], **kwargs: Any
+    ) -> None:
         self.relay = relay
-        super().__init__(**kwargs)
+        self.handlers = handlers
+        super().__init__(exception_handlers=handlers, **kwargs)
 
     def build_middleware_stack(self) -> ASGIApp:
-        return HotPath(super().build_middleware_stack(), self.relay)
+        hot = (self.relay.fetch, self.relay.deposit)  # a follower's fetch and a deposit: the load
+        return HotPath(super().build_middleware_stack(), self.router.routes, hot, self.handlers,
+                       self.relay.metrics.observe)

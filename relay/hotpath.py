@@ -3,51 +3,147 @@ straight to their handlers, past Starlette's router and exception layers.
 
 Profiled at ~3,700 messages/s, those layers (route matching over every route, the request
 wrapper, two exception middlewares wrapping `send`) cost about a third of each request. This
-dispatcher calls the very same `Relay` handlers, answers errors through the same handlers and
-counts the same metrics; every other request, and anything it does not recognise, goes down
-the normal Starlette stack, whose 404/405 answers stay the only ones.
+dispatcher calls the very same handlers, answers errors through the same exception handlers
+and counts the same metrics; every other request, and anything it does not recognise, goes
+down the normal Starlette stack, whose 404/405 answers stay the only ones.
+
+It reads what POST /v1/mail/{fp}/<word> reaches from the app's own route table, in the
+router's order (`mailbox_posts`), so a route added there can never be taken for a deposit; a
+table whose shape it cannot follow is refused when the app is built, not guessed at.
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING
+from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
+from dataclasses import dataclass, field
 
+from starlette.convertors import StringConvertor
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
+from starlette.routing import PARAM_REGEX, BaseRoute, Route, WebSocketRoute
 from starlette.types import ASGIApp, Receive, Scope, Send
-
-from relay.errors import ApiError
-from relay.store import StoreUnavailable
-
-if TYPE_CHECKING:
-    from relay.app import Relay
 
 log = logging.getLogger("talk.relay")
 Handler = Callable[[Request], Awaitable[Response]]
-NOT_TAGS = frozenset({"ack", "purge", "session"})  # the other POST routes under /v1/mail/{fp}/
+ErrorHandler = Callable[[Request, Exception], Awaitable[Response]]
+MAILBOX = ("", "v1", "mail")  # the literal head of every path this dispatcher takes
+MAILBOX_PREFIX = "/".join(MAILBOX) + "/"
+
+
+class UnfollowableRoute(ValueError):
+    """A route table the hot path cannot mirror exactly; raised when the app is built."""
+
+
+@dataclass(frozen=True)
+class MailboxPosts:
+    """What POST /v1/mail/{fp}/<last> reaches: `words` by their literal last segment, then the
+    route with a parameter there (`any_word`, named `param`), as the router tries them."""
+
+    words: dict[str, Handler] = field(default_factory=dict)
+    any_word: Handler | None = None
+    param: str = ""
+
+
+def mailbox_posts(routes: Sequence[BaseRoute]) -> MailboxPosts:
+    """Raises:
+        UnfollowableRoute: a route the router would try on some mailbox POSTs but not on all
+            the ones with its last segment (a Mount, a literal fingerprint, a narrow or
+            multi-segment parameter), or one no request can reach because a route before it
+            takes every word (each of its requests would become a deposit)."""
+    words: dict[str, Handler] = {}
+    any_word: tuple[Handler, str, str] | None = None  # endpoint, parameter, route path
+    for route in routes:
+        if isinstance(route, WebSocketRoute):
+            continue  # never matches an http scope
+        if not isinstance(route, Route):
+            raise UnfollowableRoute(f"the hot path cannot follow a {type(route).__name__}")
+        last = _mailbox_word(route) if "POST" in (route.methods or ()) else None
+        if last is None:
+            continue
+        if any_word is not None:
+            raise UnfollowableRoute(f"POST {route.path} is unreachable: POST {any_word[2]} comes "
+                                    "first and takes every word; declare it before that route")
+        if isinstance(last, str):
+            words.setdefault(last, route.endpoint)
+        else:
+            any_word = (route.endpoint, last.name, route.path)
+    if any_word is None:
+        return MailboxPosts(words)
+    return MailboxPosts(words, any_word[0], any_word[1])
+
+
+@dataclass(frozen=True)
+class _Param:
+    name: str
+    every: bool  # matches every single segment (a str convertor), not only some
+
+
+def _mailbox_word(route: Route) -> str | _Param | None:
+    """The last segment of `route` if it is /v1/mail/{fp}/<last>; None if it matches no
+    /v1/mail/<fp>/<word> path at all."""
+    prefix = route.path.split("{", 1)[0]  # the literal head, before any parameter
+    if not (MAILBOX_PREFIX.startswith(prefix) or prefix.startswith(MAILBOX_PREFIX)):
+        return None
+    shape = [_segment(route, text) for text in route.path.split("/")]
+    if any(isinstance(part, _Param) and not part.every for part in shape):
+        raise UnfollowableRoute(f"{route.path}: only plain {{name}} parameters under /v1/mail/")
+    if len(shape) != len(MAILBOX) + 2:
+        return None
+    fp, last = shape[3], shape[4]
+    if shape[:3] != list(MAILBOX) or not isinstance(fp, _Param):
+        raise UnfollowableRoute(f"{route.path}: the hot path reads /v1/mail/{{fp}}/<word> only")
+    return last
+
+
+def _segment(route: Route, text: str) -> str | _Param:
+    found = PARAM_REGEX.fullmatch(text)
+    if found is None:
+        if "{" in text:
+            raise UnfollowableRoute(f"{route.path}: a parameter shares a segment with text")
+        return text
+    convertor = route.param_convertors[found.group(1)]
+    return _Param(found.group(1), isinstance(convertor, StringConvertor))
 
 
 class HotPath:
-    def __init__(self, app: ASGIApp, relay: Relay) -> None:
+    """ASGI app in front of `app`: takes the POSTs under /v1/mail/{fp}/ whose endpoint, in
+    `routes`, is one of `hot`, and hands everything else to `app`."""
+
+    def __init__(
+        self, app: ASGIApp, routes: Sequence[BaseRoute], hot: Collection[Handler],
+        errors: Mapping[type[Exception], ErrorHandler], observe: Callable[[str, float], None],
+    ) -> None:
+        if Exception not in errors:
+            raise ValueError("the hot path needs an exception handler for Exception (the 500)")
+        posts = mailbox_posts(routes)
         self.app = app
-        self.relay = relay
+        self.words = {word: (endpoint if endpoint in hot else None)
+                      for word, endpoint in posts.words.items()}
+        self.any_word = posts.any_word if posts.any_word in hot else None
+        self.param = posts.param
+        self.errors = errors
+        self.observe = observe
 
     def match(self, scope: Scope) -> tuple[Handler, dict[str, str]] | None:
-        """POST /v1/mail/{fp}/fetch and POST /v1/mail/{fp}/{tag}, exactly as the routes read them."""
-        if scope["type"] != "http" or scope["method"] != "POST":
+        """The handler and path parameters the router would give this request, if it is hot."""
+        if scope["type"] != "http" or scope["method"] != "POST" or scope.get("root_path"):
             return None
         parts = scope["path"].split("/")
         if len(parts) != 5 or parts[0] or parts[1] != "v1" or parts[2] != "mail" or not parts[3]:
             return None
         fp, last = parts[3], parts[4]
-        if last == "fetch":
-            return self.relay.fetch, {"fp": fp}
-        if not last or last in NOT_TAGS:
+        # A route's regex ends in `$`, which also matches before a final newline: the router
+        # would give "/v1/mail/F/ack\n" to the ack route, so such a path is the router's to read.
+        if not last or last[-1] == "\n":
             return None
-        return self.relay.deposit, {"fp": fp, "tag": last}
+        if last in self.words:
+            handler = self.words[last]
+            return None if handler is None else (handler, {"fp": fp})
+        if self.any_word is None:
+            return None
+        return self.any_word, {"fp": fp, self.param: last}
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         found = self.match(scope)
@@ -60,14 +156,17 @@ class HotPath:
         request = Request(scope, receive)
         try:
             response = await handler(request)
-        except ApiError as exc:
-            response = await self.relay.api_error(request, exc)
-        except StoreUnavailable as exc:
-            response = await self.relay.store_error(request, exc)
         except ClientDisconnect:  # gone before its body was read: nobody to answer, nothing wrong
             return
-        except Exception as exc:  # what the server-error layer would do: log it, answer 500 JSON
-            log.exception("relay: internal error")
-            response = await self.relay.internal_error(request, exc)
+        except Exception as exc:
+            response = await self.answer(request, exc)
         await response(scope, receive, send)
-        self.relay.metrics.observe(handler.__name__, time.perf_counter() - start)
+        self.observe(handler.__name__, time.perf_counter() - start)
+
+    async def answer(self, request: Request, exc: Exception) -> Response:
+        """The answer Starlette's exception layers would give: the handler registered for the
+        nearest class of `exc`; where that is the catch-all, logged as the server-error layer would."""
+        cls = next(c for c in type(exc).__mro__ if c in self.errors)
+        if cls is Exception:
+            log.exception("relay: internal error")
+        return await self.errors[cls](request, exc)
