@@ -65,8 +65,8 @@ from relay.metrics import Metrics, TimedRoutes
 from relay.notify import Hub, LocalHub
 from relay.sessions import SessionTable
 from relay.store import RETRY_AFTER_S, DepositOutcome, RedeemOutcome, Store, StoreUnavailable
+from talk import version
 
-VERSION = "0.1.0"
 JSON_LIMIT = 256 * 1024
 PING_TIMEOUT_S = 5.0  # a health check that hangs is as bad as one that fails
 DEPTH_INTERVAL_S = 5.0  # how often the stored-messages gauge is sampled
@@ -279,7 +279,7 @@ class Relay:
             await asyncio.wait_for(self.store.ping(), PING_TIMEOUT_S)
         except Exception as exc:  # any failure of the store is the answer this route exists for
             raise self.unavailable(exc) from exc
-        return JSONResponse({"ok": True, "version": VERSION, "store": self.store_kind})
+        return JSONResponse({"ok": True, "version": version(), "store": self.store_kind})
 
     async def put_keys(self, request: Request) -> Response:
         fp = _path_hex(request, "fp")

@@ -24,6 +24,7 @@ from pydantic import Field
 
 from keys.contacts import Contact
 from keys.errors import NotFound, TalkError
+from talk import version
 from talk.context import Session, open_session
 from talk.output import warn
 
@@ -122,7 +123,8 @@ class TalkTools:
 
 def build_server(tools: TalkTools) -> MCPServer[Any]:
     """An MCP server offering the four tools; the SDK's own logging goes to stderr."""
-    server: MCPServer[Any] = MCPServer("talk", instructions=INSTRUCTIONS, log_level="WARNING")
+    server: MCPServer[Any] = MCPServer("talk", instructions=INSTRUCTIONS, version=version(),
+                                          log_level="WARNING")
     for fn in (tools.send_message, tools.list_peers, tools.check_inbox, tools.message_status):
         server.add_tool(fn)
     return server

@@ -16,6 +16,7 @@ from typing import Any
 from mcp import Client, StdioServerParameters
 from mcp.types import CallToolResult, TextContent
 
+from talk import version
 from tests.conftest import TALK, Agent, RelayProcess, make_agent
 
 SID = "s-mcp"
@@ -80,6 +81,8 @@ def test_the_tools_over_stdio(pair: tuple[Agent, Agent]) -> None:
 
     async def scenario() -> None:
         async with server(bob) as client:
+            info = client.server_info
+            assert info is not None and (info.name, info.version) == ("talk", version())
             tools = (await client.list_tools()).tools
             assert {t.name for t in tools} == TOOLS and len(tools) == len(TOOLS)
             assert all(t.input_schema.get("type") == "object" for t in tools)

@@ -35,6 +35,7 @@ from keys.wire import (
 )
 from relay.app import JSON_LIMIT, create_app
 from relay.sqlite_store import SqliteStore
+from talk import version
 from tests.conftest import TALK, RelayProcess, free_port
 
 # ---------------------------------------------------------------- HTTP helpers
@@ -475,7 +476,7 @@ def test_bad_request_table_covers_every_route() -> None:
 
 def test_the_relay_still_works_after_the_table(shared: RelayProcess, owner: Identity) -> None:
     reply = call(shared, "GET", "/healthz")
-    assert reply.status == 200 and reply.json() == {"ok": True, "version": "0.1.0", "store": "sqlite"}
+    assert reply.status == 200 and reply.json() == {"ok": True, "version": version(), "store": "sqlite"}
     tag = new_tag()
     mail_id = deposit(shared, owner.fingerprint, tag, b"still here")
     assert waiting(shared, owner, [tag]) == {mail_id: b"still here"}

@@ -24,7 +24,6 @@ from follower.push import stream_url
 from keys.identity import Identity
 from keys.wire import auth_headers
 from relay import logsafe
-from relay.app import VERSION
 from relay.limits import (
     OFF,
     Limiter,
@@ -35,6 +34,7 @@ from relay.limits import (
     parse_networks,
     retry_after,
 )
+from talk import version
 from tests.conftest import TALK, RelayProcess, free_port
 from tests.redis_support import StoreRelay
 from tests.test_relay_api import (
@@ -264,7 +264,7 @@ def test_extra_stream_is_refused_with_429_json(tmp_path: Path) -> None:
 
 def test_healthz_names_version_and_store(relay: RelayProcess) -> None:
     reply = call(relay, "GET", "/healthz")
-    assert reply.status == 200 and reply.json() == {"ok": True, "version": VERSION, "store": "sqlite"}
+    assert reply.status == 200 and reply.json() == {"ok": True, "version": version(), "store": "sqlite"}
 
 
 @pytest.fixture
@@ -300,7 +300,7 @@ def test_healthz_is_503_when_the_store_is_gone(
             time.sleep(0.1)
     try:
         reply = call(relay, "GET", "/healthz")
-        assert reply.status == 200 and reply.json() == {"ok": True, "version": VERSION, "store": "redis"}
+        assert reply.status == 200 and reply.json() == {"ok": True, "version": version(), "store": "redis"}
         server.terminate()
         server.wait(timeout=10)
         assert_error(call(relay, "GET", "/healthz"), 503, "store_unavailable", "redis store")

@@ -1,0 +1,31 @@
+"""talk.version: the one version of the project, read from the installed distribution."""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+
+import pytest
+
+import talk
+
+PYPROJECT = Path(__file__).resolve().parent.parent / "pyproject.toml"
+
+
+def test_the_version_is_the_one_pyproject_gives() -> None:
+    project = tomllib.loads(PYPROJECT.read_text())["project"]
+    assert project["name"] == talk.DISTRIBUTION
+    # An installed distribution's metadata is pyproject's as of the last `pip install -e .`.
+    assert talk.version() == project["version"]
+
+
+def test_a_source_tree_never_installed_has_a_version_no_release_has(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(talk, "DISTRIBUTION", "talk-mailbox-never-installed")
+    talk.version.cache_clear()
+    try:
+        assert talk.version() == talk.UNINSTALLED
+    finally:
+        monkeypatch.undo()
+        talk.version.cache_clear()
