@@ -37,13 +37,21 @@ class UnfollowableRoute(ValueError):
 
 
 @dataclass(frozen=True)
+class MailboxRoute:
+    """A POST /v1/mail/{owner}/<last> route: its endpoint and the names of its parameters."""
+
+    endpoint: Handler
+    owner: str
+    word: str = ""  # the last segment's parameter, where it is one
+
+
+@dataclass(frozen=True)
 class MailboxPosts:
     """What POST /v1/mail/{fp}/<last> reaches: `words` by their literal last segment, then the
-    route with a parameter there (`any_word`, named `param`), as the router tries them."""
+    route with a parameter there (`any_word`), as the router tries them."""
 
-    words: dict[str, Handler] = field(default_factory=dict)
-    any_word: Handler | None = None
-    param: str = ""
+    words: dict[str, MailboxRoute] = field(default_factory=dict)
+    any_word: MailboxRoute | None = None
 
 
 def mailbox_posts(routes: Sequence[BaseRoute]) -> MailboxPosts:
@@ -52,26 +60,24 @@ def mailbox_posts(routes: Sequence[BaseRoute]) -> MailboxPosts:
             the ones with its last segment (a Mount, a literal fingerprint, a narrow or
             multi-segment parameter), or one no request can reach because a route before it
             takes every word (each of its requests would become a deposit)."""
-    words: dict[str, Handler] = {}
-    any_word: tuple[Handler, str, str] | None = None  # endpoint, parameter, route path
+    posts = MailboxPosts()
     for route in routes:
         if isinstance(route, WebSocketRoute):
             continue  # never matches an http scope
         if not isinstance(route, Route):
             raise UnfollowableRoute(f"the hot path cannot follow a {type(route).__name__}")
-        last = _mailbox_word(route) if "POST" in (route.methods or ()) else None
-        if last is None:
+        found = _mailbox_route(route) if "POST" in (route.methods or ()) else None
+        if found is None:
             continue
-        if any_word is not None:
-            raise UnfollowableRoute(f"POST {route.path} is unreachable: POST {any_word[2]} comes "
-                                    "first and takes every word; declare it before that route")
+        owner, last = found
+        if posts.any_word is not None:
+            raise UnfollowableRoute(f"POST {route.path} is unreachable: a POST route before it "
+                                    "takes every word there; declare it before that route")
         if isinstance(last, str):
-            words.setdefault(last, route.endpoint)
+            posts.words.setdefault(last, MailboxRoute(route.endpoint, owner))
         else:
-            any_word = (route.endpoint, last.name, route.path)
-    if any_word is None:
-        return MailboxPosts(words)
-    return MailboxPosts(words, any_word[0], any_word[1])
+            posts = MailboxPosts(posts.words, MailboxRoute(route.endpoint, owner, last.name))
+    return posts
 
 
 @dataclass(frozen=True)
@@ -80,9 +86,9 @@ class _Param:
     every: bool  # matches every single segment (a str convertor), not only some
 
 
-def _mailbox_word(route: Route) -> str | _Param | None:
-    """The last segment of `route` if it is /v1/mail/{fp}/<last>; None if it matches no
-    /v1/mail/<fp>/<word> path at all."""
+def _mailbox_route(route: Route) -> tuple[str, str | _Param] | None:
+    """The name of the {fp} parameter and the last segment of `route` if it is
+    /v1/mail/{fp}/<last>; None if it matches no /v1/mail/<fp>/<word> path at all."""
     prefix = route.path.split("{", 1)[0]  # the literal head, before any parameter
     if not (MAILBOX_PREFIX.startswith(prefix) or prefix.startswith(MAILBOX_PREFIX)):
         return None
@@ -94,7 +100,7 @@ def _mailbox_word(route: Route) -> str | _Param | None:
     fp, last = shape[3], shape[4]
     if shape[:3] != list(MAILBOX) or not isinstance(fp, _Param):
         raise UnfollowableRoute(f"{route.path}: the hot path reads /v1/mail/{{fp}}/<word> only")
-    return last
+    return fp.name, last
 
 
 def _segment(route: Route, text: str) -> str | _Param:
@@ -119,10 +125,10 @@ class HotPath:
             raise ValueError("the hot path needs an exception handler for Exception (the 500)")
         posts = mailbox_posts(routes)
         self.app = app
-        self.words = {word: (endpoint if endpoint in hot else None)
-                      for word, endpoint in posts.words.items()}
-        self.any_word = posts.any_word if posts.any_word in hot else None
-        self.param = posts.param
+        self.words = {word: (route if route.endpoint in hot else None)
+                      for word, route in posts.words.items()}
+        any_word = posts.any_word
+        self.any_word = any_word if any_word is not None and any_word.endpoint in hot else None
         self.errors = errors
         self.observe = observe
 
@@ -139,11 +145,10 @@ class HotPath:
         if not last or last[-1] == "\n":
             return None
         if last in self.words:
-            handler = self.words[last]
-            return None if handler is None else (handler, {"fp": fp})
-        if self.any_word is None:
-            return None
-        return self.any_word, {"fp": fp, self.param: last}
+            taken = self.words[last]
+            return None if taken is None else (taken.endpoint, {taken.owner: fp})
+        taken = self.any_word
+        return None if taken is None else (taken.endpoint, {taken.owner: fp, taken.word: last})
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         found = self.match(scope)

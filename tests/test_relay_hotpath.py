@@ -17,7 +17,7 @@ from starlette.responses import PlainTextResponse, Response
 from starlette.routing import Match, Mount, Route, WebSocketRoute
 
 from relay.app import create_app
-from relay.hotpath import HotPath, UnfollowableRoute, mailbox_posts
+from relay.hotpath import HotPath, MailboxRoute, UnfollowableRoute, mailbox_posts
 from relay.sqlite_store import SqliteStore
 
 FP, TAG = "a" * 32, "c" * 32
@@ -190,3 +190,10 @@ def post(app: Starlette, path: str) -> tuple[int, bytes]:
 def test_a_deposit_still_goes_through_the_hot_path(app: Starlette) -> None:
     status, body = post(app, f"/v1/mail/{FP}/{TAG}")  # empty: refused by the deposit handler
     assert status == 400 and json.loads(body)["error"] == "bad_request"
+
+
+def test_the_parameter_names_are_the_tables() -> None:
+    posts = mailbox_posts([Route("/v1/mail/{box}/peek", archive, methods=["POST"]),
+                           Route("/v1/mail/{box}/{label}", archive, methods=["POST"])])
+    assert posts.words == {"peek": MailboxRoute(archive, "box")}
+    assert posts.any_word == MailboxRoute(archive, "box", "label")
