@@ -33,7 +33,7 @@ import logging
 import math
 import time
 from collections import OrderedDict
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 from nacl.public import PublicKey, SealedBox
@@ -179,6 +179,14 @@ class Relay:
         _spend(self.per_client, self.client(conn), now, "deposits from this client")
         _spend(self.per_tag, tag_key, now, "deposits into this channel")
 
+    async def deposited_blob(self, request: Request, tag_key: str, what: str) -> bytes:
+        """A stranger's sealed blob, once the client's and the tag's buckets admit it."""
+        self.admit_deposit(request, tag_key)
+        blob = await _body(request, self.config.max_blob)
+        if not blob:
+            raise bad_request(f"empty body: deposit {what}")
+        return blob
+
     def admit(self, conn: HTTPConnection, limiter: Limiter, what: str) -> None:
         """Spend one token of the client's bucket for this kind of request, or refuse with 429."""
         _spend(limiter, self.client(conn), time.monotonic(), what)
@@ -304,10 +312,7 @@ class Relay:
 
     async def deposit(self, request: Request) -> Response:
         fp, tag = _path_hex(request, "fp"), _path_hex(request, "tag")
-        self.admit_deposit(request, f"{fp}/{tag}")
-        blob = await _body(request, self.config.max_blob)
-        if not blob:
-            raise bad_request("empty body: deposit one sealed blob")
+        blob = await self.deposited_blob(request, f"{fp}/{tag}", "one sealed blob")
         if await self.sign_key(fp) is None:
             raise unknown_mailbox("the recipient has not published keys on this relay")
         config = self.config
@@ -406,10 +411,7 @@ class Relay:
 
     async def redeem(self, request: Request) -> Response:
         tag = _path_hex(request, "tag")
-        self.admit_deposit(request, tag)
-        blob = await _body(request, self.config.max_blob)
-        if not blob:
-            raise bad_request("empty body: deposit one sealed contact request")
+        blob = await self.deposited_blob(request, tag, "one sealed contact request")
         outcome = await self.store.redeem_invite(
             tag, blob, time.time(), self.config.max_mailbox_messages, self.config.max_mailbox_bytes
         )
@@ -539,6 +541,16 @@ def _error_response(
     return JSONResponse({"error": code, "message": message}, status_code=status, headers=headers)
 
 
+async def _every(seconds: float, job: Callable[[], Awaitable[None]], level: int, failed: str) -> None:
+    """Run `job` now and every `seconds` after, until cancelled; a failure is logged, not fatal."""
+    while True:
+        try:
+            await job()
+        except Exception as exc:
+            log.log(level, "relay: %s (%s); retrying in %.0f s", failed, exc, seconds)
+        await asyncio.sleep(seconds)
+
+
 def create_app(
     store: Store, config: RelayConfig | None = None, hub: Hub | None = None,
     metrics: Metrics | None = None, store_kind: str = "sqlite",
@@ -548,24 +560,21 @@ def create_app(
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
-        async def purge_forever() -> None:
-            while True:
-                try:
-                    await store.purge(time.time(), relay.config.ttl_s)
-                except Exception as exc:  # a networked store's hiccup must not end purging for good
-                    log.warning("relay: purge failed (%s); retrying next interval", exc)
-                await asyncio.sleep(relay.config.purge_interval_s)
+        async def purge() -> None:
+            await store.purge(time.time(), relay.config.ttl_s)
 
-        async def sample_depth_forever() -> None:
-            while True:
-                try:
-                    relay.metrics.stored.set(await store.stored())
-                except Exception as exc:  # the health check reports a dead store; keep sampling
-                    log.info("relay: cannot sample the store's depth (%s)", exc)
-                await asyncio.sleep(DEPTH_INTERVAL_S)
+        async def sample_depth() -> None:
+            relay.metrics.stored.set(await store.stored())
 
         await relay.hub.start()
-        tasks = [asyncio.create_task(purge_forever()), asyncio.create_task(sample_depth_forever())]
+        # A networked store's hiccup must not end either for good; while the store is down the
+        # health check says so, and the depth sample only goes stale.
+        tasks = [
+            asyncio.create_task(_every(relay.config.purge_interval_s, purge, logging.WARNING,
+                                       "purge failed")),
+            asyncio.create_task(_every(DEPTH_INTERVAL_S, sample_depth, logging.INFO,
+                                       "cannot sample the store's depth")),
+        ]
         try:
             yield
         finally:

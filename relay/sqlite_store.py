@@ -98,29 +98,23 @@ class SqliteStore:
 
     def _commit_group(self) -> None:
         group, self._pending = self._pending, []
+        self._commit(group)
+
+    def _commit(self, group: list[tuple[Callable[[], Any], asyncio.Future[Any]]]) -> None:
         try:
             with self.db:
                 self.db.execute("BEGIN IMMEDIATE")
                 results = [op() for op, _ in group]
-        except Exception:  # one bad op must not fail the others: run each alone
-            for op, future in group:
-                self._commit_alone(op, future)
+        except Exception as exc:
+            if len(group) != 1:  # one bad op must not fail the others: run each alone
+                for one in group:
+                    self._commit([one])
+            elif not group[0][1].done():  # handed to the one caller it belongs to
+                group[0][1].set_exception(exc)
             return
         for (_, future), result in zip(group, results, strict=True):
             if not future.done():  # its caller may have gone away (client disconnected)
                 future.set_result(result)
-
-    def _commit_alone(self, op: Callable[[], Any], future: asyncio.Future[Any]) -> None:
-        try:
-            with self.db:
-                self.db.execute("BEGIN IMMEDIATE")
-                result = op()
-        except Exception as exc:  # handed to the one caller it belongs to
-            if not future.done():
-                future.set_exception(exc)
-            return
-        if not future.done():
-            future.set_result(result)
 
     def _recount(self) -> None:
         """Rebuild the per-mailbox totals from the mail itself, once per start.
