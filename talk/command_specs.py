@@ -8,28 +8,33 @@ the fast lane imports it on every start.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 
-
-@dataclass(frozen=True)
+# Plain classes, not dataclasses: building a dataclass costs about a millisecond, paid on every
+# start of `talk send`.
 class OptionSpec:
     """One option: `dest` is the typer parameter's name, which is also its key in click's
     `ctx.params` and in the fast lane's result."""
 
-    dest: str
-    flags: tuple[str, ...]
-    help: str
-    takes_value: bool = True
-    multiple: bool = False
-    # False: the fast lane hands any argv that uses this option to typer.
-    fast: bool = True
+    __slots__ = ("dest", "fast", "flags", "help", "multiple", "takes_value")
+
+    def __init__(self, dest: str, flags: tuple[str, ...], help: str, *, takes_value: bool = True,
+                 multiple: bool = False, fast: bool = True) -> None:
+        self.dest = dest
+        self.flags = flags
+        self.help = help
+        self.takes_value = takes_value
+        self.multiple = multiple
+        # False: the fast lane hands any argv that uses this option to typer.
+        self.fast = fast
 
 
-@dataclass(frozen=True)
 class CommandSpec:
-    name: str
-    arguments: tuple[str, ...]
-    options: tuple[OptionSpec, ...]
+    __slots__ = ("arguments", "name", "options")
+
+    def __init__(self, name: str, arguments: tuple[str, ...], options: tuple[OptionSpec, ...]) -> None:
+        self.name = name
+        self.arguments = arguments
+        self.options = options
 
 
 USER = OptionSpec("user", ("--user", "-u"), "Identity to act as (or TALK_USER).")
