@@ -10,10 +10,11 @@ import typer
 
 from talk import conversation_cli
 from talk.alarm_cli import alarm_app
+from talk.command_specs import MODE, PEER, TASK, TIMEOUT, WAIT
 from talk.follow_cli import follow, quarantine, status, stop
 from talk.install_claude import install_claude_command
 from talk.install_codex import install_codex_command
-from talk.options import Json, PassFile, Relay, User
+from talk.options import Json, PassFile, Relay, User, option
 from talk.output import LOUD_NO_PASSPHRASE, emit_json, result, warn
 from talk.purge import purge
 from talk.spool_cli import gc_command, log_command, session_app
@@ -188,13 +189,10 @@ def contacts(user: User = None, as_json: Json = False) -> None:
 def send(
     name: Annotated[str, typer.Argument(help="Contact name (or fingerprint).")],
     text: Annotated[str, typer.Argument(help="Message text; - reads stdin.")],
-    wait: Annotated[str | None, typer.Option(
-        "--wait", help="Return only once the message is stored, spooled or delivered (exit 4 on timeout).",
-    )] = None,
-    timeout: Annotated[float, typer.Option("--timeout", help="Seconds --wait waits.")] = 30.0,
-    task: Annotated[bool, typer.Option(
-        "--task", help="Wrap TEXT in an opencode-mesh v1 task envelope with a new task id.")] = False,
-    mode: Annotated[str, typer.Option("--mode", help="Task mode: one-shot, session or resume.")] = "one-shot",
+    wait: Annotated[str | None, option(WAIT)] = None,
+    timeout: Annotated[float, option(TIMEOUT)] = 30.0,
+    task: Annotated[bool, option(TASK)] = False,
+    mode: Annotated[str, option(MODE)] = "one-shot",
     user: User = None, relay: Relay = None, passphrase_file: PassFile = None, as_json: Json = False,
 ) -> None:
     """Send one end-to-end encrypted message to a contact; `talk outbox` then shows how far it got."""
@@ -206,9 +204,7 @@ def send(
 
 @app.command()
 def receive(
-    peer: Annotated[
-        list[str] | None, typer.Option("--peer", help="Only this contact's mail (repeatable).")
-    ] = None,
+    peer: Annotated[list[str] | None, option(PEER)] = None,
     user: User = None, relay: Relay = None, passphrase_file: PassFile = None,
 ) -> None:
     """Print waiting messages as NDJSON, then acknowledge (delete) them on the relay."""

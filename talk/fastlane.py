@@ -1,71 +1,130 @@
 """A fast lane for the plain forms of `talk send` and `talk receive`.
 
 Agents run these on every turn, and building the typer command tree costs more than the
-command itself. Only the exact forms documented in `talk send --help` / `talk receive --help`
-are taken here; anything else (help, unknown or malformed options) goes to typer, which
-then prints its usual message. Both routes call the same functions in `talk.mail`.
+command itself. The fast lane reads argv with the option table typer's commands are declared
+from (talk.command_specs) and follows click's own rules for it: `-ux` and `-u x` give "x",
+`-u=x` gives "=x", `--user=x` and `--user x` give "x", an option's value is the next word
+whatever it looks like, `--` ends the options, `-` and "" are positionals, and a repeated
+option's last value wins (`--peer` collects them). Whatever click would refuse or handle
+itself (help, unknown options, a missing value, a value given to a flag, the wrong number of
+positionals) and every option the table marks as not fast goes to typer, which then does what
+it always does. Both routes call the same functions in `talk.mail`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import partial
+from typing import Any
 
-VALUED = {"-u": "user", "--user": "user", "--relay": "relay",
-          "--passphrase-file": "passphrase_file", "--peer": "peer"}
-FLAGS = {"--json": "json"}
+from talk.command_specs import RECEIVE, SEND, CommandSpec, OptionSpec
+
+Params = dict[str, Any]
 
 
-def _parse(
-    args: list[str], valued: set[str], flags: set[str]
-) -> tuple[dict[str, list[str]], list[str]] | None:
-    opts: dict[str, list[str]] = {}
-    positional: list[str] = []
-    i = 0
-    while i < len(args):
-        token = args[i]
-        name, eq, inline = token.partition("=")
-        if token.startswith("-") and token != "-":
-            if name in valued:
-                value = inline if eq else (args[i + 1] if i + 1 < len(args) else None)
-                if value is None:
-                    return None
-                opts.setdefault(VALUED[name], []).append(value)
-                i += 1 if eq else 2
-                continue
-            if token in flags:
-                opts.setdefault(FLAGS[token], []).append("1")
-                i += 1
-                continue
-            return None  # --help, --, typos: typer explains
-        positional.append(token)
-        i += 1
-    return opts, positional
+class _Decline(Exception):
+    """argv is a form the fast lane leaves to typer."""
+
+
+def parse(command: CommandSpec, args: list[str]) -> Params | None:
+    """click's parameters for `command` given `args` (the words after its name), with the
+    defaults typer hands to the command; None where typer should parse instead."""
+    try:
+        return _parse(command, args)
+    except _Decline:
+        return None
 
 
 def route(argv: list[str]) -> Callable[[], None] | None:
     """The call for `argv` if it is a plain send/receive, else None."""
-    if not argv or argv[0] not in ("send", "receive"):
+    command = {"send": SEND, "receive": RECEIVE}.get(argv[0]) if argv else None
+    params = parse(command, argv[1:]) if command is not None else None
+    if params is None:
         return None
-    common = {"-u", "--user", "--relay", "--passphrase-file"}
-    if argv[0] == "send":
-        parsed = _parse(argv[1:], common, {"--json"})
-        if parsed is None or len(parsed[1]) != 2 or any(len(v) > 1 for v in parsed[0].values()):
-            return None
-        opts, (name, text) = parsed
-        from talk.mail import send
+    return partial(_send if command is SEND else _receive, params)
 
-        return lambda: send(_one(opts, "user"), _one(opts, "relay"), _one(opts, "passphrase_file"),
-                            name, text, "json" in opts)
-    parsed = _parse(argv[1:], common | {"--peer"}, set())
-    if parsed is None or parsed[1] or any(len(v) > 1 for k, v in parsed[0].items() if k != "peer"):
-        return None
-    opts = parsed[0]
+
+def _send(p: Params) -> None:
+    from talk.mail import send
+
+    send(p["user"], p["relay"], p["passphrase_file"], p["name"], p["text"], p["as_json"])
+
+
+def _receive(p: Params) -> None:
     from talk.mail import receive
 
-    return lambda: receive(_one(opts, "user"), _one(opts, "relay"), _one(opts, "passphrase_file"),
-                           opts.get("peer"))
+    receive(p["user"], p["relay"], p["passphrase_file"], p["peer"])
 
 
-def _one(opts: dict[str, list[str]], key: str) -> str | None:
-    values = opts.get(key)
-    return values[0] if values else None
+def _parse(command: CommandSpec, args: list[str]) -> Params:
+    found: Params = {}
+    positional: list[str] = []
+    rest = list(args)
+    while rest:
+        arg = rest.pop(0)
+        if arg == "--":
+            positional += rest
+            break
+        if arg.startswith("-") and len(arg) > 1:
+            _option(command, arg, rest, found)
+        else:
+            positional.append(arg)
+    if len(positional) != len(command.arguments):
+        raise _Decline  # click's "missing argument" or "unexpected extra argument"
+    # The fast options' defaults, as typer hands them over (an unused `--peer` is None); the
+    # others were not given, or the fast lane would have declined.
+    defaults: Params = {o.dest: None if o.takes_value else False for o in command.options if o.fast}
+    return dict(zip(command.arguments, positional, strict=True)) | defaults | found
+
+
+def _option(command: CommandSpec, arg: str, rest: list[str], found: Params) -> None:
+    """One option word, as click's parser takes it: first as a long option (with any `=value`
+    split off), then, unless it starts with `--`, as a cluster of short options."""
+    name, eq, explicit = arg.partition("=")
+    spec = _lookup(command, name, short=False)
+    if spec is not None:
+        if spec.takes_value:
+            _store(spec, explicit if eq else _next(rest), found)
+        elif eq:
+            raise _Decline  # click: "Option '--json' does not take a value."
+        else:
+            _store(spec, True, found)
+        return
+    if arg.startswith("--"):
+        raise _Decline  # no such option (--help among them)
+    for i, ch in enumerate(arg[1:], start=2):
+        spec = _lookup(command, "-" + ch, short=True)
+        if spec is None:
+            raise _Decline
+        if spec.takes_value:
+            # The rest of the word is the value, "=" and all: `-u=x` means "=x".
+            _store(spec, arg[i:] if i < len(arg) else _next(rest), found)
+            return
+        _store(spec, True, found)
+
+
+def _lookup(command: CommandSpec, flag: str, short: bool) -> OptionSpec | None:
+    # click keeps one-letter options ("-u") apart from long ones and never matches one as the other.
+    for spec in command.options:
+        if flag in spec.flags and _is_short(flag) == short:
+            return spec
+    return None
+
+
+def _is_short(flag: str) -> bool:
+    return len(flag) == 2 and flag[1] != "-"
+
+
+def _next(rest: list[str]) -> str:
+    if not rest:
+        raise _Decline  # click: "Option '-u' requires an argument."
+    return rest.pop(0)
+
+
+def _store(spec: OptionSpec, value: str | bool, found: Params) -> None:
+    if not spec.fast:
+        raise _Decline
+    if spec.multiple:
+        found.setdefault(spec.dest, []).append(value)
+    else:
+        found[spec.dest] = value  # click keeps the last of a repeated option

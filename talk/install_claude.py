@@ -1,11 +1,11 @@
 """`talk install claude`: put talk's Claude Code plugin where Claude Code can load it.
 
 The plugin (a monitor that starts a turn per peer message, and hooks as backstop) ships inside
-the `alarms` package. Installing copies it to a folder of its own and writes `talk.env` there:
-the interpreter talk runs on, so the plugin never runs `python3` from PATH (a pyenv shim costs
-~100 ms on every agent turn), and the TALK_HOME (and TALK_USER) to read mail from. The folder
-is also a one-plugin marketplace, so `/plugin marketplace add DIR` works as well as
-`claude --plugin-dir DIR`.
+the `alarms` package; its monitor launcher is the Claude Code adapter, alarms/claude_monitor.sh.
+Installing copies both to a folder of its own and writes `talk.env` there: the interpreter talk
+runs on, so the plugin never runs `python3` from PATH (a pyenv shim costs ~100 ms on every
+agent turn), and the TALK_HOME (and TALK_USER) to read mail from. The folder is also a
+one-plugin marketplace, so `/plugin marketplace add DIR` works as well as `claude --plugin-dir DIR`.
 """
 
 from __future__ import annotations
@@ -25,14 +25,20 @@ from talk.output import result, warn
 PLUGIN_NAME = "talk"
 FOLDER_NAME = "claude-plugin"
 ENV_FILE = "talk.env"
-EXECUTABLES = ("scripts/claude_monitor.sh", "scripts/claude_hook.sh")
+MONITOR = "scripts/claude_monitor.sh"
+EXECUTABLES = (MONITOR, "scripts/claude_hook.sh")
 
 
 def plugin_source() -> Path:
     """The plugin as shipped in the `alarms` package."""
+    return monitor_source().parent / "claude_plugin"
+
+
+def monitor_source() -> Path:
+    """The Claude Code adapter, alarms/claude_monitor.sh: the plugin's monitor launcher."""
     import alarms
 
-    return Path(alarms.__file__).resolve().parent / "claude_plugin"
+    return Path(alarms.__file__).resolve().parent / "claude_monitor.sh"
 
 
 def env_text(python: str, home: Path, user: str | None) -> str:
@@ -55,14 +61,17 @@ def marketplace(description: str) -> dict[str, Any]:
 def install(target: Path, python: str, home: Path, user: str | None) -> Path:
     """Copy the plugin to `target` (replacing talk's files there) and record the interpreter."""
     source = plugin_source()
-    if not (source / ".claude-plugin" / "plugin.json").is_file():
-        raise UserError(f"talk's Claude Code plugin is missing from {source}; reinstall talk "
+    if not ((source / ".claude-plugin" / "plugin.json").is_file() and monitor_source().is_file()):
+        raise UserError(f"talk's Claude Code plugin is missing from {source.parent}; reinstall talk "
                         "(pip install --force-reinstall talk-mailbox)")
     if target.resolve() == source:
         raise UserError(f"{target} is the plugin shipped with talk; choose another --dir")
     target.mkdir(parents=True, exist_ok=True)
     shutil.copytree(source, target, dirs_exist_ok=True,
                     ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    # The plugin folder holds a copy of the launcher for installs from the repository's
+    # marketplace; what talk installs is the adapter itself.
+    shutil.copyfile(monitor_source(), target / MONITOR)
     for name in EXECUTABLES:
         (target / name).chmod(0o755)
     (target / ENV_FILE).write_text(env_text(python, home, user))

@@ -1,17 +1,20 @@
-"""Options every command shares, declared once."""
+"""Options every command shares, declared once (their spellings live in talk.command_specs)."""
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
-User = Annotated[str | None, typer.Option("--user", "-u", help="Identity to act as (or TALK_USER).")]
-Relay = Annotated[
-    str | None, typer.Option("--relay", help="Relay URL (or TALK_RELAY; default: saved at init).")
-]
-PassFile = Annotated[
-    str | None,
-    typer.Option("--passphrase-file", help="File holding the passphrase (or TALK_PASSPHRASE_FILE)."),
-]
-Json = Annotated[bool, typer.Option("--json", help="Machine-readable output.")]
+from talk.command_specs import JSON, PASSPHRASE_FILE, RELAY, USER, OptionSpec
+
+
+def option(spec: OptionSpec) -> Any:
+    """The typer declaration of `spec`; the parameter it annotates must be named `spec.dest`."""
+    return typer.Option(*spec.flags, help=spec.help)
+
+
+User = Annotated[str | None, option(USER)]
+Relay = Annotated[str | None, option(RELAY)]
+PassFile = Annotated[str | None, option(PASSPHRASE_FILE)]
+Json = Annotated[bool, option(JSON)]

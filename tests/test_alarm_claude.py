@@ -31,7 +31,7 @@ from alarms.claude_hook import parse_payload, reply
 from alarms.claude_monitor import event_line
 from alarms.claude_session import pid_from_env, session_id
 from spool_writer.spool import Spool, received_now
-from talk.install_claude import env_text, marketplace, plugin_source
+from talk.install_claude import MONITOR, env_text, marketplace, monitor_source, plugin_source
 from tests.conftest import TALK, Agent, RelayProcess, make_agent
 from tests.hosts.configs import claude_env, seed_claude_home
 from tests.hosts.fake_model import FakeModel
@@ -203,6 +203,26 @@ def test_manifests_are_consistent_and_shipped() -> None:
     manifest = json.loads((REPO / entry["source"] / ".claude-plugin" / "plugin.json").read_text())
     assert entry["name"] == manifest["name"] == "talk" and market["owner"]["name"]
     assert marketplace("d")["plugins"][0]["source"] == "./"
+    assert monitor_source().relative_to(source.parent).as_posix() in globs
+
+
+def test_the_plugins_monitor_is_the_adapter_in_alarms() -> None:
+    """alarms/claude_monitor.sh is the launcher; the plugin folder, which a marketplace install
+    from the repository gets alone, holds the same bytes."""
+    adapter = REPO / "alarms" / "claude_monitor.sh"
+    assert monitor_source() == adapter.resolve() and os.access(adapter, os.X_OK)
+    assert (plugin_source() / MONITOR).read_bytes() == adapter.read_bytes()
+
+
+def test_the_adapter_runs_from_alarms_too(tmp_path: Path) -> None:
+    """Run where it ships, it finds the plugin's talk_python.sh: here the interpreter named by
+    the `talk` on PATH, a stand-in that echoes what it was asked to run."""
+    (tmp_path / "talk").write_text("#!/bin/echo\n")
+    (tmp_path / "talk").chmod(0o755)
+    env = {**alarm_env(os.getpid()), "PATH": f"{tmp_path}:{PLAIN_PATH}"}
+    done = subprocess.run(["bash", str(monitor_source()), "sess-1"], env=env, capture_output=True,
+                          text=True, timeout=30)
+    assert (done.returncode, done.stdout, done.stderr) == (0, "-I -m alarms.claude_monitor sess-1\n", "")
 
 
 # --- the launchers, for real, without Claude Code -------------------------------------------------
@@ -214,6 +234,7 @@ def test_install_writes_a_loadable_plugin_with_the_interpreter_baked_in(tmp_path
     assert env["TALK_HOME"] == str((tmp_path / "talkhome").resolve())
     for script in ("claude_monitor.sh", "claude_hook.sh"):
         assert os.access(plugin / "scripts" / script, os.X_OK)
+    assert (plugin / MONITOR).read_bytes() == monitor_source().read_bytes()
     assert json.loads((plugin / ".claude-plugin" / "plugin.json").read_text())["name"] == "talk"
     assert install_plugin(tmp_path / "p", tmp_path / "talkhome") == plugin  # again: replaced, no error
 
