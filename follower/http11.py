@@ -1,13 +1,24 @@
-"""Just enough HTTP/1.1 for the relay client over plain TCP: one kept-alive connection.
+"""HTTP/1.1 for the relay client over plain TCP: one kept-alive connection, parsed by h11.
 
 The standard library's http.client drags in the email package (~20 ms of import on every
-`talk send`); the relay's answers are small JSON bodies with a Content-Length (or chunked,
-behind some proxies), so a socket and a few lines of parsing do. HTTPS relays use
-http.client, whose TLS handling is not worth rewriting.
+`talk send`). h11 parses HTTP without doing any I/O, so this module keeps the socket (connect,
+keep-alive, timeouts) and hands h11 the bytes it reads. HTTPS relays use http.client, whose
+TLS handling is not worth rewriting.
 
-The relay is not trusted to speak well: every line, the number of header fields, the body
-and the whole answer's time are bounded, and anything outside those bounds or outside the
-grammar is a `ProtocolError`, never a Python error from deep inside the parser.
+The relay is not trusted to speak well. Each limit below keeps a hostile relay from filling
+memory or holding a command:
+
+    MAX_HEAD     bytes of one head (status line and fields, or the trailers): h11's
+                 max_incomplete_event_size; the relay's heads are < 300 bytes
+    MAX_FIELDS   header fields in one answer, and trailer fields (h11 counts none)
+    MAX_INTERIM  1xx answers before the real one (the relay sends none)
+    max_body     body bytes, declared or received: the caller's largest legitimate answer
+    total_s      seconds for one whole answer, so a relay that drips bytes is cut off
+
+Anything outside those bounds or outside HTTP/1.1 is a `ProtocolError`, never a Python error
+from inside the parser, and the connection is not used again. One case is not: a connection
+closed before the answer's first byte is a ConnectionResetError, the sign of a kept-alive
+connection the relay had already closed, which the caller may retry on a new one.
 """
 
 from __future__ import annotations
@@ -15,10 +26,13 @@ from __future__ import annotations
 import socket
 import time
 
-MAX_LINE = 8 * 1024  # a status line, header field or chunk-size line; the relay's are < 200 bytes
-MAX_FIELDS = 100  # header fields (and chunked trailers) in one answer; the relay sends < 10
+import h11
+
+MAX_HEAD = 16 * 1024
+MAX_FIELDS = 100
+MAX_INTERIM = 5
 DEFAULT_MAX_BODY = 1 << 20
-_HEX = frozenset("0123456789abcdefABCDEF")
+_NO_BODY = frozenset({204, 304})
 
 
 class ProtocolError(OSError):
@@ -42,14 +56,15 @@ class Connection:
         self.total_s = 3 * timeout if total_s is None else total_s
         self.max_body = max_body
         self._sock: socket.socket | None = None
-        self._buf = b""
+        self._http: h11.Connection | None = None
         self._deadline = 0.0
+        self._received = 0  # bytes of the current answer so far
 
     def close(self) -> None:
         if self._sock is not None:
             self._sock.close()
             self._sock = None
-        self._buf = b""
+        self._http = None
 
     def exchange(
         self, method: str, path: str, body: bytes, headers: dict[str, str]
@@ -57,31 +72,109 @@ class Connection:
         """Send one request and read its answer.
 
         Raises:
-            ProtocolError: the answer is malformed or over a limit.
+            ProtocolError: the answer is malformed, cut short, or over a limit.
             TimeoutError: no answer within `total_s` (or no byte within `timeout`).
-            OSError: the connection failed (ConnectionResetError if the peer closed it).
+            OSError: the connection failed (ConnectionResetError if the peer closed it before
+                answering: a kept-alive connection it had dropped).
         """
-        if self._sock is None:
-            self._sock = socket.create_connection((_lookup_name(self.host), self.port),  # type: ignore[arg-type]
-                                                  self.timeout)
-            self._sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        sock, http = self._open()
         self._deadline = time.monotonic() + self.total_s
-        lines = [f"{method} {path} HTTP/1.1", f"host: {self.host}:{self.port}",
-                 f"content-length: {len(body)}"]
-        lines += [f"{k}: {v}" for k, v in headers.items()]
+        self._received = 0
         try:
-            self._sock.settimeout(self.timeout)
-            self._sock.sendall(("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + body)
-            status, fields = self._read_head()
-            payload = self._read_body(fields, method)
+            sock.settimeout(self.timeout)
+            sock.sendall(self._request(http, method, path, body, headers))
+            status, payload = self._read_answer(http, method)
         except BaseException:
             self.close()  # the stream's framing is lost; never reuse it
             raise
-        if fields.get("connection", "").lower() == "close":
-            self.close()
+        self._finish(http)
         return status, payload
 
-    def _fill(self) -> None:
+    def _open(self) -> tuple[socket.socket, h11.Connection]:
+        if self._sock is None or self._http is None:
+            self.close()
+            sock = socket.create_connection((_lookup_name(self.host), self.port),  # type: ignore[arg-type]
+                                            self.timeout)
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            self._sock = sock
+            self._http = h11.Connection(h11.CLIENT, max_incomplete_event_size=MAX_HEAD)
+        return self._sock, self._http
+
+    def _request(self, http: h11.Connection, method: str, path: str, body: bytes,
+                 headers: dict[str, str]) -> bytes:
+        fields = [("host", f"{self.host}:{self.port}"), ("content-length", str(len(body))),
+                  *headers.items()]
+        events: list[h11.Event] = [h11.Request(method=method, target=path, headers=fields)]
+        if body:
+            events.append(h11.Data(data=body))
+        events.append(h11.EndOfMessage())
+        return b"".join(http.send(event) or b"" for event in events)
+
+    def _finish(self, http: h11.Connection) -> None:
+        """Keep the connection for the next request only if both sides may go on and nothing
+        came after the answer: extra bytes would be read as the next request's answer."""
+        if http.our_state is h11.DONE and http.their_state is h11.DONE and not http.trailing_data[0]:
+            http.start_next_cycle()
+        else:
+            self.close()
+
+    def _read_answer(self, http: h11.Connection, method: str) -> tuple[int, bytes]:
+        response = self._read_head(http, method)
+        parts: list[bytes] = []
+        size = 0
+        while True:
+            event = self._next_event(http)
+            if isinstance(event, h11.Data):
+                size += len(event.data)
+                if size > self.max_body:
+                    raise ProtocolError(f"an answer over the limit of {self.max_body} bytes")
+                parts.append(event.data)
+            elif isinstance(event, h11.EndOfMessage):
+                _count_fields(len(event.headers), "trailer")
+                return response.status_code, b"".join(parts)
+            else:
+                raise ProtocolError(f"an unexpected {type(event).__name__} in the body")
+
+    def _read_head(self, http: h11.Connection, method: str) -> h11.Response:
+        for _ in range(MAX_INTERIM + 1):
+            event = self._next_event(http)
+            if isinstance(event, h11.Response):
+                _count_fields(len(event.headers), "header")
+                self._check_framing(event, method)
+                return event
+            if not isinstance(event, h11.InformationalResponse):
+                raise ProtocolError(f"an unexpected {type(event).__name__} before the answer")
+            _count_fields(len(event.headers), "header")
+        raise ProtocolError(f"more than {MAX_INTERIM} interim (1xx) answers")
+
+    def _check_framing(self, response: h11.Response, method: str) -> None:
+        """Refuse a body h11 would read until the connection closes (the relay always says how
+        long its answer is), and a declared length over the limit before reading any of it."""
+        if method == "HEAD" or response.status_code in _NO_BODY:
+            return
+        fields = dict(response.headers)  # names lower-cased; h11 has refused conflicting lengths
+        if b"transfer-encoding" in fields:
+            return  # h11 takes only chunked; its size is checked as the chunks come
+        length = fields.get(b"content-length")
+        if length is None:
+            raise ProtocolError("an answer without a content-length or a chunked body")
+        if int(length) > self.max_body:
+            raise ProtocolError(f"an answer of {int(length)} bytes, over the limit of {self.max_body}")
+
+    def _next_event(self, http: h11.Connection) -> h11.Event:
+        while True:
+            try:
+                event = http.next_event()
+            except h11.RemoteProtocolError as exc:
+                raise ProtocolError(str(exc) or "a malformed answer") from exc
+            if event is h11.PAUSED:  # only after a complete answer, or a protocol switch
+                raise ProtocolError("the relay switched protocols")
+            if event is not h11.NEED_DATA:
+                assert isinstance(event, h11.Event)
+                return event
+            self._fill(http)
+
+    def _fill(self, http: h11.Connection) -> None:
         assert self._sock is not None
         left = self._deadline - time.monotonic()
         if left <= 0:
@@ -89,78 +182,13 @@ class Connection:
         self._sock.settimeout(min(self.timeout, left))
         chunk = self._sock.recv(65536)
         if not chunk:
+            if self._received:
+                raise ProtocolError(f"the relay closed the connection {self._received} bytes into its answer")
             raise ConnectionResetError("the relay closed the connection")
-        self._buf += chunk
+        self._received += len(chunk)
+        http.receive_data(chunk)
 
-    def _read_line(self) -> str:
-        """One line without its CRLF (a bare LF is taken too), at most MAX_LINE bytes."""
-        while (end := self._buf.find(b"\n", 0, MAX_LINE + 2)) < 0:
-            if len(self._buf) > MAX_LINE:
-                raise ProtocolError(f"a line of the answer is longer than {MAX_LINE} bytes")
-            self._fill()
-        line, self._buf = self._buf[:end], self._buf[end + 1:]
-        return line.removesuffix(b"\r").decode("latin-1")
 
-    def _read_exactly(self, size: int) -> bytes:
-        while len(self._buf) < size:
-            self._fill()
-        data, self._buf = self._buf[:size], self._buf[size:]
-        return data
-
-    def _read_fields(self) -> dict[str, str]:
-        """Header fields up to the empty line; names lower-cased."""
-        fields: dict[str, str] = {}
-        for _ in range(MAX_FIELDS + 1):
-            line = self._read_line()
-            if not line:
-                return fields
-            name, colon, value = line.partition(":")
-            name = name.lower()
-            if not colon or not name or name != name.strip() or " " in name:
-                raise ProtocolError(f"a malformed header field: {line[:60]!r}")
-            value = value.strip()
-            if fields.get(name, value) != value and name in ("content-length", "transfer-encoding"):
-                raise ProtocolError(f"two different {name} fields")
-            fields[name] = value
-        raise ProtocolError(f"more than {MAX_FIELDS} header fields")
-
-    def _read_head(self) -> tuple[int, dict[str, str]]:
-        status_line = self._read_line()
-        parts = status_line.split(" ", 2)
-        if (len(parts) < 2 or parts[0] not in ("HTTP/1.1", "HTTP/1.0")
-                or len(parts[1]) != 3 or not parts[1].isascii() or not parts[1].isdigit()):
-            raise ProtocolError(f"not an HTTP response: {status_line[:60]!r}")
-        return int(parts[1]), self._read_fields()
-
-    def _read_body(self, fields: dict[str, str], method: str) -> bytes:
-        if method == "HEAD":
-            return b""
-        coding = fields.get("transfer-encoding", "").lower()
-        if coding == "chunked":
-            return self._read_chunked()
-        if coding:
-            raise ProtocolError(f"an unsupported transfer-encoding {coding[:40]!r}")
-        length = fields.get("content-length")
-        if length is None or not length.isascii() or not length.isdigit():
-            raise ProtocolError("an answer without a usable content-length")
-        if len(length) > 12 or int(length) > self.max_body:
-            raise ProtocolError(f"an answer of {length[:20]} bytes, over the limit of {self.max_body}")
-        return self._read_exactly(int(length))
-
-    def _read_chunked(self) -> bytes:
-        parts: list[bytes] = []
-        total = 0
-        while True:
-            digits = self._read_line().split(";", 1)[0].strip()
-            if not digits or len(digits) > 12 or not _HEX.issuperset(digits):
-                raise ProtocolError(f"a malformed chunk size: {digits[:20]!r}")
-            size = int(digits, 16)
-            total += size
-            if total > self.max_body:
-                raise ProtocolError(f"a chunked answer over the limit of {self.max_body} bytes")
-            if size == 0:
-                self._read_fields()  # trailers: bounded like headers, then dropped
-                return b"".join(parts)
-            parts.append(self._read_exactly(size))
-            if self._read_exactly(2) != b"\r\n":
-                raise ProtocolError("a chunk not followed by CRLF")
+def _count_fields(count: int, kind: str) -> None:
+    if count > MAX_FIELDS:
+        raise ProtocolError(f"more than {MAX_FIELDS} {kind} fields")

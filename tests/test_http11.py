@@ -61,10 +61,19 @@ def test_garbage_and_missing_length_are_protocol_errors() -> None:
         Connection("127.0.0.1", port, timeout=5).exchange("GET", "/", b"", {})
 
 
-def test_peer_closing_midway_is_a_connection_reset() -> None:
+def test_peer_closing_midway_is_a_protocol_error() -> None:
     port, _ = serve([b"HTTP/1.1 200 OK\r\ncontent-length: 10\r\n\r\nshort"])
     conn = Connection("127.0.0.1", port, timeout=5)
-    with pytest.raises(ConnectionResetError):
+    with pytest.raises(ProtocolError, match="closed the connection"):
+        conn.exchange("GET", "/", b"", {})
+
+
+def test_peer_closing_before_answering_is_a_connection_reset() -> None:
+    """What a kept-alive connection the relay has dropped looks like: the caller retries."""
+    port, _ = serve([b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\n{}"])
+    conn = Connection("127.0.0.1", port, timeout=5)
+    assert conn.exchange("GET", "/", b"", {}) == (200, b"{}")
+    with pytest.raises((ConnectionResetError, BrokenPipeError)):  # the two the client retries
         conn.exchange("GET", "/", b"", {})
 
 
