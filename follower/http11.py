@@ -166,6 +166,8 @@ class Connection:
             try:
                 event = http.next_event()
             except h11.RemoteProtocolError as exc:
+                if exc.error_status_hint == 431:  # h11's words for it: "Receive buffer too long"
+                    raise ProtocolError(f"a head longer than {MAX_HEAD} bytes") from exc
                 raise ProtocolError(str(exc) or "a malformed answer") from exc
             if event is h11.PAUSED:  # only after a complete answer, or a protocol switch
                 raise ProtocolError("the relay switched protocols")
