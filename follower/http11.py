@@ -102,7 +102,8 @@ class Connection:
 
     def _request(self, http: h11.Connection, method: str, path: str, body: bytes,
                  headers: dict[str, str]) -> bytes:
-        fields = [("host", f"{self.host}:{self.port}"), ("content-length", str(len(body))),
+        host = _lookup_name(self.host).decode("ascii")  # h11 takes ASCII fields only
+        fields = [("host", f"{host}:{self.port}"), ("content-length", str(len(body))),
                   *headers.items()]
         events: list[h11.Event] = [h11.Request(method=method, target=path, headers=fields)]
         if body:

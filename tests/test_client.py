@@ -9,7 +9,7 @@ from collections.abc import Iterator
 import pytest
 
 from follower.client import MALFORMED, RelayClient
-from keys.errors import RelayError
+from keys.errors import RelayError, UserError
 from tests.faults import read_request
 
 GOOD = b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\n{}"
@@ -65,3 +65,9 @@ def test_a_malformed_answer_is_one_relay_error_and_not_retried(server: OneShotSe
     assert "malformed answer" in err.value.message and "\n" not in err.value.message
     assert "\x1b" not in err.value.message
     assert server.requests == 1
+
+
+@pytest.mark.parametrize("url", ["http://127.0.0.1:1/a b", "http://127.0.0.1:1/relé", "http://127.0.0.1:1/\x00"])
+def test_a_relay_path_no_request_line_can_carry_is_a_user_error(url: str) -> None:
+    with pytest.raises(UserError, match="percent-encode"):
+        RelayClient(url)
