@@ -1,24 +1,29 @@
-"""HTTP/1.1 for the relay client over plain TCP: one kept-alive connection, parsed by h11.
+"""Just enough HTTP/1.1 for the relay client over plain TCP: one kept-alive connection.
 
 The standard library's http.client drags in the email package (~20 ms of import on every
-`talk send`). h11 parses HTTP without doing any I/O, so this module keeps the socket (connect,
-keep-alive, timeouts) and hands h11 the bytes it reads. HTTPS relays use http.client, whose
-TLS handling is not worth rewriting.
+`talk send`). h11 would parse for us, but importing it costs 10-17 ms on every `talk send` and
+`talk receive` as well, for answers that are small JSON bodies with a Content-Length (or
+chunked, behind some proxies): a socket and a few lines of parsing do. HTTPS relays use
+http.client, whose TLS handling is not worth rewriting.
 
-The relay is not trusted to speak well. Each limit below keeps a hostile relay from filling
-memory or holding a command:
+The relay is not trusted to speak well. Each limit below is a security feature: it keeps a
+hostile relay from filling memory or holding a command.
 
-    MAX_HEAD     bytes of one head (status line and fields, or the trailers): h11's
-                 max_incomplete_event_size; the relay's heads are < 300 bytes
-    MAX_FIELDS   header fields in one answer, and trailer fields (h11 counts none)
-    MAX_INTERIM  1xx answers before the real one (the relay sends none)
-    max_body     body bytes, declared or received: the caller's largest legitimate answer
-    total_s      seconds for one whole answer, so a relay that drips bytes is cut off
+    MAX_LINE         bytes of a status line, a header or trailer field, or a chunk-size line;
+                     the relay's are < 200 bytes
+    MAX_FIELDS       header fields in one answer, and trailer fields after a chunked body;
+                     the relay sends < 10
+    MAX_INTERIM      1xx answers before the real one (the relay sends none)
+    MAX_SIZE_DIGITS  digits of a content-length or a chunk size: more is over any body limit
+    max_body         body bytes, declared or received: the caller's largest legitimate answer
+    total_s          seconds for one whole answer, so a relay that drips bytes is cut off
 
 Anything outside those bounds or outside HTTP/1.1 is a `ProtocolError`, never a Python error
-from inside the parser, and the connection is not used again. One case is not: a connection
-closed before the answer's first byte is a ConnectionResetError, the sign of a kept-alive
-connection the relay had already closed, which the caller may retry on a new one.
+from inside the parser, and the connection is not used again; so is a connection closed after
+the answer's first byte. One case is not: a connection closed before the answer's first byte is
+a ConnectionResetError, the sign of a kept-alive connection the relay had already closed, which
+the caller may retry on a new one. A connection with bytes after a complete answer is dropped
+too: they would otherwise be read as the answer to the next request.
 """
 
 from __future__ import annotations
@@ -26,13 +31,15 @@ from __future__ import annotations
 import socket
 import time
 
-import h11
-
-MAX_HEAD = 16 * 1024
+MAX_LINE = 8 * 1024
 MAX_FIELDS = 100
 MAX_INTERIM = 5
+MAX_SIZE_DIGITS = 12
 DEFAULT_MAX_BODY = 1 << 20
+RECV_BYTES = 64 * 1024  # one read: large enough that a big answer is few system calls
+_HEX = frozenset("0123456789abcdefABCDEF")
 _NO_BODY = frozenset({204, 304})
+_FRAMING = ("content-length", "transfer-encoding")
 
 
 class ProtocolError(OSError):
@@ -46,6 +53,11 @@ def _lookup_name(host: str) -> bytes:
     return host.encode("ascii") if host.isascii() else host.encode("idna")
 
 
+def _host_field(host: str, port: int) -> str:
+    """The Host field: a name in its ASCII (IDNA) form, as a request line carries only ASCII."""
+    return f"{_lookup_name(host).decode('ascii')}:{port}"
+
+
 class Connection:
     """`timeout` bounds each wait for bytes; `total_s` bounds one whole answer, so a relay that
     drips a byte at a time cannot hold a command forever; `max_body` bounds what is buffered."""
@@ -56,7 +68,9 @@ class Connection:
         self.total_s = 3 * timeout if total_s is None else total_s
         self.max_body = max_body
         self._sock: socket.socket | None = None
-        self._http: h11.Connection | None = None
+        # A bytearray grows in place and drops consumed bytes from its front without copying the
+        # rest, so a large answer is read in linear time.
+        self._buf = bytearray()
         self._deadline = 0.0
         self._received = 0  # bytes of the current answer so far
 
@@ -64,7 +78,7 @@ class Connection:
         if self._sock is not None:
             self._sock.close()
             self._sock = None
-        self._http = None
+        self._buf.clear()
 
     def exchange(
         self, method: str, path: str, body: bytes, headers: dict[str, str]
@@ -77,121 +91,153 @@ class Connection:
             OSError: the connection failed (ConnectionResetError if the peer closed it before
                 answering: a kept-alive connection it had dropped).
         """
-        sock, http = self._open()
+        sock = self._open()
         self._deadline = time.monotonic() + self.total_s
         self._received = 0
         try:
             sock.settimeout(self.timeout)
-            sock.sendall(self._request(http, method, path, body, headers))
-            status, payload = self._read_answer(http, method)
+            sock.sendall(self._request(method, path, body, headers))
+            status, fields = self._read_head()
+            payload = self._read_body(status, fields, method)
         except BaseException:
             self.close()  # the stream's framing is lost; never reuse it
             raise
-        self._finish(http)
+        if fields.get("connection", "").lower() == "close" or self._buf:
+            self.close()
         return status, payload
 
-    def _open(self) -> tuple[socket.socket, h11.Connection]:
-        if self._sock is None or self._http is None:
+    def _open(self) -> socket.socket:
+        if self._sock is not None and self._unsolicited(self._sock):
             self.close()
-            sock = socket.create_connection((_lookup_name(self.host), self.port),  # type: ignore[arg-type]
-                                            self.timeout)
-            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            self._sock = sock
-            self._http = h11.Connection(h11.CLIENT, max_incomplete_event_size=MAX_HEAD)
-        return self._sock, self._http
+        if self._sock is None:
+            self._sock = socket.create_connection((_lookup_name(self.host), self.port),  # type: ignore[arg-type]
+                                                  self.timeout)
+            self._sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        return self._sock
 
-    def _request(self, http: h11.Connection, method: str, path: str, body: bytes,
-                 headers: dict[str, str]) -> bytes:
-        host = _lookup_name(self.host).decode("ascii")  # h11 takes ASCII fields only
-        fields = [("host", f"{host}:{self.port}"), ("content-length", str(len(body))),
-                  *headers.items()]
-        events: list[h11.Event] = [h11.Request(method=method, target=path, headers=fields)]
-        if body:
-            events.append(h11.Data(data=body))
-        events.append(h11.EndOfMessage())
-        return b"".join(http.send(event) or b"" for event in events)
+    @staticmethod
+    def _unsolicited(sock: socket.socket) -> bool:
+        """Whether bytes came after the last answer, before any request asked for them: read
+        as the next answer, they would let the relay (or anyone on the path) forge it. A closed
+        connection is not counted: the request's failure on it is what the caller retries."""
+        sock.settimeout(0.0)
+        try:
+            return bool(sock.recv(1, socket.MSG_PEEK))
+        except OSError:  # nothing waiting (BlockingIOError), or a failure the request reports
+            return False
 
-    def _finish(self, http: h11.Connection) -> None:
-        """Keep the connection for the next request only if both sides may go on and nothing
-        came after the answer: extra bytes would be read as the next request's answer."""
-        if http.our_state is h11.DONE and http.their_state is h11.DONE and not http.trailing_data[0]:
-            http.start_next_cycle()
-        else:
-            self.close()
+    def _request(self, method: str, path: str, body: bytes, headers: dict[str, str]) -> bytes:
+        lines = [f"{method} {path} HTTP/1.1", f"host: {_host_field(self.host, self.port)}",
+                 f"content-length: {len(body)}"]
+        lines += [f"{k}: {v}" for k, v in headers.items()]
+        return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + body
 
-    def _read_answer(self, http: h11.Connection, method: str) -> tuple[int, bytes]:
-        response = self._read_head(http, method)
-        parts: list[bytes] = []
-        size = 0
-        while True:
-            event = self._next_event(http)
-            if isinstance(event, h11.Data):
-                size += len(event.data)
-                if size > self.max_body:
-                    raise ProtocolError(f"an answer over the limit of {self.max_body} bytes")
-                parts.append(event.data)
-            elif isinstance(event, h11.EndOfMessage):
-                _count_fields(len(event.headers), "trailer")
-                return response.status_code, b"".join(parts)
-            else:
-                raise ProtocolError(f"an unexpected {type(event).__name__} in the body")
-
-    def _read_head(self, http: h11.Connection, method: str) -> h11.Response:
-        for _ in range(MAX_INTERIM + 1):
-            event = self._next_event(http)
-            if isinstance(event, h11.Response):
-                _count_fields(len(event.headers), "header")
-                self._check_framing(event, method)
-                return event
-            if not isinstance(event, h11.InformationalResponse):
-                raise ProtocolError(f"an unexpected {type(event).__name__} before the answer")
-            _count_fields(len(event.headers), "header")
-        raise ProtocolError(f"more than {MAX_INTERIM} interim (1xx) answers")
-
-    def _check_framing(self, response: h11.Response, method: str) -> None:
-        """Refuse a body h11 would read until the connection closes (the relay always says how
-        long its answer is), and a declared length over the limit before reading any of it."""
-        if method == "HEAD" or response.status_code in _NO_BODY:
-            return
-        fields = dict(response.headers)  # names lower-cased; h11 has refused conflicting lengths
-        if b"transfer-encoding" in fields:
-            return  # h11 takes only chunked; its size is checked as the chunks come
-        length = fields.get(b"content-length")
-        if length is None:
-            raise ProtocolError("an answer without a content-length or a chunked body")
-        if int(length) > self.max_body:
-            raise ProtocolError(f"an answer of {int(length)} bytes, over the limit of {self.max_body}")
-
-    def _next_event(self, http: h11.Connection) -> h11.Event:
-        while True:
-            try:
-                event = http.next_event()
-            except h11.RemoteProtocolError as exc:
-                if exc.error_status_hint == 431:  # h11's words for it: "Receive buffer too long"
-                    raise ProtocolError(f"a head longer than {MAX_HEAD} bytes") from exc
-                raise ProtocolError(str(exc) or "a malformed answer") from exc
-            if event is h11.PAUSED:  # only after a complete answer, or a protocol switch
-                raise ProtocolError("the relay switched protocols")
-            if event is not h11.NEED_DATA:
-                assert isinstance(event, h11.Event)
-                return event
-            self._fill(http)
-
-    def _fill(self, http: h11.Connection) -> None:
+    def _fill(self) -> None:
         assert self._sock is not None
         left = self._deadline - time.monotonic()
         if left <= 0:
             raise TimeoutError(f"the answer took longer than {self.total_s:g} s")
         self._sock.settimeout(min(self.timeout, left))
-        chunk = self._sock.recv(65536)
+        chunk = self._sock.recv(RECV_BYTES)
         if not chunk:
             if self._received:
                 raise ProtocolError(f"the relay closed the connection {self._received} bytes into its answer")
             raise ConnectionResetError("the relay closed the connection")
         self._received += len(chunk)
-        http.receive_data(chunk)
+        self._buf += chunk
 
+    def _read_line(self) -> str:
+        """One line without its CRLF (a bare LF is taken too), at most MAX_LINE bytes."""
+        while (end := self._buf.find(b"\n", 0, MAX_LINE + 2)) < 0:
+            if len(self._buf) > MAX_LINE:
+                raise ProtocolError(f"a line of the answer is longer than {MAX_LINE} bytes")
+            self._fill()
+        line = self._take(end + 1)[:-1]
+        return line.removesuffix(b"\r").decode("latin-1")
 
-def _count_fields(count: int, kind: str) -> None:
-    if count > MAX_FIELDS:
+    def _take(self, size: int) -> bytes:
+        """The first `size` bytes of the buffer, taken out of it; waits for them to arrive."""
+        while len(self._buf) < size:
+            self._fill()
+        with memoryview(self._buf) as view:
+            data = bytes(view[:size])  # one copy, not a bytearray slice copied again
+        del self._buf[:size]
+        return data
+
+    def _read_fields(self, kind: str) -> dict[str, str]:
+        """Header (or trailer) fields up to the empty line; names lower-cased."""
+        fields: dict[str, str] = {}
+        for _ in range(MAX_FIELDS + 1):
+            line = self._read_line()
+            if not line:
+                return fields
+            name, colon, value = line.partition(":")
+            name = name.lower()
+            # A space or tab before the colon, or a line starting with one (an obsolete folded
+            # value), is how one field is smuggled past a parser that reads it as another.
+            if not colon or not name or name != name.strip() or " " in name or "\t" in name:
+                raise ProtocolError(f"a malformed {kind} field: {line[:60]!r}")
+            value = value.strip(" \t")
+            if "\r" in value or "\0" in value:
+                raise ProtocolError(f"a {kind} field with a control character: {name[:40]!r}")
+            if name in _FRAMING and fields.get(name, value) != value:
+                raise ProtocolError(f"two different {name} fields")
+            fields[name] = value
         raise ProtocolError(f"more than {MAX_FIELDS} {kind} fields")
+
+    def _read_head(self) -> tuple[int, dict[str, str]]:
+        """The status and fields of the answer, after at most MAX_INTERIM 1xx answers."""
+        for _ in range(MAX_INTERIM + 1):
+            status_line = self._read_line()
+            parts = status_line.split(" ", 2)
+            if (len(parts) < 2 or parts[0] not in ("HTTP/1.1", "HTTP/1.0")
+                    or len(parts[1]) != 3 or not parts[1].isascii() or not parts[1].isdigit()):
+                raise ProtocolError(f"not an HTTP response: {status_line[:60]!r}")
+            status, fields = int(parts[1]), self._read_fields("header")
+            if parts[0] == "HTTP/1.0":
+                fields["connection"] = "close"  # 1.0 keeps a connection only when asked to
+            if status == 101:
+                raise ProtocolError("the relay switched protocols")
+            if status >= 200:
+                return status, fields
+        raise ProtocolError(f"more than {MAX_INTERIM} interim (1xx) answers")
+
+    def _read_body(self, status: int, fields: dict[str, str], method: str) -> bytes:
+        if method == "HEAD" or status in _NO_BODY:
+            return b""
+        coding = fields.get("transfer-encoding")
+        if coding is not None:
+            if "content-length" in fields:  # a classic request-smuggling shape: trust neither
+                raise ProtocolError("an answer with both a content-length and a transfer-encoding")
+            if coding.lower() != "chunked":
+                raise ProtocolError(f"an unsupported transfer-encoding {coding[:40]!r}")
+            return self._read_chunked()
+        length = fields.get("content-length")
+        if length is None:  # read until the connection closes: the relay always gives a length
+            raise ProtocolError("an answer without a content-length or a chunked body")
+        size = self._size(length, "content-length", 10)
+        if size > self.max_body:
+            raise ProtocolError(f"an answer of {size} bytes, over the limit of {self.max_body}")
+        return self._take(size)
+
+    @staticmethod
+    def _size(text: str, what: str, base: int) -> int:
+        digits = "0123456789" if base == 10 else _HEX
+        if not text or len(text) > MAX_SIZE_DIGITS or not all(c in digits for c in text):
+            raise ProtocolError(f"a malformed {what}: {text[:20]!r}")
+        return int(text, base)
+
+    def _read_chunked(self) -> bytes:
+        parts: list[bytes] = []
+        total = 0
+        while True:
+            size = self._size(self._read_line().split(";", 1)[0].strip(" \t"), "chunk size", 16)
+            total += size
+            if total > self.max_body:
+                raise ProtocolError(f"a chunked answer over the limit of {self.max_body} bytes")
+            if size == 0:
+                self._read_fields("trailer")  # bounded like headers, then dropped
+                return b"".join(parts)
+            parts.append(self._take(size))
+            if self._take(2) != b"\r\n":
+                raise ProtocolError("a chunk not followed by CRLF")
