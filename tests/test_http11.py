@@ -9,7 +9,7 @@ from collections.abc import Callable
 
 import pytest
 
-from follower.http11 import MAX_FIELDS, Connection, ProtocolError
+from follower.http11 import MAX_FIELDS, Connection, ProtocolError, _host_field
 from tests.faults import read_request
 
 
@@ -269,3 +269,65 @@ def test_bytes_after_an_answer_are_not_taken_for_the_next_one() -> None:
     finally:
         conn.close()
         server.close()
+
+
+def test_bytes_arriving_after_an_answer_was_read_are_not_taken_for_the_next_one() -> None:
+    def late(conn: socket.socket) -> None:
+        conn.sendall(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\n{}")
+        time.sleep(0.2)  # after the client has read its answer, before it asks again
+        conn.sendall(b"HTTP/1.1 200 OK\r\ncontent-length: 6\r\n\r\nforged")
+
+    server = HostileServer(late)
+    conn = Connection("127.0.0.1", server.port, timeout=TIMEOUT_S)
+    try:
+        assert conn.exchange("GET", "/", b"", {}) == (200, b"{}")
+        time.sleep(0.4)
+        assert conn.exchange("GET", "/", b"", {}) == (200, b"{}")
+        assert server.connections == 2
+    finally:
+        conn.close()
+        server.close()
+
+
+def test_interim_answers_are_skipped_and_bodiless_statuses_read_no_body() -> None:
+    port, _ = serve([
+        b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 103 Early Hints\r\nlink: </a>\r\n\r\n"
+        b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\n{}",
+        b"HTTP/1.1 204 No Content\r\ncontent-length: 7\r\n\r\n",
+        b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\n{}",
+    ])
+    conn = Connection("127.0.0.1", port, timeout=5)
+    assert conn.exchange("GET", "/", b"", {}) == (200, b"{}")
+    assert conn.exchange("GET", "/", b"", {}) == (204, b"")
+    assert conn.exchange("GET", "/", b"", {}) == (200, b"{}")  # the 204 left the stream in step
+    conn.close()
+
+
+def test_an_http_1_0_answer_is_not_kept_alive() -> None:
+    server = HostileServer(reply(b"HTTP/1.0 200 OK\r\ncontent-length: 2\r\n\r\n{}"))
+    conn = Connection("127.0.0.1", server.port, timeout=TIMEOUT_S)
+    try:
+        assert conn.exchange("GET", "/", b"", {}) == (200, b"{}")
+        assert conn.exchange("GET", "/", b"", {}) == (200, b"{}")
+        assert server.connections == 2
+    finally:
+        conn.close()
+        server.close()
+
+
+@pytest.mark.parametrize("reply", [
+    pytest.param(OK + b"content-length: 2\r\ntransfer-encoding: chunked\r\n\r\n2\r\n{}\r\n0\r\n\r\n",
+                 id="both a length and a coding"),
+    pytest.param(OK + b"content-length : 2\r\n\r\n{}", id="space before the colon"),
+    pytest.param(OK + b"x-a: b\r\n continued\r\ncontent-length: 2\r\n\r\n{}", id="folded field"),
+    pytest.param(OK + b"content-length: 0000000000002\r\n\r\n{}", id="length of 13 digits"),
+    pytest.param(OK + b"content-length: \xb2\r\n\r\n{}", id="a superscript two, a digit to str.isdigit"),
+    pytest.param(b"HTTP/1.1 101 Switching Protocols\r\n\r\n", id="protocol switch"),
+])
+def test_framing_a_parser_could_read_two_ways_is_a_protocol_error(reply: bytes) -> None:
+    with pytest.raises(ProtocolError):
+        answer_with(reply).exchange("GET", "/", b"", {})
+
+
+def test_the_host_field_carries_an_international_name_in_its_ascii_form() -> None:
+    assert _host_field("bücher.example", 8080) == "xn--bcher-kva.example:8080"
