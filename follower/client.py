@@ -153,6 +153,9 @@ def check_relay_url(url: str) -> str:
     parts = urlsplit(url)
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise UserError(f"relay URL {url!r} must look like http://HOST:PORT or https://HOST")
+    if not all("!" <= c <= "~" for c in parts.path):  # what an HTTP request line can carry
+        raise UserError(f"relay URL {url!r} has a path with spaces or non-ASCII characters; "
+                        "percent-encode them (%20 for a space)")
     return url.rstrip("/")
 
 

@@ -5,10 +5,12 @@ from __future__ import annotations
 import socket
 import threading
 import time
+from collections.abc import Callable
 
 import pytest
 
-from follower.http11 import Connection, ProtocolError
+from follower.http11 import MAX_FIELDS, Connection, ProtocolError, _host_field
+from tests.faults import read_request
 
 
 def serve(replies: list[bytes]) -> tuple[int, list[bytes]]:
@@ -61,10 +63,19 @@ def test_garbage_and_missing_length_are_protocol_errors() -> None:
         Connection("127.0.0.1", port, timeout=5).exchange("GET", "/", b"", {})
 
 
-def test_peer_closing_midway_is_a_connection_reset() -> None:
+def test_peer_closing_midway_is_a_protocol_error() -> None:
     port, _ = serve([b"HTTP/1.1 200 OK\r\ncontent-length: 10\r\n\r\nshort"])
     conn = Connection("127.0.0.1", port, timeout=5)
-    with pytest.raises(ConnectionResetError):
+    with pytest.raises(ProtocolError, match="closed the connection"):
+        conn.exchange("GET", "/", b"", {})
+
+
+def test_peer_closing_before_answering_is_a_connection_reset() -> None:
+    """What a kept-alive connection the relay has dropped looks like: the caller retries."""
+    port, _ = serve([b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\n{}"])
+    conn = Connection("127.0.0.1", port, timeout=5)
+    assert conn.exchange("GET", "/", b"", {}) == (200, b"{}")
+    with pytest.raises((ConnectionResetError, BrokenPipeError)):  # the two the client retries
         conn.exchange("GET", "/", b"", {})
 
 
@@ -131,3 +142,192 @@ def test_trailers_are_read_and_dropped() -> None:
     conn = answer_with(b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n" + body)
     assert conn.exchange("GET", "/", b"", {}) == (200, b"{}")
     conn.close()
+
+
+# Hostile answers over a real loopback socket. The server keeps each first connection open after
+# misbehaving, so a client that waited for more bytes would end in a TimeoutError, not the
+# ProtocolError these tests expect; later connections get a good answer.
+
+Behaviour = Callable[[socket.socket], None]
+FLOOD_CAP = 16 * 1024 * 1024  # bytes a flood sends at most, so a broken client cannot hang the test
+TIMEOUT_S = 3.0
+
+
+def flood(head: bytes, unit: bytes) -> Behaviour:
+    def run(conn: socket.socket) -> None:
+        conn.sendall(head)
+        for _ in range(FLOOD_CAP // len(unit)):
+            conn.sendall(unit)
+    return run
+
+
+def reply(raw: bytes) -> Behaviour:
+    return lambda conn: conn.sendall(raw)
+
+
+def truncate(raw: bytes) -> Behaviour:
+    def run(conn: socket.socket) -> None:
+        conn.sendall(raw)
+        conn.shutdown(socket.SHUT_WR)
+    return run
+
+
+class HostileServer:
+    """The first connection gets `behaviour`; each later one a good answer to every request."""
+
+    def __init__(self, behaviour: Behaviour) -> None:
+        self.behaviour = behaviour
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.port = self.listener.getsockname()[1]
+        self.connections = 0
+        self.first_closed = threading.Event()  # the client hung up on the misbehaving connection
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    def _serve(self) -> None:
+        while True:
+            try:
+                conn, _ = self.listener.accept()
+            except OSError:
+                return
+            self.connections += 1
+            handle = self._misbehave if self.connections == 1 else self._answer_well
+            threading.Thread(target=handle, args=(conn,), daemon=True).start()
+
+    def _misbehave(self, conn: socket.socket) -> None:
+        with conn:
+            conn.settimeout(10 * TIMEOUT_S)
+            try:
+                if read_request(conn) is None:
+                    return
+                self.behaviour(conn)
+                while conn.recv(4096):
+                    pass
+            except OSError:
+                pass  # a reset: the client hung up mid-flood
+            self.first_closed.set()
+
+    def _answer_well(self, conn: socket.socket) -> None:
+        with conn:
+            while read_request(conn) is not None:
+                conn.sendall(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\n{}")
+
+    def close(self) -> None:
+        self.listener.close()
+
+
+CAP = 64 * 1024
+OK = b"HTTP/1.1 200 OK\r\n"
+CHUNKED = OK + b"transfer-encoding: chunked\r\n\r\n"
+ATTACKS: dict[str, Behaviour] = {
+    "endless headers": flood(OK, b"x-filler: " + b"y" * 50 + b"\r\n"),
+    "a huge header line": flood(OK + b"x-big: ", b"y" * 4096),
+    "an endless status line": flood(b"HTTP/1.1 200 ", b"O" * 4096),
+    "too many headers": reply(OK + b"x: y\r\n" * (MAX_FIELDS + 1) + b"content-length: 0\r\n\r\n"),
+    "too many trailers": reply(CHUNKED + b"0\r\n" + b"x: y\r\n" * (MAX_FIELDS + 1) + b"\r\n"),
+    "a declared length over the cap": flood(OK + f"content-length: {CAP + 1}\r\n\r\n".encode(), b"x" * 4096),
+    "a chunked body over the cap": flood(CHUNKED, b"1000\r\n" + b"x" * 4096 + b"\r\n"),
+    "one chunk over the cap": flood(CHUNKED + b"fffffffffff\r\n", b"x" * 4096),
+    "a chunk size that is not hex": reply(CHUNKED + b"zz\r\n"),
+    "a negative chunk size": reply(CHUNKED + b"-1\r\n"),
+    "a chunk size of 30 digits": reply(CHUNKED + b"1" * 30 + b"\r\n"),
+    "a body cut short": truncate(OK + b"content-length: 100\r\n\r\nshort"),
+    "a chunked body cut short": truncate(CHUNKED + b"10\r\nshort"),
+    "a head cut short": truncate(OK + b"content-len"),
+    "no status line": reply(b"content-length: 2\r\n\r\n{}"),
+    "an unknown transfer coding": reply(OK + b"transfer-encoding: gzip\r\n\r\n"),
+    "conflicting lengths": reply(OK + b"content-length: 2\r\ncontent-length: 3\r\n\r\n{}"),
+    "a body until the connection closes": truncate(OK + b"\r\n{}"),
+    "endless interim answers": flood(b"", b"HTTP/1.1 103 Early Hints\r\n\r\n"),
+}
+
+
+@pytest.mark.parametrize("attack", list(ATTACKS))
+def test_a_hostile_answer_is_a_quick_protocol_error_and_the_connection_is_dropped(attack: str) -> None:
+    server = HostileServer(ATTACKS[attack])
+    conn = Connection("127.0.0.1", server.port, timeout=TIMEOUT_S, max_body=CAP)
+    started = time.monotonic()
+    try:
+        with pytest.raises(ProtocolError):
+            conn.exchange("GET", "/", b"", {})
+        assert time.monotonic() - started < TIMEOUT_S  # refused at once, not waited out
+        assert server.first_closed.wait(TIMEOUT_S)
+        assert conn.exchange("GET", "/", b"", {}) == (200, b"{}")
+        assert server.connections == 2
+    finally:
+        conn.close()
+        server.close()
+
+
+def test_bytes_after_an_answer_are_not_taken_for_the_next_one() -> None:
+    server = HostileServer(reply(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\n{}"
+                                 b"HTTP/1.1 200 OK\r\ncontent-length: 6\r\n\r\nforged"))
+    conn = Connection("127.0.0.1", server.port, timeout=TIMEOUT_S)
+    try:
+        assert conn.exchange("GET", "/", b"", {}) == (200, b"{}")
+        assert conn.exchange("GET", "/", b"", {}) == (200, b"{}")
+        assert server.connections == 2
+    finally:
+        conn.close()
+        server.close()
+
+
+def test_bytes_arriving_after_an_answer_was_read_are_not_taken_for_the_next_one() -> None:
+    def late(conn: socket.socket) -> None:
+        conn.sendall(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\n{}")
+        time.sleep(0.2)  # after the client has read its answer, before it asks again
+        conn.sendall(b"HTTP/1.1 200 OK\r\ncontent-length: 6\r\n\r\nforged")
+
+    server = HostileServer(late)
+    conn = Connection("127.0.0.1", server.port, timeout=TIMEOUT_S)
+    try:
+        assert conn.exchange("GET", "/", b"", {}) == (200, b"{}")
+        time.sleep(0.4)
+        assert conn.exchange("GET", "/", b"", {}) == (200, b"{}")
+        assert server.connections == 2
+    finally:
+        conn.close()
+        server.close()
+
+
+def test_interim_answers_are_skipped_and_bodiless_statuses_read_no_body() -> None:
+    port, _ = serve([
+        b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 103 Early Hints\r\nlink: </a>\r\n\r\n"
+        b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\n{}",
+        b"HTTP/1.1 204 No Content\r\ncontent-length: 7\r\n\r\n",
+        b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\n{}",
+    ])
+    conn = Connection("127.0.0.1", port, timeout=5)
+    assert conn.exchange("GET", "/", b"", {}) == (200, b"{}")
+    assert conn.exchange("GET", "/", b"", {}) == (204, b"")
+    assert conn.exchange("GET", "/", b"", {}) == (200, b"{}")  # the 204 left the stream in step
+    conn.close()
+
+
+def test_an_http_1_0_answer_is_not_kept_alive() -> None:
+    server = HostileServer(reply(b"HTTP/1.0 200 OK\r\ncontent-length: 2\r\n\r\n{}"))
+    conn = Connection("127.0.0.1", server.port, timeout=TIMEOUT_S)
+    try:
+        assert conn.exchange("GET", "/", b"", {}) == (200, b"{}")
+        assert conn.exchange("GET", "/", b"", {}) == (200, b"{}")
+        assert server.connections == 2
+    finally:
+        conn.close()
+        server.close()
+
+
+@pytest.mark.parametrize("reply", [
+    pytest.param(OK + b"content-length: 2\r\ntransfer-encoding: chunked\r\n\r\n2\r\n{}\r\n0\r\n\r\n",
+                 id="both a length and a coding"),
+    pytest.param(OK + b"content-length : 2\r\n\r\n{}", id="space before the colon"),
+    pytest.param(OK + b"x-a: b\r\n continued\r\ncontent-length: 2\r\n\r\n{}", id="folded field"),
+    pytest.param(OK + b"content-length: 0000000000002\r\n\r\n{}", id="length of 13 digits"),
+    pytest.param(OK + b"content-length: \xb2\r\n\r\n{}", id="a superscript two, a digit to str.isdigit"),
+    pytest.param(b"HTTP/1.1 101 Switching Protocols\r\n\r\n", id="protocol switch"),
+])
+def test_framing_a_parser_could_read_two_ways_is_a_protocol_error(reply: bytes) -> None:
+    with pytest.raises(ProtocolError):
+        answer_with(reply).exchange("GET", "/", b"", {})
+
+
+def test_the_host_field_carries_an_international_name_in_its_ascii_form() -> None:
+    assert _host_field("bücher.example", 8080) == "xn--bcher-kva.example:8080"
