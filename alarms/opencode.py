@@ -53,7 +53,7 @@ from alarms.mailbox import SessionMail
 from alarms.opencode_api import OpencodeClient, OpencodeError, OpencodeRefused
 from alarms.opencode_outbox import Batch, Outbox, OutboxState, accepted, new_batch
 from alarms.procnet import pid_listening_on
-from keys.storage import held_by_other, hold_for_life
+from durable.locks import held_by_other, hold_for_life
 
 HOST = "opencode"
 PREFIX = f"alarm-{HOST}-"
@@ -144,7 +144,7 @@ class AlarmStatus:
         return cls(**{k: v for k, v in raw.items() if k in cls.__dataclass_fields__})
 
     def save(self, path: Path) -> None:
-        from spool_writer.layout import write_json
+        from durable.files import write_json
 
         write_json(path, asdict(self))
 
@@ -242,7 +242,7 @@ class OpencodeAlarm:
         log.info("stopped")
 
     def step(self) -> float:
-        from keys.errors import TalkError
+        from durable.errors import TalkError
 
         try:
             if not self._session_live():

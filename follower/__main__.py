@@ -18,7 +18,7 @@ from follower.state import LOG_FILE, hold_lock
 
 
 def setup_logging(folder: Path, to_stderr: bool) -> None:
-    from keys.storage import open_private
+    from durable.files import open_private
 
     # The handler opens the log by name and would write through a planted link: refuse one first.
     os.close(open_private(folder / LOG_FILE, os.O_WRONLY | os.O_CREAT | os.O_APPEND))
@@ -34,9 +34,9 @@ def setup_logging(folder: Path, to_stderr: bool) -> None:
 
 
 def run(folder: Path, relay: str, foreground: bool = False) -> int:
+    from durable.errors import TalkError
     from follower.daemon import Follower
     from keys import keystore
-    from keys.errors import TalkError
 
     setup_logging(folder, foreground)
     log = logging.getLogger("talk.follower")

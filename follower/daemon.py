@@ -18,6 +18,8 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
+from durable.errors import TalkError
+from durable.files import sweep_temp_files
 from follower.backoff import delay
 from follower.channeldb import ChannelDB, SpoolDedup, receiving
 from follower.client import RelayClient
@@ -27,10 +29,8 @@ from follower.receipts import ReceiptBatch
 from follower.state import FollowConfig, FollowStatus
 from follower.upkeep import Upkeep, follower_delay
 from keys.contacts import Contact, ContactBook
-from keys.errors import TalkError
 from keys.identity import Identity
 from keys.invites import InviteBook
-from keys.storage import sweep_temp_files
 from spool_writer.doorbell import Doorbell, bell_path
 from spool_writer.spool import Spool
 

@@ -16,7 +16,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from keys.storage import held_by_other, hold_for_life, open_private, read_json, replace_file, write_json
+from durable.files import open_private, read_json, replace_file, write_json
+from durable.locks import held_by_other, hold_for_life
 
 CONFIG_FILE = "follower.json"
 STATUS_FILE = "follower-status.json"

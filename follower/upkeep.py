@@ -17,6 +17,7 @@ from collections.abc import Callable
 from functools import partial
 from pathlib import Path
 
+from durable.files import read_json, write_json
 from follower.backoff import DEPOSIT_DELAY_ENV, deposit_delay
 from follower.client import RelayClient
 from follower.held import HeldBox
@@ -26,7 +27,6 @@ from follower.receipts import ReceiptBatch
 from keys.contacts import ContactBook
 from keys.identity import Identity
 from keys.policy import HOLD_HOURS
-from keys.storage import read_json, write_json
 from spool_writer import handed
 from spool_writer.layout import SpoolLayout
 

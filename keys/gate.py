@@ -14,7 +14,7 @@ import re
 from datetime import UTC, datetime
 from typing import Any
 
-from keys.printable import is_printable, printable
+from durable.printable import is_printable, printable
 
 HEX32 = re.compile(r"[0-9a-f]{32}")
 # RFC 3339 in UTC as talk writes it: a "Z" offset, optional fraction of up to 9 digits.

@@ -17,10 +17,10 @@ from typing import Any
 from nacl import pwhash, secret, utils
 from nacl.exceptions import CryptoError
 
+from durable.errors import NotFound, UserError
+from durable.files import ensure_private_dir, read_json, write_json
 from keys.encoding import b64d, b64e
-from keys.errors import NotFound, UserError
 from keys.identity import Identity, check_name, fingerprint
-from keys.storage import ensure_private_dir, read_json, write_json
 
 IDENTITY_FILE = "identity.json"
 OPSLIMIT = 3

@@ -4,19 +4,19 @@ Alarms append one line per message they take from a session's spool, before they
 cursor (so a crash repeats a line, never loses one); the follower reads the log from its own
 offset, sends each sender a `delivered` receipt, and only then saves the offset. When it has
 read everything, it empties the log under the same lock. Alarms import it: it needs only the
-standard library and keys.storage's locked, durable append.
+standard library and the leaf's locked, durable append (`durable.ndjson`).
 """
 
 from __future__ import annotations
 
 import fcntl
-import json
 import os
 import time
 from pathlib import Path
 from typing import Any
 
-from keys.storage import append_records, open_private
+from durable.files import open_private
+from durable.ndjson import append_records, complete_lines, parse_records
 from spool_writer.doorbell import bell_path, ring
 
 HANDED_FILE = "handed.ndjson"
@@ -51,16 +51,8 @@ def read_since(log: Path, offset: int) -> tuple[list[dict[str, Any]], int]:
             raw = f.read()
     except FileNotFoundError:
         return [], 0
-    end = raw.rfind(b"\n") + 1
-    items = []
-    for line in raw[:end].splitlines():
-        try:
-            item = json.loads(line)
-        except ValueError:
-            continue
-        if isinstance(item, dict):
-            items.append(item)
-    return items, offset + end
+    whole, end = complete_lines(raw)
+    return parse_records(whole), offset + end
 
 
 def empty_if_read(log: Path, offset: int) -> int:

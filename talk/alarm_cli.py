@@ -54,7 +54,7 @@ def _live_alarm(folder: Path, url: str, sid: str | None) -> dict[str, Any] | Non
 def spawn(folder: Path, url: str, sid: str, pid: int | None) -> int:
     """Start the daemon in its own session and wait until it holds the liveness lock."""
     from alarms.opencode import AlarmFiles, running_pid
-    from keys.errors import TalkError
+    from durable.errors import TalkError
 
     cmd = [sys.executable, "-m", "alarms.opencode", "--folder", str(folder), "--url", url, "--session", sid]
     if pid is not None:
@@ -74,7 +74,7 @@ def spawn(folder: Path, url: str, sid: str, pid: int | None) -> int:
 
 def _new_session(url: str) -> str:
     from alarms.opencode_api import OpencodeClient, OpencodeError
-    from keys.errors import UserError
+    from durable.errors import UserError
 
     try:
         return OpencodeClient(url).create_session()
@@ -95,7 +95,7 @@ def opencode(
 ) -> None:
     """Start the opencode alarm: new mail becomes a turn of an opencode session (prompt_async)."""
     from alarms.opencode_api import split_url
-    from keys.errors import UserError
+    from durable.errors import UserError
     from spool_writer.layout import check_sid
 
     try:
@@ -126,7 +126,7 @@ def _report(pid: int, sid: str, url: str, started: bool, human: str, as_json: bo
 def stop_opencode(session: SessionOpt = None, user: User = None, as_json: Json = False) -> None:
     """Stop the opencode alarm of one session (default: every opencode alarm of this identity)."""
     from alarms.opencode import alarm_status, running_pid
-    from keys.errors import TalkError
+    from durable.errors import TalkError
 
     folder = _folder(user)
     rows = [r for r in alarm_status(folder) if r["running"] and (session is None or r["session"] == session)]

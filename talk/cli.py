@@ -52,9 +52,9 @@ def init(
     """Create an identity under TALK_HOME and publish its keys on the relay."""
     import os
 
+    from durable.errors import RelayError, UserError
     from follower.client import RelayClient, check_relay_url
     from keys import keystore
-    from keys.errors import RelayError, UserError
     from keys.identity import Identity
     from talk.context import passphrase_from, relay_url
 
@@ -266,7 +266,7 @@ def invite_revoke(
     user: User = None, relay: Relay = None, passphrase_file: PassFile = None, as_json: Json = False,
 ) -> None:
     """Revoke an open invite code so nobody can use it."""
-    from keys.errors import InviteError
+    from durable.errors import InviteError
     from keys.invites import InviteState, parse_code, state_of
 
     s = _session(user, relay, passphrase_file)

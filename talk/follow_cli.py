@@ -21,8 +21,8 @@ STOP_TIMEOUT_S = 10.0
 
 def spawn(folder: Path, relay: str, passphrase_file: str | None) -> int:
     """Start the daemon in its own session and wait until it holds the liveness lock."""
+    from durable.errors import TalkError
     from follower.state import LOG_FILE, running_pid
-    from keys.errors import TalkError
 
     env = dict(os.environ)
     path = passphrase_file or os.environ.get("TALK_PASSPHRASE_FILE")
@@ -60,8 +60,8 @@ def follow(
     user: User = None, relay: Relay = None, passphrase_file: PassFile = None, as_json: Json = False,
 ) -> None:
     """Start the follower daemon: it takes the peers' mail as it lands and spools it."""
+    from durable.errors import UserError
     from follower.state import FollowConfig, running_pid
-    from keys.errors import UserError
     from talk.context import open_session
 
     if interval <= 0:
@@ -100,8 +100,8 @@ def stop(
     user: User = None, as_json: Json = False,
 ) -> None:
     """Stop the follower (or stop following some peers)."""
+    from durable.errors import TalkError
     from follower.state import FollowConfig, running_pid
-    from keys.errors import TalkError
     from talk.context import open_session
 
     folder = open_session(user, None, None).folder

@@ -22,8 +22,8 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import CallToolResult, TextContent
 from pydantic import Field
 
+from durable.errors import NotFound, TalkError
 from keys.contacts import Contact
-from keys.errors import NotFound, TalkError
 from talk.context import Session, open_session
 from talk.output import warn
 

@@ -37,7 +37,7 @@ from alarms.opencode import (
 from alarms.opencode_api import OpencodeClient, OpencodeDown, split_url
 from alarms.opencode_outbox import Batch, Outbox, OutboxState, accepted, fresh, new_batch, opencode_id
 from alarms.procnet import listening_inodes, pid_listening_on
-from keys.errors import UserError
+from durable.errors import UserError
 from spool_writer import lines
 from spool_writer.cursor import CursorReader
 from spool_writer.layout import SpoolLayout

@@ -21,6 +21,7 @@ import pytest
 import follower.outbox as outbox_mod
 import spool_writer.handed as handed
 from alarms.framing import FOOTER, TRUSTED_TASKS, frame, one_line
+from durable.errors import NotFound, UserError
 from follower.admission import MAX_HOPS, RateWindow, Verdict, admit, hops_of
 from follower.held import HeldBox
 from follower.outbox import MAX_ATTEMPTS, PREVIEW, Entry, Outbox, advance, fold
@@ -30,7 +31,6 @@ from follower.tasks import TaskLedger
 from follower.tasks import fold as fold_tasks
 from keys.contacts import Contact, Source, pinned_contact
 from keys.envelope import Inner, new_message
-from keys.errors import NotFound, UserError
 from keys.gate import Invalid
 from keys.identity import Identity
 from keys.policy import (

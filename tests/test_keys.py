@@ -14,6 +14,15 @@ from pathlib import Path
 import pytest
 from nacl.secret import SecretBox
 
+from durable.errors import (
+    InviteError,
+    KeyInUse,
+    MessageTooLarge,
+    PinMismatch,
+    TamperedMessage,
+    UnknownSender,
+    UserError,
+)
 from keys import keystore
 from keys.contacts import ContactBook, Source, free_name, pinned_contact
 from keys.encoding import HEX32, b64e
@@ -28,15 +37,6 @@ from keys.envelope import (
     open_blob,
     pad,
     seal,
-)
-from keys.errors import (
-    InviteError,
-    KeyInUse,
-    MessageTooLarge,
-    PinMismatch,
-    TamperedMessage,
-    UnknownSender,
-    UserError,
 )
 from keys.identity import Identity, KeyBundle, fingerprint, parse_fingerprint
 from keys.invites import (
