@@ -20,7 +20,7 @@ from typing import Any
 
 from durable.errors import TalkError
 from durable.files import sweep_temp_files
-from follower.backoff import delay
+from follower.backoff import RETRY
 from follower.channeldb import ChannelDB, SpoolDedup, receiving
 from follower.client import RelayClient
 from follower.inbound import LINGER_S, Inbox
@@ -174,7 +174,7 @@ class Follower:
                     failures, next_drain = 0, time.monotonic() + self.config.interval
                 except Exception as exc:  # never exit: record, back off, retry
                     failures += 1
-                    next_drain = time.monotonic() + delay(failures)
+                    next_drain = time.monotonic() + RETRY.delay(failures)
                     self.record_error(exc)
                 self.save_status()
             if not failures and (self.upkeep_due or time.monotonic() >= next_upkeep):
