@@ -53,6 +53,7 @@ def init(
     import os
 
     from durable.errors import RelayError, UserError
+    from durable.home import IDENTITY_FILE
     from follower.client import RelayClient, check_relay_url
     from keys import keystore
     from keys.identity import Identity
@@ -69,7 +70,7 @@ def init(
     home = keystore.talk_home()
     folder = keystore.create(home, identity, passphrase_from(passphrase_file), url)
     if no_passphrase:
-        warn(LOUD_NO_PASSPHRASE.format(name=name, path=folder / keystore.IDENTITY_FILE))
+        warn(LOUD_NO_PASSPHRASE.format(name=name, path=folder / IDENTITY_FILE))
     try:
         RelayClient(url).publish(identity.bundle())
     except RelayError as exc:
