@@ -16,7 +16,7 @@ import errno
 import fcntl
 import json
 import os
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +28,7 @@ __all__ = [
     "complete_lines",
     "json_lines",
     "parse_records",
+    "read_after",
     "read_records",
     "seal_torn_tail",
 ]
@@ -104,19 +105,37 @@ def parse_records(lines: Iterable[bytes]) -> list[dict[str, Any]]:
     return records
 
 
+def _read(path: Path, where: Callable[[int], int]) -> tuple[bytes, int]:
+    """The bytes of the log from `where(its size)` to its end, read under its shared lock, and
+    that start; FileNotFoundError if there is no log."""
+    fd = open_private(path, os.O_RDONLY)
+    with os.fdopen(fd, "rb") as f:
+        fcntl.flock(f.fileno(), fcntl.LOCK_SH)
+        start = where(os.fstat(f.fileno()).st_size)
+        f.seek(start)
+        return f.read(), start
+
+
 def read_records(path: Path, tail_bytes: int | None = None) -> list[dict[str, Any]]:
     """Every record in the whole lines of an append log (none if it does not exist). With
     `tail_bytes`, only the lines in that many bytes at the end (the newest), however long the
     log has grown."""
     try:
-        fd = open_private(path, os.O_RDONLY)
+        raw, start = _read(path, lambda size: 0 if tail_bytes is None else max(0, size - tail_bytes))
     except FileNotFoundError:
         return []
-    with os.fdopen(fd, "rb") as f:
-        fcntl.flock(f.fileno(), fcntl.LOCK_SH)
-        start = 0 if tail_bytes is None else max(0, os.fstat(f.fileno()).st_size - tail_bytes)
-        f.seek(start)
-        raw = f.read()
     if start:
         raw = raw[raw.find(b"\n") + 1:]  # the first line is cut
     return parse_records(complete_lines(raw)[0])
+
+
+def read_after(path: Path, offset: int) -> tuple[list[dict[str, Any]], int]:
+    """The records in the whole lines after `offset`, and the offset after the last whole line
+    (none, 0 if there is no log). An offset past the end means the log was emptied since: it is
+    read from the start."""
+    try:
+        raw, start = _read(path, lambda size: 0 if offset > size else offset)
+    except FileNotFoundError:
+        return [], 0
+    whole, end = complete_lines(raw)
+    return parse_records(whole), start + end
