@@ -17,10 +17,10 @@ from typing import Any
 from nacl import pwhash, secret, utils
 from nacl.exceptions import CryptoError
 
-from durable import home
 from durable.errors import NotFound, UserError
 from durable.files import ensure_private_dir, read_json, write_json
-from durable.home import IDENTITY_FILE
+from durable.home import IDENTITY_FILE, identity_names
+from durable.home import talk_home as default_home
 from keys.encoding import b64d, b64e
 from keys.identity import Identity, check_name, fingerprint
 
@@ -43,11 +43,11 @@ class IdentityRecord:
 
 
 def talk_home(env_home: str | None = None) -> Path:
-    return Path(env_home or home.talk_home(os.environ))
+    return Path(env_home or default_home(os.environ))
 
 
 def list_identities(folder: Path) -> list[str]:
-    return home.identity_names(str(folder))
+    return identity_names(str(folder))
 
 
 def choose_identity(home: Path, user: str | None) -> str:
