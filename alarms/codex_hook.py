@@ -18,7 +18,7 @@ at-most-once behaviour: there is nothing to check against.
 
 A broken hook must never wedge the agent: any error prints `{}`, exits 0, and is appended to
 `codex-hook.log` in the identity folder. This runs on every turn, so it imports only the
-standard library, `alarms` and `spool_writer`, and those lazily; it is meant to be run as
+standard library, `alarms`, `spool_writer` and `durable`, and those lazily; it is meant to be run as
 `PYTHON -I -S .../alarms/codex_hook.py` (see `talk install codex`), which puts the folder
 holding `alarms` on sys.path itself.
 """
@@ -43,7 +43,6 @@ HOST = "codex"
 HOST_NAMES = ("codex",)
 LOG_NAME = "codex-hook.log"
 LOG_MAX_BYTES = 256 * 1024
-IDENTITY_FILE = "identity.json"  # alarms.mailbox.IDENTITY_FILE
 CURSOR_VERSION = 1  # spool_writer.cursor.VERSION, the state file format `caught_up` reads
 PENDING_SUFFIX = ".pending.json"  # alarms.pending.SUFFIX: its presence leaves the fast path
 
@@ -136,17 +135,13 @@ def nothing_new(folder: str | Path, sid: str) -> bool:
 def fast_identity(env: dict[str, str]) -> str | None:
     """alarms.mailbox.identity_folder without pathlib (~4 ms a turn); None when that one must
     decide (and explain): TALK_USER names no identity, or there are none or several."""
-    home = env.get("TALK_HOME") or os.path.join(os.path.expanduser(env.get("HOME", "~")), ".talk")
-    user = env.get("TALK_USER")
+    from durable.home import identity_names, talk_home
+
+    home = talk_home(env)
+    names, user = identity_names(home), env.get("TALK_USER")
     if user:
-        folder = os.path.join(home, user)
-        return folder if os.path.isfile(os.path.join(folder, IDENTITY_FILE)) else None
-    try:
-        names = os.listdir(home)
-    except OSError:
-        return None
-    found = [os.path.join(home, n) for n in names if os.path.isfile(os.path.join(home, n, IDENTITY_FILE))]
-    return found[0] if len(found) == 1 else None
+        return os.path.join(home, user) if user in names else None
+    return os.path.join(home, names[0]) if len(names) == 1 else None
 
 
 def handle(raw: str, env: dict[str, str]) -> dict[str, Any]:
@@ -188,7 +183,9 @@ def log_folder(env: dict[str, str]) -> Path | None:
     try:
         return identity_folder(env)
     except Exception:
-        home = Path(env.get("TALK_HOME") or Path(env.get("HOME", "~")).expanduser() / ".talk")
+        from durable.home import talk_home
+
+        home = Path(talk_home(env))
         return home if home.is_dir() else None
 
 

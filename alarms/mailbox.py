@@ -10,7 +10,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-IDENTITY_FILE = "identity.json"
+from durable.home import identity_names, talk_home
 
 
 class NoIdentity(Exception):
@@ -20,16 +20,15 @@ class NoIdentity(Exception):
 def identity_folder(env: dict[str, str] | None = None) -> Path:
     """TALK_HOME/TALK_USER, or the only identity in TALK_HOME (default ~/.talk)."""
     env = dict(os.environ) if env is None else env
-    home = Path(env.get("TALK_HOME") or Path(env.get("HOME", "~")).expanduser() / ".talk")
-    user = env.get("TALK_USER")
+    home = talk_home(env)
+    names, user = identity_names(home), env.get("TALK_USER")
     if user:
-        if not (home / user / IDENTITY_FILE).is_file():
+        if user not in names:
             raise NoIdentity(f"no identity {user!r} in {home}")
-        return home / user
-    found = [p for p in home.iterdir() if (p / IDENTITY_FILE).is_file()] if home.is_dir() else []
-    if len(found) != 1:
-        raise NoIdentity(f"{len(found)} identities in {home}; set TALK_USER")
-    return found[0]
+        return Path(home, user)
+    if len(names) != 1:
+        raise NoIdentity(f"{len(names)} identities in {home}; set TALK_USER")
+    return Path(home, names[0])
 
 
 class SessionMail:

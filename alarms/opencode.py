@@ -33,16 +33,12 @@ Nothing is lost and nothing is shown twice: see `alarms.opencode_outbox` for why
 from __future__ import annotations
 
 import argparse
-import json
 import logging
-import logging.handlers
 import os
-import random
 import signal
 import sys
 import threading
 import time
-from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from enum import StrEnum
 from pathlib import Path
@@ -53,13 +49,15 @@ from alarms.mailbox import SessionMail
 from alarms.opencode_api import OpencodeClient, OpencodeError, OpencodeRefused
 from alarms.opencode_outbox import Batch, Outbox, OutboxState, accepted, new_batch
 from alarms.procnet import pid_listening_on
-from keys.storage import held_by_other, hold_for_life
+from durable import daemon
+from durable.backoff import Backoff
+from durable.daemon import setup_logging
+from durable.locks import held_by_other, hold_for_life
 
 HOST = "opencode"
 PREFIX = f"alarm-{HOST}-"
 POLL_S = 0.1  # reading an unchanged spool costs a stat and a lock: cheap, and mail lands within 2 s
-BACKOFF_BASE_S = 0.25
-BACKOFF_CAP_S = 5.0  # a local server: probing it is cheap, and mail should not wait long
+RETRY = Backoff(base_s=0.25, cap_s=5.0)  # a local server: probing it is cheap, and mail should not wait long
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
 
 log = logging.getLogger("talk.alarm.opencode")
@@ -73,12 +71,6 @@ class State(StrEnum):
 
 
 # --- pure decisions -------------------------------------------------------------------------
-
-
-def backoff(attempt: int, rand: Callable[[], float] = random.random) -> float:
-    """Seconds before try `attempt` (1-based) after failures: exponential, full jitter, capped."""
-    ceiling = min(BACKOFF_CAP_S, BACKOFF_BASE_S * 2.0 ** min(attempt, 16))
-    return ceiling / 2 + rand() * ceiling / 2
 
 
 def choose_pid(given: int | None, given_alive: bool, server: int | None, own: int) -> int:
@@ -135,36 +127,19 @@ class AlarmStatus:
 
     @classmethod
     def load(cls, path: Path) -> AlarmStatus | None:
-        try:
-            raw = json.loads(path.read_text())
-        except (OSError, ValueError):
-            return None
-        if not isinstance(raw, dict):
+        raw = daemon.load_status(path)
+        if raw is None:
             return None
         return cls(**{k: v for k, v in raw.items() if k in cls.__dataclass_fields__})
 
     def save(self, path: Path) -> None:
-        from spool_writer.layout import write_json
-
-        write_json(path, asdict(self))
-
-
-def hold_lock(path: Path) -> int | None:
-    """Take the liveness lock for this process's lifetime; None if a live alarm holds it."""
-    return hold_for_life(path)
-
-
-def is_running(files: AlarmFiles) -> bool:
-    return held_by_other(files.lock)
+        daemon.save_status(path, asdict(self))
 
 
 def running_pid(folder: Path, sid: str) -> int | None:
     """The live alarm's pid for session `sid`, or None; -1 if alive but its status is unreadable."""
     files = AlarmFiles(folder, sid)
-    if not is_running(files):
-        return None
-    status = AlarmStatus.load(files.status)
-    return status.pid if status is not None and status.pid else -1
+    return daemon.running_pid(files.lock, files.status)
 
 
 def alarm_status(folder: Path) -> list[dict[str, Any]]:
@@ -177,7 +152,7 @@ def alarm_status(folder: Path) -> list[dict[str, Any]]:
         if status is None or not status.session:
             continue
         files = AlarmFiles(folder, status.session)
-        running = is_running(files)
+        running = held_by_other(files.lock)
         pending = Outbox(files.outbox).load().pending
         row = asdict(status)
         row.update(host=HOST, running=running, state=status.state if running else State.STOPPED.value,
@@ -242,7 +217,7 @@ class OpencodeAlarm:
         log.info("stopped")
 
     def step(self) -> float:
-        from keys.errors import TalkError
+        from durable.errors import TalkError
 
         try:
             if not self._session_live():
@@ -275,7 +250,7 @@ class OpencodeAlarm:
 
     def _failed(self, exc: Exception) -> float:
         self.failures += 1
-        wait = backoff(self.failures)
+        wait = RETRY.delay(self.failures)
         if self.failures == 1 or self.failures % 10 == 0:
             log.warning("%s; mail is kept, next try in %.1f s (failure %d)", exc, wait, self.failures)
         self.status.last_error = _advice(exc, self.sid)
@@ -324,15 +299,6 @@ def find_or_create_session(client: OpencodeClient, sid: str | None) -> str:
     return sid if sid else client.create_session()
 
 
-def setup_logging(path: Path, to_stderr: bool) -> None:
-    handlers: list[logging.Handler] = [
-        logging.handlers.RotatingFileHandler(path, maxBytes=1024 * 1024, backupCount=3)]
-    if to_stderr:
-        handlers.append(logging.StreamHandler(sys.stderr))
-    logging.basicConfig(level=logging.INFO, handlers=handlers, format="%(asctime)s %(levelname)s %(message)s")
-    os.chmod(path, 0o600)
-
-
 def run(folder: Path, url: str, sid: str | None, pid: int | None, foreground: bool = False) -> int:
     """Run the alarm until SIGTERM/SIGINT; 0 also when another alarm already serves the session."""
     client = OpencodeClient(url)
@@ -347,7 +313,7 @@ def run(folder: Path, url: str, sid: str | None, pid: int | None, foreground: bo
 
     files = AlarmFiles(folder, check_sid(sid))
     setup_logging(files.log, foreground)
-    lock = hold_lock(files.lock)
+    lock = hold_for_life(files.lock)
     if lock is None:
         log.info("another alarm already serves session %s; exiting", sid)
         return 0

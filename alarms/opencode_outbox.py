@@ -28,10 +28,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from keys.errors import UserError
+from durable.errors import UserError
+from durable.files import read_json, write_json
 from spool_writer import handed as handed_log
 from spool_writer.cursor import CursorReader, load_state, lock_path, read_new
-from spool_writer.layout import flocked, generations, read_json, write_json
+from spool_writer.layout import flocked, generations
 
 RECENT = 512
 _B62 = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
@@ -112,7 +113,7 @@ class Outbox:
         self.path = path
 
     def load(self) -> OutboxState:
-        data = read_json(self.path)
+        data = read_json(self.path, None)
         if data is None:
             return OutboxState()
         try:

@@ -30,10 +30,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from durable.files import read_json, write_json
 from spool_writer import handed as handed_log
 from spool_writer import process
 from spool_writer.cursor import RECENT, load_state, lock_path, message_of, read_new
-from spool_writer.layout import SpoolLayout, flocked, generations, read_json, write_json
+from spool_writer.layout import SpoolLayout, flocked, generations
 
 SUFFIX = ".pending.json"
 VERSION = 1
@@ -102,7 +103,7 @@ def missing(batch: Batch, seen: Seen) -> list[str]:
 
 
 def load(path: Path) -> list[Batch]:
-    data = read_json(path)
+    data = read_json(path, None)
     if not isinstance(data, dict):
         return []
     try:

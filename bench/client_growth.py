@@ -52,10 +52,11 @@ from common import (
     timed,
 )
 
+from durable.files import read_json, write_json
+from durable.ndjson import append_records
 from follower.channeldb import ChannelDB
 from follower.outbox import Entry, Outbox
 from follower.seqcounter import COUNTER_FILE
-from keys.storage import append_records, read_json, write_json
 
 CHUNK = 10_000  # history lines per append
 

@@ -9,36 +9,20 @@ from __future__ import annotations
 
 import argparse
 import logging
-import logging.handlers
 import os
 import sys
 from pathlib import Path
 
+from durable.daemon import setup_logging
 from follower.state import LOG_FILE, hold_lock
 
 
-def setup_logging(folder: Path, to_stderr: bool) -> None:
-    from keys.storage import open_private
-
-    # The handler opens the log by name and would write through a planted link: refuse one first.
-    os.close(open_private(folder / LOG_FILE, os.O_WRONLY | os.O_CREAT | os.O_APPEND))
-    handler = logging.handlers.RotatingFileHandler(
-        folder / LOG_FILE, maxBytes=1024 * 1024, backupCount=3
-    )
-    handlers: list[logging.Handler] = [handler]
-    if to_stderr:
-        handlers.append(logging.StreamHandler(sys.stderr))
-    logging.basicConfig(level=logging.INFO, handlers=handlers,
-                        format="%(asctime)s %(levelname)s %(message)s")
-    os.chmod(folder / LOG_FILE, 0o600)
-
-
 def run(folder: Path, relay: str, foreground: bool = False) -> int:
+    from durable.errors import TalkError
     from follower.daemon import Follower
     from keys import keystore
-    from keys.errors import TalkError
 
-    setup_logging(folder, foreground)
+    setup_logging(folder / LOG_FILE, foreground)
     log = logging.getLogger("talk.follower")
     lock = hold_lock(folder)
     if lock is None:

@@ -1,19 +1,14 @@
-"""Random delays: retries back off exponentially with full jitter, so many followers do not
-return in step; a follower's own deposits wait a random pause after the fetch that caused them."""
+"""The follower's random delays: how it backs off from a relay that fails (`RETRY`, see
+`durable.backoff`), and the random pause its own deposits wait after the fetch that caused them."""
 
 from __future__ import annotations
 
 import random
 from collections.abc import Callable
 
-BASE_S = 0.25
-CAP_S = 10.0
+from durable.backoff import Backoff
 
-
-def delay(attempt: int, rand: Callable[[], float] = random.random) -> float:
-    """Seconds to wait before try number `attempt` (1-based) after a failure."""
-    ceiling = min(CAP_S, BASE_S * 2.0 ** min(attempt, 16))
-    return ceiling / 2 + rand() * ceiling / 2
+RETRY = Backoff(base_s=0.25, cap_s=10.0)
 
 
 DEPOSIT_DELAY_ENV = "TALK_DEPOSIT_JITTER"

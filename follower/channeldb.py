@@ -28,11 +28,11 @@ import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+from durable.errors import TalkError
+from durable.locks import locked
 from follower.sequence import KEEP_IDS_S, Channel, Decision, Gap, Verdict, judge, unknown_start
 from keys.contacts import ContactBook
 from keys.envelope import Inner
-from keys.errors import TalkError
-from keys.storage import open_private
 
 DB_FILE = "channels.db"
 LEGACY_FILE = "seen.log"
@@ -52,14 +52,8 @@ CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 def receiving(folder: Path) -> Iterator[None]:
     """Hold the identity's receive lock: one reader at a time takes its mail. (The identity
     folder was checked private when the session opened it.)"""
-    import fcntl
-
-    fd = open_private(folder / LOCK_FILE, os.O_RDWR | os.O_CREAT)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
+    with locked(folder / LOCK_FILE):
         yield
-    finally:
-        os.close(fd)
 
 
 def _connect(path: Path) -> sqlite3.Connection:

@@ -23,10 +23,10 @@ from urllib.parse import urlsplit
 
 from nacl.exceptions import CryptoError
 
+from durable.errors import RelayError, UserError
 from follower.http11 import Connection, ProtocolError
 from keys.encoding import b64d
 from keys.envelope import MAX_BLOB
-from keys.errors import RelayError, UserError
 from keys.identity import KeyBundle
 from keys.wire import API, SESSION_KEY_BYTES, auth_headers, session_headers
 

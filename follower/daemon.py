@@ -18,7 +18,9 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
-from follower.backoff import delay
+from durable.errors import TalkError
+from durable.files import sweep_temp_files
+from follower.backoff import RETRY
 from follower.channeldb import ChannelDB, SpoolDedup, receiving
 from follower.client import RelayClient
 from follower.inbound import LINGER_S, Inbox
@@ -27,10 +29,8 @@ from follower.receipts import ReceiptBatch
 from follower.state import FollowConfig, FollowStatus
 from follower.upkeep import Upkeep, follower_delay
 from keys.contacts import Contact, ContactBook
-from keys.errors import TalkError
 from keys.identity import Identity
 from keys.invites import InviteBook
-from keys.storage import sweep_temp_files
 from spool_writer.doorbell import Doorbell, bell_path
 from spool_writer.spool import Spool
 
@@ -174,7 +174,7 @@ class Follower:
                     failures, next_drain = 0, time.monotonic() + self.config.interval
                 except Exception as exc:  # never exit: record, back off, retry
                     failures += 1
-                    next_drain = time.monotonic() + delay(failures)
+                    next_drain = time.monotonic() + RETRY.delay(failures)
                     self.record_error(exc)
                 self.save_status()
             if not failures and (self.upkeep_due or time.monotonic() >= next_upkeep):

@@ -11,8 +11,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from keys.errors import NotFound
-from keys.storage import locked, read_json, write_json
+from durable.errors import NotFound
+from durable.files import read_json, write_json
+from durable.locks import folder_locked
 
 HELD_FILE = "held.json"
 
@@ -24,7 +25,7 @@ class HeldBox:
 
     def hold(self, record: dict[str, Any], reason: str) -> bool:
         """Keep `record` aside; False if it is held already."""
-        with locked(self.folder):
+        with folder_locked(self.folder):
             held: dict[str, Any] = read_json(self.path, {})
             if record["id"] in held:
                 return False
@@ -50,7 +51,7 @@ class HeldBox:
 
     def remove(self, ids: list[str]) -> list[dict[str, Any]]:
         """Take these out of the box; returns their entries (those still there)."""
-        with locked(self.folder):
+        with folder_locked(self.folder):
             held: dict[str, Any] = read_json(self.path, {})
             taken = [held.pop(i) for i in ids if i in held]
             if taken:

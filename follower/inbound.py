@@ -24,6 +24,7 @@ from typing import Any, Protocol
 
 from nacl.public import PublicKey
 
+from durable.errors import MalformedMessage, NotFound, SecurityError, TamperedMessage
 from follower import receipts as receipts_mod
 from follower.admission import RateWindow, admit, hops_of
 from follower.client import Fetched, RelayClient
@@ -38,7 +39,6 @@ from keys import mesh
 from keys.contacts import Contact, ContactBook, Source, peer_name, pinned_contact
 from keys.encoding import utc_now_iso
 from keys.envelope import Inner, open_blob, pair_tags
-from keys.errors import MalformedMessage, NotFound, SecurityError, TamperedMessage
 from keys.identity import Identity
 from keys.invites import InviteBook, InviteCode, InviteState, open_request, state_of
 from keys.policy import Policy, PolicyBook, Rule

@@ -10,13 +10,13 @@ from typing import Any
 from nacl.exceptions import CryptoError
 from nacl.public import PublicKey
 
+from durable.errors import InviteError, NotFound, PinMismatch, RelayError, UserError
 from follower.client import MALFORMED, RelayClient
 from follower.outbox import Outbox
 from follower.seqcounter import next_seq
 from keys.contacts import Contact, ContactBook, Source, peer_name, pinned_contact
 from keys.encoding import b64d, b64e
 from keys.envelope import Inner, channel_tag, new_message, seal
-from keys.errors import InviteError, NotFound, PinMismatch, RelayError, UserError
 from keys.identity import Identity, KeyBundle, check_name
 from keys.invites import InviteBook, InviteCode, box_proof, new_code, parse_code, seal_request
 from keys.policy import PolicyBook

@@ -26,18 +26,17 @@ entry in both, which reading folds into one.
 
 from __future__ import annotations
 
-import fcntl
 import json
 import os
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from durable.files import open_private, replace_file
+from durable.locks import locked
+from durable.ndjson import append_records, append_to, json_lines, read_records
 from keys import gate
-from keys.storage import append_records, json_lines, open_private, read_records, replace_file, seal_torn_tail
 
 OUTBOX_FILE = "outbox.ndjson"
 HISTORY_FILE = "outbox-history.ndjson"
@@ -143,21 +142,12 @@ class Outbox:
         self.lock = folder / "outbox.lock"
         self.history = folder / HISTORY_FILE
 
-    @contextmanager
-    def _locked(self) -> Iterator[None]:
-        # A lock of its own: compaction replaces the log, so its inode cannot hold the lock.
-        fd = open_private(self.lock, os.O_RDWR | os.O_CREAT)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX)
-            yield
-        finally:
-            os.close(fd)
-
     def _append(self, events: list[dict[str, Any]]) -> None:
-        with self._locked():
+        # A lock of its own: compaction replaces the log, so its inode cannot hold the lock.
+        with locked(self.lock):
             fd = open_private(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT)
             try:
-                os.write(fd, seal_torn_tail(fd) + json_lines(events))
+                append_to(fd, json_lines(events))
                 os.fsync(fd)
                 size = os.fstat(fd).st_size
                 due = size > COMPACT_BYTES and size > 2 * _compacted_size(fd)

@@ -11,7 +11,7 @@ import threading
 from collections.abc import Callable
 from urllib.parse import urlsplit
 
-from follower.backoff import delay
+from follower.backoff import RETRY
 from follower.client import Signer
 from keys.wire import API, auth_headers
 
@@ -74,5 +74,5 @@ class PushListener(threading.Thread):
             finally:
                 self._ws = None
             attempt += 1
-            self._stop.wait(delay(attempt))
+            self._stop.wait(RETRY.delay(attempt))
         self.on_state("off")

@@ -20,8 +20,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from durable.ndjson import append_records, read_records
 from keys.encoding import b64e
-from keys.storage import append_records, read_records
 
 QUARANTINE_FILE = "quarantine.ndjson"
 MAX_BYTES = 4 * 1024 * 1024

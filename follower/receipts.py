@@ -21,10 +21,10 @@ from typing import Any
 
 from nacl.public import PrivateKey, PublicKey
 
+from durable.errors import TalkError
 from follower.client import RelayClient
 from keys.contacts import Contact
 from keys.envelope import Inner, new_message, receipt_tag, seal
-from keys.errors import TalkError
 from keys.gate import MAX_REASON, RECEIPT_STATES, Invalid, check_receipts
 from keys.identity import Identity
 

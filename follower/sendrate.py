@@ -9,9 +9,10 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
+from durable.errors import UserError
+from durable.files import read_json, write_json
+from durable.locks import folder_locked
 from keys.contacts import Contact
-from keys.errors import UserError
-from keys.storage import locked, read_json, write_json
 
 SENDRATE_FILE = "sendrate.json"
 
@@ -19,7 +20,7 @@ SENDRATE_FILE = "sendrate.json"
 def spend(folder: Path, contact: Contact, per_min: int, now: float) -> None:
     """Count one send to `contact`, or refuse it (nothing is sent) when the minute is full."""
     path = folder / SENDRATE_FILE
-    with locked(folder):
+    with folder_locked(folder):
         raw = read_json(path, {})
         times = [t for t in raw.get(contact.fingerprint, []) if isinstance(t, int | float) and now - t < 60]
         if len(times) >= per_min:

@@ -18,8 +18,9 @@ import contextlib
 from collections.abc import Iterator
 from pathlib import Path
 
-from keys.errors import UserError
-from keys.storage import locked, read_json, write_json
+from durable.errors import UserError
+from durable.files import read_json, write_json
+from durable.locks import folder_locked
 
 COUNTER_FILE = "sent-seq.json"
 LEGACY_DB = "channels.db"
@@ -35,7 +36,7 @@ def next_seq(folder: Path, peer: str) -> Iterator[int]:
         OSError: it cannot be written (a full disk, say); no number is used.
     """
     path = folder / COUNTER_FILE
-    with locked(folder):
+    with folder_locked(folder):
         counts = read_json(path, None)
         if counts is None:
             counts = legacy_counts(folder / LEGACY_DB)

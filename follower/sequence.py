@@ -33,7 +33,7 @@ from datetime import datetime
 from enum import StrEnum
 from typing import NamedTuple
 
-from keys.errors import ReplayedMessage, StaleMessage
+from durable.errors import ReplayedMessage, StaleMessage
 from keys.gate import MAX_FUTURE_S
 
 WINDOW_S = 14 * 86400  # twice the relay's 7-day TTL: mail the relay may still hold is never stale

@@ -9,39 +9,19 @@
 
 from __future__ import annotations
 
-import errno
-import json
-import os
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from keys.storage import held_by_other, hold_for_life, open_private, read_json, replace_file, write_json
+from durable import daemon
+from durable.files import read_json, write_json
+from durable.locks import hold_for_life
 
 CONFIG_FILE = "follower.json"
 STATUS_FILE = "follower-status.json"
 LOCK_FILE = "follower.lock"
 LOG_FILE = "follower.log"
 DEFAULT_INTERVAL_S = 30.0
-STATUS_BYTES = 4096
-
-
-def overwrite_in_place(path: Path, body: bytes) -> bool:
-    """Write `body` over the start of the existing file if it fits in the room the file has."""
-    try:
-        fd = open_private(path, os.O_WRONLY)
-    except OSError:
-        return False
-    try:
-        size = os.fstat(fd).st_size
-        if len(body) > size:
-            return False
-        os.pwrite(fd, body.rstrip(b"\n").ljust(size - 1) + b"\n", 0)
-        return True
-    except OSError:
-        return False
-    finally:
-        os.close(fd)
 
 
 @dataclass
@@ -79,26 +59,15 @@ class FollowStatus:
 
     @classmethod
     def load(cls, folder: Path) -> FollowStatus | None:
-        raw = read_json(folder / STATUS_FILE, None)
-        if not isinstance(raw, dict):
+        raw = daemon.load_status(folder / STATUS_FILE)
+        if raw is None:
             return None
         known = {k: v for k, v in raw.items() if k in cls.__dataclass_fields__}
         return cls(**known)
 
     def save(self, folder: Path) -> None:
-        """Replace the status file; on a full disk, overwrite it in place instead.
-
-        The file is padded to STATUS_BYTES, so rewriting it in place needs no new block: the
-        follower can still say why it stopped taking mail when nothing else can be written.
-        """
-        path = folder / STATUS_FILE
-        data = json.dumps(asdict(self), sort_keys=True).encode()
-        body = data + b" " * max(0, STATUS_BYTES - 1 - len(data)) + b"\n"
-        try:
-            replace_file(path, body)
-        except OSError as exc:
-            if exc.errno not in (errno.ENOSPC, errno.EDQUOT) or not overwrite_in_place(path, body):
-                raise
+        """Replace the status file (in place on a full disk: `durable.daemon.save_status`)."""
+        daemon.save_status(folder / STATUS_FILE, asdict(self))
 
 
 def hold_lock(folder: Path) -> int | None:
@@ -106,13 +75,6 @@ def hold_lock(folder: Path) -> int | None:
     return hold_for_life(folder / LOCK_FILE)
 
 
-def is_running(folder: Path) -> bool:
-    return held_by_other(folder / LOCK_FILE)
-
-
 def running_pid(folder: Path) -> int | None:
-    """The live follower's pid, or None when no follower holds the lock."""
-    if not is_running(folder):
-        return None
-    status = FollowStatus.load(folder)
-    return status.pid if status is not None and status.pid else -1
+    """The live follower's pid, or None when no follower holds the lock (-1: its status is unreadable)."""
+    return daemon.running_pid(folder / LOCK_FILE, folder / STATUS_FILE)

@@ -11,7 +11,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from keys.storage import append_records, json_lines, locked, read_records, replace_file
+from durable.files import replace_file
+from durable.locks import folder_locked
+from durable.ndjson import append_records, json_lines, read_records
 
 TASKS_FILE = "tasks.ndjson"
 PREVIEW = 200
@@ -61,7 +63,7 @@ class TaskLedger:
                                                               "artifacts", "question", "options")}}
         if "text" in fields:
             event["text"] = str(fields["text"])[:PREVIEW]
-        with locked(self.folder):
+        with folder_locked(self.folder):
             append_records(self.path, [event])
             if self.path.stat().st_size > TRIM_BYTES:
                 self._trim(time.time())

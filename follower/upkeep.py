@@ -17,6 +17,8 @@ from collections.abc import Callable
 from functools import partial
 from pathlib import Path
 
+from durable.files import read_json, write_json
+from durable.ndjson import read_after
 from follower.backoff import DEPOSIT_DELAY_ENV, deposit_delay
 from follower.client import RelayClient
 from follower.held import HeldBox
@@ -26,7 +28,6 @@ from follower.receipts import ReceiptBatch
 from keys.contacts import ContactBook
 from keys.identity import Identity
 from keys.policy import HOLD_HOURS
-from keys.storage import read_json, write_json
 from spool_writer import handed
 from spool_writer.layout import SpoolLayout
 
@@ -69,7 +70,7 @@ class Upkeep:
 
     def report_delivered(self) -> int:
         """`delivered` receipts for what alarms handed to agents since last time."""
-        items, end = handed.read_since(self.log, self.offset)
+        items, end = read_after(self.log, self.offset)
         if end == self.offset:
             return 0
         # No pause here: a hand-over is timed by the agent's host (the alarm rang the doorbell),

@@ -16,11 +16,12 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
+from durable.errors import KeyInUse, NotFound, SecurityError, UserError
+from durable.files import read_json, write_json
+from durable.locks import folder_locked
 from keys.encoding import b64d, b64e
-from keys.errors import KeyInUse, NotFound, SecurityError, UserError
 from keys.gate import confusable, usable_box_key
 from keys.identity import KeyBundle, check_name
-from keys.storage import locked, read_json, write_json
 
 CONTACTS_FILE = "contacts.json"
 
@@ -147,7 +148,7 @@ class ContactBook:
             KeyInUse: its sign or box key is already pinned to another contact.
             UserError: its name is taken by another contact.
         """
-        with locked(self.folder):
+        with folder_locked(self.folder):
             raw: dict[str, Any] = read_json(self.path, {})
             for existing in raw.values():
                 if existing["fingerprint"] == contact.fingerprint:
@@ -166,7 +167,7 @@ class ContactBook:
 
     def mark_verified(self, name: str) -> Contact:
         """Record that the keys were checked now; returns the contact as stored."""
-        with locked(self.folder):
+        with folder_locked(self.folder):
             raw = read_json(self.path, {})
             raw[name]["verified_at"] = time.time()
             write_json(self.path, raw)

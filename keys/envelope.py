@@ -21,9 +21,9 @@ from typing import Any, TypeVar
 from nacl.exceptions import CryptoError
 from nacl.public import Box, PrivateKey, PublicKey, SealedBox
 
+from durable.errors import MalformedMessage, MessageTooLarge, TamperedMessage, UnknownSender
 from keys import gate
 from keys.encoding import utc_now_iso
-from keys.errors import MalformedMessage, MessageTooLarge, TamperedMessage, UnknownSender
 
 VERSION = 1
 BUCKETS = (512, 2048, 8192, 32768, 65536)

@@ -14,7 +14,8 @@ import re
 from datetime import UTC, datetime
 from typing import Any
 
-from keys.printable import is_printable, printable
+from durable.mesh_fields import is_task_id
+from durable.printable import is_printable, printable
 
 HEX32 = re.compile(r"[0-9a-f]{32}")
 # RFC 3339 in UTC as talk writes it: a "Z" offset, optional fraction of up to 9 digits.
@@ -25,10 +26,6 @@ KINDS = ("chat", "receipt", "contact_accepted")
 MAX_TEXT = 65536  # the largest padded envelope: a longer text cannot have been sealed by talk
 MAX_HOPS_LISTED = 64  # more than any forward chain a peer accepts (admission refuses past 4)
 MAX_SEQ = 2**53  # JSON numbers are exact up to here in every language
-# Task ids: talk writes `<node>-<base36>-<rand>`; other nodes may use other letters, dots or
-# colons. No blanks, nothing a shell or a header could read as something else: an agent is shown
-# the id outside the quote, in a `talk reply ID` command it may run.
-TASK_ID = re.compile(r"\w[\w.:-]{0,127}")
 MAX_HEADER_VALUE = 256
 RECEIPT_STATES = ("held", "spooled", "delivered", "refused", "expired", "dropped", "duplicate")
 MAX_RECEIPTS = 1000
@@ -75,10 +72,6 @@ def check_hops(value: object) -> list[str]:
     if not isinstance(value, list) or len(value) > MAX_HOPS_LISTED or not all(map(is_hex32, value)):
         raise Invalid("hops is not a list of fingerprints")
     return [str(h) for h in value]
-
-
-def is_task_id(value: object) -> bool:
-    return isinstance(value, str) and TASK_ID.fullmatch(value) is not None
 
 
 def check_seq(value: object) -> int:

@@ -14,10 +14,10 @@ from nacl.exceptions import BadSignatureError
 from nacl.public import PrivateKey, SealedBox
 from nacl.signing import SigningKey, VerifyKey
 
+from durable.errors import PinMismatch, UserError
+from durable.printable import printable
 from keys.encoding import b64d, b64e, canonical_json, is_hex32
-from keys.errors import PinMismatch, UserError
 from keys.gate import one_script
-from keys.printable import printable
 
 BUNDLE_CONTEXT = b"talk-bundle-v1\n"
 MAX_NAME = 64

@@ -33,12 +33,13 @@ from nacl.exceptions import CryptoError
 from nacl.public import Box, PrivateKey, PublicKey
 from nacl.secret import SecretBox
 
+from durable.errors import InviteError, TamperedMessage
+from durable.files import read_json, write_json
+from durable.locks import folder_locked
 from keys.encoding import b64d, b64e
 from keys.envelope import pad, unpad
-from keys.errors import InviteError, TamperedMessage
 from keys.gate import is_hex32
 from keys.identity import KeyBundle
-from keys.storage import locked, read_json, write_json
 
 PREFIX = "talk-"
 INVITES_FILE = "invites.json"
@@ -170,7 +171,7 @@ class InviteBook:
     def add(self, code: InviteCode) -> None:
         """Record a new invite; invites that ended more than KEEP_DAYS ago are forgotten on the
         way, so the file holds recent invites only, however many were ever made."""
-        with locked(self.folder):
+        with folder_locked(self.folder):
             now = time.time()
             data = {t: r for t, r in self.all().items() if r["expires"] + KEEP_DAYS * 86400 > now}
             data[code.tag] = {
@@ -196,7 +197,7 @@ class InviteBook:
         return record
 
     def set_state(self, tag: str, state: InviteState, **fields: Any) -> None:
-        with locked(self.folder):
+        with folder_locked(self.folder):
             data = self.all()
             data[tag].update(state=state.value, **fields)
             write_json(self.path, data)

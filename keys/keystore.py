@@ -17,12 +17,13 @@ from typing import Any
 from nacl import pwhash, secret, utils
 from nacl.exceptions import CryptoError
 
+from durable.errors import NotFound, UserError
+from durable.files import ensure_private_dir, read_json, write_json
+from durable.home import IDENTITY_FILE, identity_names
+from durable.home import talk_home as default_home
 from keys.encoding import b64d, b64e
-from keys.errors import NotFound, UserError
 from keys.identity import Identity, check_name, fingerprint
-from keys.storage import ensure_private_dir, read_json, write_json
 
-IDENTITY_FILE = "identity.json"
 OPSLIMIT = 3
 MEMLIMIT = 32 * 1024 * 1024
 
@@ -42,14 +43,11 @@ class IdentityRecord:
 
 
 def talk_home(env_home: str | None = None) -> Path:
-    home = env_home or os.environ.get("TALK_HOME") or os.path.join(os.path.expanduser("~"), ".talk")
-    return Path(home)
+    return Path(env_home or default_home(os.environ))
 
 
-def list_identities(home: Path) -> list[str]:
-    if not home.is_dir():
-        return []
-    return sorted(p.name for p in home.iterdir() if (p / IDENTITY_FILE).is_file())
+def list_identities(folder: Path) -> list[str]:
+    return identity_names(str(folder))
 
 
 def choose_identity(home: Path, user: str | None) -> str:

@@ -10,7 +10,7 @@ more than one block, the first valid one (by position) wins; a task envelope is 
 when its marker is the first non-empty line. Keys inside blocks start at column 0, which is why a
 multi-line summary is written with its continuation lines indented by two spaces.
 
-Every task id must be of the gate's shape (`keys.gate.TASK_ID`) and every task header value
+Every task id must be of the shape `durable.mesh_fields.TASK_ID` and every task header value
 printable on one line, else the text is chat: these values are shown to agents outside the quote.
 
 Trust: parsing says nothing about trust. Whether a message framed as a task is treated as one is
@@ -27,11 +27,10 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from durable.mesh_fields import MODES, STATUSES, is_task_id
 from keys import gate
 
 MARKERS = ("opencode-mesh", "aoi-mesh")
-MODES = ("one-shot", "session", "resume")
-STATUSES = ("done", "partial", "failed")
 
 _MARK = "|".join(re.escape(marker) for marker in MARKERS)
 _TASK_TAG = re.compile(rf"\[(?:{_MARK}) v1\]")
@@ -96,7 +95,7 @@ def _parse_task(lines: list[str]) -> Parsed | None:
         line = lines[index].strip()
         if line == "---":
             header.setdefault("mode", "one-shot")
-            valid = gate.is_task_id(header.get("task")) and header["mode"] in MODES
+            valid = is_task_id(header.get("task")) and header["mode"] in MODES
             return Parsed("task", header, _strip_blank_lines(lines[index + 1 :])) if valid else None
         if not line:
             continue
@@ -167,7 +166,7 @@ def _comma_list(value: str) -> list[str]:
 
 def _result_fields(values: Values) -> dict[str, Any] | None:
     task, status = _first(values, "task"), _first(values, "status")
-    if not gate.is_task_id(task) or status not in STATUSES:
+    if not is_task_id(task) or status not in STATUSES:
         return None
     summary = _text(values.get("summary", []))
     return {"task": task, "status": status, "summary": summary,
@@ -176,7 +175,7 @@ def _result_fields(values: Values) -> dict[str, Any] | None:
 
 def _question_fields(values: Values) -> dict[str, Any] | None:
     task, question = _first(values, "task"), _first(values, "question")
-    if not gate.is_task_id(task) or not question:
+    if not is_task_id(task) or not question:
         return None
     options = [option.strip() for option in _first(values, "options").split("|") if option.strip()]
     return {"task": task, "question": question, "options": options}
@@ -186,7 +185,7 @@ def _digest_fields(values: Values) -> dict[str, Any] | None:
     # The protocol drops a non-conforming digest (rotation is skipped), so every key is required.
     task, gen = _first(values, "task"), _first(values, "gen")
     complete = all(k in values for k in _BLOCK_KEYS["digest"])
-    if not gate.is_task_id(task) or not _GEN.fullmatch(gen) or not complete:
+    if not is_task_id(task) or not _GEN.fullmatch(gen) or not complete:
         return None
     facts = _facts(values["facts"])
     if facts is None:

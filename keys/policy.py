@@ -16,9 +16,11 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
+from durable.errors import UserError
+from durable.files import read_json, write_json
+from durable.locks import folder_locked
+from durable.ndjson import append_records, read_records
 from keys.contacts import Contact, Source
-from keys.errors import UserError
-from keys.storage import append_records, locked, read_json, read_records, write_json
 
 POLICIES_FILE = "policies.json"
 TRUST_LOG = "trust.log"
@@ -91,7 +93,7 @@ class PolicyBook:
         """Set what is given, keep the rest; returns (before, after) and logs the change."""
         check_rate(receive_per_min, "--receive-rate")
         check_rate(send_per_min, "--send-rate")
-        with locked(self.folder):
+        with folder_locked(self.folder):
             raw: dict[str, Any] = read_json(self.path, {})
             before = self._stored_or_default(raw.get(contact.fingerprint), contact)
             after = replace(

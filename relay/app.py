@@ -46,6 +46,7 @@ from starlette.routing import BaseRoute, Route, WebSocketRoute
 from starlette.types import ASGIApp
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
+from durable.version import version
 from keys.encoding import b64e, is_hex32
 from keys.identity import KeyBundle
 from keys.wire import (
@@ -65,7 +66,6 @@ from relay.metrics import Metrics, TimedRoutes
 from relay.notify import Hub, LocalHub
 from relay.sessions import SessionTable
 from relay.store import RETRY_AFTER_S, DepositOutcome, RedeemOutcome, Store, StoreUnavailable
-from talk import version
 
 JSON_LIMIT = 256 * 1024
 PING_TIMEOUT_S = 5.0  # a health check that hangs is as bad as one that fails

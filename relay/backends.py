@@ -12,7 +12,7 @@ from enum import StrEnum
 from pathlib import Path
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
-from keys.errors import UserError
+from durable.errors import UserError
 from relay.notify import Hub, LocalHub
 from relay.store import Store
 

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import uvicorn
 
-from keys.errors import UserError
+from durable.errors import UserError
 from relay.app import create_app
 from relay.backends import StoreKind, StoreSpec, check_reachable, open_backend
 from relay.config import HttpLimits, RelayConfig

@@ -3,7 +3,8 @@
 The follower hands each opened message to `Spool.deliver`, which appends one NDJSON line to
 the spool of every live registered session (or to the inbox when none is live), durably and
 at most once per id. Every alarm reads its session's spool with a `CursorReader`. This package
-imports only the standard library and `keys.errors`: hooks import it on every agent turn.
+imports only the standard library and the leaf package `durable` (errors, private files,
+locks, NDJSON appends): hooks import it on every agent turn.
 
     layout     where the files are, their modes, the folder lock
     lines      whole-line appends, rotation, reading complete lines back

@@ -25,11 +25,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from keys.errors import UserError
-from keys.storage import ensure_private_dir, open_private
+from durable.errors import UserError
+from durable.files import ensure_private_dir, open_private, read_json, write_json
+from durable.ndjson import complete_lines
 from spool_writer import handed as handed_log
 from spool_writer import lines
-from spool_writer.layout import flocked, generations, read_json, write_json
+from spool_writer.layout import flocked, generations
 
 HEAD_BYTES = 64
 RECENT = 512
@@ -131,7 +132,7 @@ def advance(
     raw: list[bytes] = []
     skipped = 0
     for chunk in chunks:
-        complete, used = lines.complete_lines(chunk.data)
+        complete, used = complete_lines(chunk.data)
         if not chunk.last and used < len(chunk.data):
             skipped += 1  # a torn line in an old generation: nobody will finish it
         for line in complete:
@@ -144,7 +145,7 @@ def advance(
                 records.append(record)
                 raw.append(line)
     last = chunks[-1]
-    offset = last.start + lines.complete_lines(last.data)[1]
+    offset = last.start + complete_lines(last.data)[1]
     head = (current.head[:last.start] + last.data)[:min(HEAD_BYTES, offset)]
     new = CursorState(current.inode, offset, len(head), head_hash(head), tuple(recent),
                       state.skipped + skipped)
@@ -211,7 +212,7 @@ def lock_path(state_file: Path) -> Path:
 
 
 def load_state(state_file: Path) -> CursorState:
-    data = read_json(state_file)
+    data = read_json(state_file, None)
     if data is None:
         return CursorState()
     try:

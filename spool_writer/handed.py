@@ -2,21 +2,21 @@
 
 Alarms append one line per message they take from a session's spool, before they move the
 cursor (so a crash repeats a line, never loses one); the follower reads the log from its own
-offset, sends each sender a `delivered` receipt, and only then saves the offset. When it has
-read everything, it empties the log under the same lock. Alarms import it: it needs only the
-standard library and keys.storage's locked, durable append.
+offset (`durable.ndjson.read_after`), sends each sender a `delivered` receipt, and only then
+saves the offset. When it has read everything, it empties the log under the same lock. Alarms
+import it: it needs only the standard library and the leaf's locked, durable append.
 """
 
 from __future__ import annotations
 
 import fcntl
-import json
 import os
 import time
 from pathlib import Path
 from typing import Any
 
-from keys.storage import append_records, open_private
+from durable.files import open_private
+from durable.ndjson import append_records
 from spool_writer.doorbell import bell_path, ring
 
 HANDED_FILE = "handed.ndjson"
@@ -33,34 +33,6 @@ def record(log: Path, records: list[dict[str, Any]], sid: str) -> None:
     append_records(log, lines)
     if lines:
         ring(bell_path(log))  # the follower sends the `delivered` receipts now, not on its next round
-
-
-def read_since(log: Path, offset: int) -> tuple[list[dict[str, Any]], int]:
-    """Whole lines after `offset`, and the offset after the last whole line.
-
-    An offset past the end means the log was emptied since: read it from the start.
-    """
-    try:
-        fd = open_private(log, os.O_RDONLY)
-        with os.fdopen(fd, "rb") as f:
-            fcntl.flock(f.fileno(), fcntl.LOCK_SH)
-            size = os.fstat(f.fileno()).st_size
-            if offset > size:
-                offset = 0
-            f.seek(offset)
-            raw = f.read()
-    except FileNotFoundError:
-        return [], 0
-    end = raw.rfind(b"\n") + 1
-    items = []
-    for line in raw[:end].splitlines():
-        try:
-            item = json.loads(line)
-        except ValueError:
-            continue
-        if isinstance(item, dict):
-            items.append(item)
-    return items, offset + end
 
 
 def empty_if_read(log: Path, offset: int) -> int:

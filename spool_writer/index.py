@@ -27,9 +27,9 @@ import os
 import time
 from pathlib import Path
 
-from keys.storage import open_private, replace_file
+from durable.files import open_private, replace_file
+from durable.ndjson import complete_lines
 from spool_writer import lines
-from spool_writer.layout import fsync_dir
 
 KEEP_S = 60 * 86400
 COMPACT_AT = 50_000
@@ -39,7 +39,7 @@ Entry = tuple[int, str, str | None]  # (epoch, id, target of a partial delivery 
 
 def parse(data: bytes) -> tuple[list[Entry], int]:
     """The entries in the complete lines of `data` and the bytes those span; damaged lines skipped."""
-    complete, used = lines.complete_lines(data)
+    complete, used = complete_lines(data)
     entries: list[Entry] = []
     for raw in complete:
         fields = raw.rstrip(b"\n").decode(errors="replace").split("\t")
@@ -171,7 +171,6 @@ class DeliveredIndex:
                  for target, t in targets.items() if t > horizon]
         data = b"".join(map(format_entry, kept))
         replace_file(self.path, data)
-        fsync_dir(self.path.parent)
         inode = os.lstat(self.path).st_ino  # under the spool lock: nobody renamed it since
         self._reset(inode)
         self._pos, self._lines = len(data), len(kept)

@@ -9,23 +9,21 @@
         sessions/<sid>.cursor         that session's read position (cursor.py)
 
 Files are 0600, folders 0700, and neither is ever used through a symbolic link (see
-`keys.storage`). A session id becomes part of a file name, so it is checked before use.
+`durable.files`). A session id becomes part of a file name, so it is checked before use.
 """
 
 from __future__ import annotations
 
 import contextlib
-import fcntl
-import json
 import os
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
-from keys.errors import UserError
-from keys.storage import check_private_dir, ensure_private_dir, open_private, read_private, replace_file
+from durable.errors import UserError
+from durable.files import check_private_dir, ensure_private_dir
+from durable.locks import FOLDER_LOCK, locked
 from spool_writer import INDEX_FILE
 from spool_writer.handed import HANDED_FILE
 
@@ -53,7 +51,7 @@ class SpoolLayout:
 
     @property
     def lock(self) -> Path:
-        return self.root / ".lock"
+        return self.root / FOLDER_LOCK
 
     @property
     def index(self) -> Path:
@@ -137,40 +135,9 @@ def private_dir(path: Path) -> None:
     ensure_private_dir(path, "spool folder")
 
 
-def fsync_dir(path: Path) -> None:
-    """Make a create, rename or unlink in `path` durable, not only the files' bytes."""
-    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def write_json(path: Path, obj: Any) -> None:
-    """Replace `path` atomically: a crash leaves the old file or the new one, never half."""
-    replace_file(path, json.dumps(obj, indent=1, sort_keys=True).encode() + b"\n")
-    fsync_dir(path.parent)
-
-
-def read_json(path: Path) -> Any:
-    """The JSON in `path`, or None if there is no such file."""
-    try:
-        data = read_private(path)
-    except FileNotFoundError:
-        return None
-    try:
-        return json.loads(data)
-    except ValueError as exc:
-        raise UserError(f"{path} is damaged ({exc}); move it aside and run the command again") from exc
-
-
 @contextlib.contextmanager
 def flocked(path: Path, shared: bool = False) -> Iterator[int]:
     """Hold an flock on `path` (created 0600) in a private folder; yields the lock's descriptor."""
     check_private_dir(path.parent, "spool folder")  # every change and read starts here
-    fd = open_private(path, os.O_RDWR | os.O_CREAT)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_SH if shared else fcntl.LOCK_EX)
+    with locked(path, shared) as fd:
         yield fd
-    finally:
-        os.close(fd)

@@ -1,22 +1,23 @@
 """NDJSON spool files: whole-line appends, rotation, and reading back complete lines.
 
 The caller holds the spool lock. A line is complete once its '\\n' is in the file; a fragment
-without one is a write that a crash or a full disk cut short. It is cut off before the next
-append, so it can never fuse with the next message into one unreadable line.
+without one is a write that a crash or a full disk cut short. It is sealed into a line of its
+own before the next append, which readers skip (`durable.ndjson` says why), so it can never
+fuse with the next message into one unreadable line.
 """
 
 from __future__ import annotations
 
-import errno
 import json
 import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from keys.printable import json_safe
-from keys.storage import open_private, read_private
-from spool_writer.layout import fsync_dir, generation
+from durable.files import fsync_dir, open_private, read_private
+from durable.ndjson import append_to, complete_lines
+from durable.printable import json_safe
+from spool_writer.layout import generation
 
 _CHUNK = 64 * 1024
 
@@ -43,22 +44,14 @@ def append(path: Path, data: bytes, sync: bool = True) -> int:
     created = not path.exists()
     fd = open_private(path, os.O_RDWR | os.O_APPEND | os.O_CREAT)
     try:
-        size = _drop_torn_tail(fd)
-        try:
-            written = os.write(fd, data)
-        except OSError:
-            os.ftruncate(fd, size)
-            raise
-        if written != len(data):
-            os.ftruncate(fd, size)
-            raise OSError(errno.ENOSPC, f"short write to {path}; free some disk space")
+        at = append_to(fd, data)
         if sync:
             _sync(fd)
     finally:
         os.close(fd)
     if created:
         fsync_dir(path.parent)
-    return size
+    return at
 
 
 def _sync(fd: int) -> None:
@@ -75,16 +68,6 @@ def sync_files(paths: list[Path]) -> None:
             _sync(fd)
         finally:
             os.close(fd)
-
-
-def _drop_torn_tail(fd: int) -> int:
-    """Cut a trailing fragment without '\\n' (left by a crash); return the file's size after."""
-    size = os.fstat(fd).st_size
-    if size == 0 or os.pread(fd, 1, size - 1) == b"\n":
-        return size
-    keep = _last_newline_before(fd, size) + 1
-    os.ftruncate(fd, keep)
-    return keep
 
 
 def _last_newline_before(fd: int, end: int) -> int:
@@ -113,12 +96,6 @@ def last_lines(path: Path) -> Iterator[bytes]:
             end = start
     finally:
         os.close(fd)
-
-
-def complete_lines(data: bytes) -> tuple[list[bytes], int]:
-    """Split `data` into complete lines (each ending in '\\n') and how many bytes they span."""
-    end = data.rfind(b"\n") + 1
-    return data[:end].splitlines(keepends=True), end
 
 
 def read_from(fd: int, offset: int) -> bytes:

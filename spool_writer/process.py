@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from keys.errors import UserError
+from durable.errors import UserError
 
 PROC = Path("/proc")
 _STATE, _START = 0, 19  # fields 3 and 22, counted from the one after the ")" closing field 2

@@ -12,9 +12,10 @@ from dataclasses import asdict, dataclass
 from enum import StrEnum
 from typing import Any
 
-from keys.errors import UserError
+from durable.errors import UserError
+from durable.files import read_json, write_json
 from spool_writer import process
-from spool_writer.layout import SpoolLayout, read_json, write_json
+from spool_writer.layout import SpoolLayout
 
 VERSION = 1
 
@@ -60,7 +61,7 @@ class SessionRecord:
 
 
 def load(layout: SpoolLayout) -> dict[str, SessionRecord]:
-    data = read_json(layout.registry)
+    data = read_json(layout.registry, None)
     if data is None:
         return {}
     try:

@@ -14,8 +14,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from keys.errors import NotFound
-from keys.storage import open_private
+from durable.errors import NotFound
+from durable.files import fsync_dir, open_private
 from spool_writer import handover, lines, process, registry
 from spool_writer.cursor import CursorReader, lock_path
 from spool_writer.index import DeliveredIndex
@@ -25,7 +25,6 @@ from spool_writer.layout import (
     SpoolLayout,
     check_sid,
     flocked,
-    fsync_dir,
     oldest_first,
 )
 from spool_writer.registry import Host, SessionRecord, parse_host

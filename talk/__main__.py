@@ -55,7 +55,7 @@ def _typer(args: list[str]) -> int:
 
 
 def _guarded(call: Callable[[], int | None]) -> int:
-    from keys.errors import TalkError
+    from durable.errors import TalkError
 
     try:
         return call() or 0

@@ -6,11 +6,7 @@ a session (or, without --session, for a server URL) that already has a live alar
 
 from __future__ import annotations
 
-import os
-import signal
-import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -18,9 +14,6 @@ import typer
 
 from talk.options import Json, User
 from talk.output import result
-
-START_TIMEOUT_S = 15.0
-STOP_TIMEOUT_S = 10.0
 
 alarm_app = typer.Typer(
     help="Alarms: wake an agent session when mail arrives (opencode: a daemon posting to its server).",
@@ -54,27 +47,18 @@ def _live_alarm(folder: Path, url: str, sid: str | None) -> dict[str, Any] | Non
 def spawn(folder: Path, url: str, sid: str, pid: int | None) -> int:
     """Start the daemon in its own session and wait until it holds the liveness lock."""
     from alarms.opencode import AlarmFiles, running_pid
-    from keys.errors import TalkError
+    from durable import daemon
 
-    cmd = [sys.executable, "-m", "alarms.opencode", "--folder", str(folder), "--url", url, "--session", sid]
+    argv = [sys.executable, "-m", "alarms.opencode", "--folder", str(folder), "--url", url, "--session", sid]
     if pid is not None:
-        cmd += ["--pid", str(pid)]
-    child = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                             stderr=subprocess.DEVNULL, start_new_session=True, close_fds=True)
-    deadline = time.monotonic() + START_TIMEOUT_S
-    while time.monotonic() < deadline:
-        if running_pid(folder, sid) == child.pid:
-            return child.pid
-        if child.poll() is not None:
-            break
-        time.sleep(0.02)
-    log = AlarmFiles(folder, sid).log
-    raise TalkError(f"the opencode alarm did not start; see {log}")
+        argv += ["--pid", str(pid)]
+    return daemon.spawn(argv, lambda child: running_pid(folder, sid) == child, "opencode alarm",
+                        AlarmFiles(folder, sid).log)
 
 
 def _new_session(url: str) -> str:
     from alarms.opencode_api import OpencodeClient, OpencodeError
-    from keys.errors import UserError
+    from durable.errors import UserError
 
     try:
         return OpencodeClient(url).create_session()
@@ -95,7 +79,7 @@ def opencode(
 ) -> None:
     """Start the opencode alarm: new mail becomes a turn of an opencode session (prompt_async)."""
     from alarms.opencode_api import split_url
-    from keys.errors import UserError
+    from durable.errors import UserError
     from spool_writer.layout import check_sid
 
     try:
@@ -126,20 +110,15 @@ def _report(pid: int, sid: str, url: str, started: bool, human: str, as_json: bo
 def stop_opencode(session: SessionOpt = None, user: User = None, as_json: Json = False) -> None:
     """Stop the opencode alarm of one session (default: every opencode alarm of this identity)."""
     from alarms.opencode import alarm_status, running_pid
-    from keys.errors import TalkError
+    from durable import daemon
 
     folder = _folder(user)
     rows = [r for r in alarm_status(folder) if r["running"] and (session is None or r["session"] == session)]
     if not rows:
         result({"stopped": []}, "no opencode alarm is running", as_json)
         return
-    for row in rows:
-        os.kill(row["pid"], signal.SIGTERM)
-    deadline = time.monotonic() + STOP_TIMEOUT_S
-    while any(running_pid(folder, r["session"]) for r in rows):
-        if time.monotonic() > deadline:
-            raise TalkError(f"an opencode alarm did not stop within {STOP_TIMEOUT_S:.0f} s")
-        time.sleep(0.05)
+    daemon.stop([r["pid"] for r in rows], lambda: any(running_pid(folder, r["session"]) for r in rows),
+                "opencode alarm")
     stopped = [{"session": r["session"], "pid": r["pid"]} for r in rows]
     result({"stopped": stopped},
            "\n".join(f"stopped the opencode alarm of session {r['session']} (pid {r['pid']})" for r in rows),

@@ -53,9 +53,10 @@ def init(
     """Create an identity under TALK_HOME and publish its keys on the relay."""
     import os
 
+    from durable.errors import RelayError, UserError
+    from durable.home import IDENTITY_FILE
     from follower.client import RelayClient, check_relay_url
     from keys import keystore
-    from keys.errors import RelayError, UserError
     from keys.identity import Identity
     from talk.context import passphrase_from, relay_url
 
@@ -70,7 +71,7 @@ def init(
     home = keystore.talk_home()
     folder = keystore.create(home, identity, passphrase_from(passphrase_file), url)
     if no_passphrase:
-        warn(LOUD_NO_PASSPHRASE.format(name=name, path=folder / keystore.IDENTITY_FILE))
+        warn(LOUD_NO_PASSPHRASE.format(name=name, path=folder / IDENTITY_FILE))
     try:
         RelayClient(url).publish(identity.bundle())
     except RelayError as exc:
@@ -262,7 +263,7 @@ def invite_revoke(
     user: User = None, relay: Relay = None, passphrase_file: PassFile = None, as_json: Json = False,
 ) -> None:
     """Revoke an open invite code so nobody can use it."""
-    from keys.errors import InviteError
+    from durable.errors import InviteError
     from keys.invites import InviteState, parse_code, state_of
 
     s = _session(user, relay, passphrase_file)

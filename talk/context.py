@@ -14,13 +14,13 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
 
+from durable.errors import UserError
+from durable.files import check_private_dir
 from follower.client import RelayClient
 from keys import keystore
 from keys.contacts import ContactBook
-from keys.errors import UserError
 from keys.identity import Identity
 from keys.invites import InviteBook
-from keys.storage import check_private_dir
 
 DEFAULT_RELAY = "http://127.0.0.1:8765"
 
@@ -75,7 +75,7 @@ class Session:
 
 
 def open_session(user: str | None, relay: str | None, passphrase_file: str | None) -> Session:
-    """The identity a command runs as; its folders must be the user's own (see keys.storage)."""
+    """The identity a command runs as; its folders must be the user's own (see durable.files)."""
     home = keystore.talk_home()
     if home.is_dir():
         check_private_dir(home, "TALK_HOME", follow=True)

@@ -26,7 +26,7 @@ def agreed(question: str, yes: bool) -> bool:
 
 def confirm(question: str, yes: bool) -> None:
     """Trust changes need a person: a prompt on a terminal, else an explicit --yes."""
-    from keys.errors import UserError
+    from durable.errors import UserError
 
     if agreed(question, yes):
         return
@@ -75,8 +75,8 @@ def outbox(
 def take_receipts(s: Any) -> str:
     """Fetch the receipts waiting for this identity (only those: chat mail stays for whoever
     reads it), unless a follower does that already; a note when the outbox may be behind."""
+    from durable.errors import TalkError
     from follower.state import FollowStatus, running_pid
-    from keys.errors import TalkError
 
     if running_pid(s.folder):
         st = FollowStatus.load(s.folder)
@@ -99,8 +99,8 @@ def take_receipts(s: Any) -> str:
 
 
 def message_status(folder: Any, msg_id: str, as_json: bool) -> None:
+    from durable.errors import NotFound
     from follower.outbox import Outbox
-    from keys.errors import NotFound
 
     entry = Outbox(folder).find(msg_id)
     if entry is None:
@@ -122,7 +122,7 @@ def policy(
     yes: Yes = False, user: User = None, as_json: Json = False,
 ) -> None:
     """Show or set what a contact's mail may do here; every change is logged in trust.log."""
-    from keys.errors import UserError
+    from durable.errors import UserError
     from keys.policy import Policy, PolicyBook
     from talk.context import open_session
 
@@ -253,11 +253,11 @@ def reply(
     user: User = None, relay: Relay = None, passphrase_file: PassFile = None, as_json: Json = False,
 ) -> None:
     """Answer a received task with a well-formed result block."""
+    from durable.errors import NotFound, UserError
     from follower.outbound import send as send_message
     from follower.outbox import Outbox
     from follower.tasks import TaskLedger
     from keys import mesh
-    from keys.errors import NotFound, UserError
     from talk.context import open_session, read_text_arg
 
     s = open_session(user, relay, passphrase_file)
@@ -288,8 +288,8 @@ def forward(
     user: User = None, relay: Relay = None, passphrase_file: PassFile = None, as_json: Json = False,
 ) -> None:
     """Pass a received message on; its hop list grows, and past 4 hops peers refuse it."""
+    from durable.errors import NotFound, UserError
     from follower.admission import MAX_HOPS
-    from keys.errors import NotFound, UserError
     from talk.mail import send
     from talk.spool_cli import find_record
 

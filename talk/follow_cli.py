@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import signal
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -15,41 +14,18 @@ import typer
 from talk.options import Json, PassFile, Relay, User
 from talk.output import emit_json, result
 
-START_TIMEOUT_S = 15.0
-STOP_TIMEOUT_S = 10.0
-
 
 def spawn(folder: Path, relay: str, passphrase_file: str | None) -> int:
     """Start the daemon in its own session and wait until it holds the liveness lock."""
+    from durable import daemon
     from follower.state import LOG_FILE, running_pid
-    from keys.errors import TalkError
 
     env = dict(os.environ)
     path = passphrase_file or os.environ.get("TALK_PASSPHRASE_FILE")
     if path:
         env["TALK_PASSPHRASE_FILE"] = os.path.abspath(path)
-    child = subprocess.Popen(
-        [sys.executable, "-m", "follower", "--folder", str(folder), "--relay", relay],
-        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-        start_new_session=True, close_fds=True, env=env,
-    )
-    deadline = time.monotonic() + START_TIMEOUT_S
-    while time.monotonic() < deadline:
-        if running_pid(folder) == child.pid:
-            return child.pid
-        if child.poll() is not None:
-            break
-        time.sleep(0.02)
-    tail = _log_tail(folder / LOG_FILE)
-    raise TalkError(f"the follower did not start{': ' + tail if tail else ''}; see {folder / LOG_FILE}")
-
-
-def _log_tail(path: Path) -> str:
-    try:
-        lines = path.read_text(errors="replace").strip().splitlines()
-    except OSError:
-        return ""
-    return lines[-1] if lines else ""
+    argv = [sys.executable, "-m", "follower", "--folder", str(folder), "--relay", relay]
+    return daemon.spawn(argv, lambda pid: running_pid(folder) == pid, "follower", folder / LOG_FILE, env)
 
 
 def follow(
@@ -60,8 +36,8 @@ def follow(
     user: User = None, relay: Relay = None, passphrase_file: PassFile = None, as_json: Json = False,
 ) -> None:
     """Start the follower daemon: it takes the peers' mail as it lands and spools it."""
+    from durable.errors import UserError
     from follower.state import FollowConfig, running_pid
-    from keys.errors import UserError
     from talk.context import open_session
 
     if interval <= 0:
@@ -100,8 +76,8 @@ def stop(
     user: User = None, as_json: Json = False,
 ) -> None:
     """Stop the follower (or stop following some peers)."""
+    from durable import daemon
     from follower.state import FollowConfig, running_pid
-    from keys.errors import TalkError
     from talk.context import open_session
 
     folder = open_session(user, None, None).folder
@@ -118,12 +94,7 @@ def stop(
             result({"stopped": False, "running": True, "peers": config.peers},
                    f"still following {', '.join(config.peers)} (pid {pid})", as_json)
             return
-    os.kill(pid, signal.SIGTERM)
-    deadline = time.monotonic() + STOP_TIMEOUT_S
-    while running_pid(folder):
-        if time.monotonic() > deadline:
-            raise TalkError(f"the follower (pid {pid}) did not stop within {STOP_TIMEOUT_S:.0f} s")
-        time.sleep(0.05)
+    daemon.stop([pid], lambda: bool(running_pid(folder)), f"follower (pid {pid})")
     result({"stopped": True, "running": False, "pid": pid}, f"stopped the follower (pid {pid})", as_json)
 
 

@@ -18,7 +18,7 @@ from typing import Annotated, Any
 
 import typer
 
-from keys.errors import UserError
+from durable.errors import UserError
 from talk.options import Json, User
 from talk.output import result, warn
 

@@ -26,7 +26,8 @@ from typing import Annotated, Any
 
 import typer
 
-from keys.errors import UserError
+from durable.errors import UserError
+from durable.files import replace_file
 from talk.options import Json, User
 from talk.output import result, warn
 
@@ -148,9 +149,7 @@ def write_hooks_file(path: Path, doc: dict[str, Any]) -> bool:
     if path.exists() and path.read_text() == text:
         return False
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(text)
-    os.replace(tmp, path)
+    replace_file(path, text.encode(), mode=0o644)  # Codex's own config: readable as before
     return True
 
 

@@ -47,11 +47,11 @@ def send_report(s: Session, name: str, original: str, wait: str | None = None, t
     """
     import time
 
+    from durable.errors import RelayError, TimedOut
     from follower.outbound import Queued, send_queued
     from follower.outbound import send as send_message
     from follower.outbox import Outbox
     from follower.sendrate import spend
-    from keys.errors import RelayError, TimedOut
     from keys.policy import PolicyBook
 
     if wait is not None:
@@ -102,17 +102,17 @@ def _checked(build: Callable[[], str]) -> str:
     try:
         return build()
     except ValueError as exc:
-        from keys.errors import UserError
+        from durable.errors import UserError
 
         raise UserError(f"cannot send this task: {exc}") from exc
 
 
 def receive(user: str | None, relay: str | None, passphrase_file: str | None,
             peers: list[str] | None) -> None:
+    from durable.errors import UserError
     from follower.channeldb import ChannelDB, SpoolDedup, last_spooled, receiving
     from follower.inbound import Inbox
     from follower.state import running_pid
-    from keys.errors import UserError
 
     s = open_session(user, relay, passphrase_file)
     pid = running_pid(s.folder)

@@ -22,9 +22,9 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import CallToolResult, TextContent
 from pydantic import Field
 
+from durable.errors import NotFound, TalkError
+from durable.version import version
 from keys.contacts import Contact
-from keys.errors import NotFound, TalkError
-from talk import version
 from talk.context import Session, open_session
 from talk.output import warn
 

@@ -6,7 +6,7 @@ import json
 import sys
 from typing import Any
 
-from keys.printable import json_safe, printable
+from durable.printable import json_safe, printable
 
 
 def emit_json(data: Any) -> None:

@@ -24,9 +24,9 @@ def purge(
     user: User = None, relay: Relay = None, passphrase_file: PassFile = None, as_json: Json = False,
 ) -> None:
     """Delete junk waiting on the relay: mail under channels you do not read (--unknown)."""
+    from durable.errors import UserError
     from follower.channeldb import ChannelDB
     from follower.inbound import Inbox
-    from keys.errors import UserError
     from talk.context import open_session
 
     if not unknown:

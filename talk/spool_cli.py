@@ -138,7 +138,7 @@ def find_record(user: str | None, msg_id: str) -> dict[str, Any] | None:
 
 def _log_files(root: Path, session: str | None) -> Callable[[], list[Path]]:
     """A function listing the spool files to show now (sessions come and go while following)."""
-    from keys.errors import NotFound
+    from durable.errors import NotFound
     from spool_writer.layout import SpoolLayout
 
     layout = SpoolLayout(root)

@@ -14,8 +14,8 @@ import threading
 import time
 from typing import Any
 
+from durable.errors import TimedOut, UserError
 from follower.outbox import RANK, REFUSALS, RESEND_AFTER_S, Outbox
-from keys.errors import TimedOut, UserError
 
 WAITABLE = ("stored", "spooled", "delivered")
 POLL_S = 0.1  # without a push stream: fetch receipts this often

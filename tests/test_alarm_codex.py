@@ -82,10 +82,8 @@ def test_safe_sid_matches_the_spools_rule() -> None:
 
 
 def test_fast_path_constants_match_their_owners() -> None:
-    from alarms import mailbox
     from spool_writer import cursor
 
-    assert codex_hook.IDENTITY_FILE == mailbox.IDENTITY_FILE
     assert codex_hook.CURSOR_VERSION == cursor.VERSION
 
 

@@ -25,10 +25,10 @@ from typing import Any
 import pytest
 
 from alarms.opencode import (
+    RETRY,
     AlarmFiles,
     AlarmStatus,
     alarm_status,
-    backoff,
     choose_pid,
     is_loopback,
     render_alarm,
@@ -37,7 +37,7 @@ from alarms.opencode import (
 from alarms.opencode_api import OpencodeClient, OpencodeDown, split_url
 from alarms.opencode_outbox import Batch, Outbox, OutboxState, accepted, fresh, new_batch, opencode_id
 from alarms.procnet import listening_inodes, pid_listening_on
-from keys.errors import UserError
+from durable.errors import UserError
 from spool_writer import lines
 from spool_writer.cursor import CursorReader
 from spool_writer.layout import SpoolLayout
@@ -90,9 +90,9 @@ def test_fresh_drops_what_is_pending_or_accepted_and_accepted_moves_pending_to_r
 
 
 def test_backoff_grows_with_jitter_and_is_capped() -> None:
-    assert 0.25 <= backoff(1, lambda: 0.0) <= backoff(1, lambda: 1.0) == 0.5
-    assert backoff(3, lambda: 0.0) == 1.0
-    assert backoff(50, lambda: 1.0) == 5.0 and backoff(50, lambda: 0.0) == 2.5
+    assert 0.25 <= RETRY.delay(1, lambda: 0.0) <= RETRY.delay(1, lambda: 1.0) == 0.5
+    assert RETRY.delay(3, lambda: 0.0) == 1.0
+    assert RETRY.delay(50, lambda: 1.0) == 5.0 and RETRY.delay(50, lambda: 0.0) == 2.5
 
 
 def test_the_session_lives_with_the_given_pid_else_the_server_else_the_alarm() -> None:

@@ -4,25 +4,24 @@ from __future__ import annotations
 
 import pytest
 
-from follower.backoff import (
-    BASE_S,
-    CAP_S,
-    DEPOSIT_DELAY_S,
-    delay,
-    deposit_delay,
-    deposit_delay_range,
-)
+from durable.backoff import Backoff
+from follower.backoff import DEPOSIT_DELAY_S, RETRY, deposit_delay, deposit_delay_range
 
 
 def test_delays_grow_then_cap() -> None:
-    top = [delay(n, rand=lambda: 1.0) for n in range(1, 30)]
+    top = [RETRY.delay(n, rand=lambda: 1.0) for n in range(1, 30)]
     assert top == sorted(top)
-    assert top[0] == BASE_S * 2 and top[-1] == CAP_S
+    assert top[0] == RETRY.base_s * 2 and top[-1] == RETRY.cap_s
 
 
 def test_jitter_keeps_at_least_half() -> None:
     for n in range(1, 30):
-        assert delay(n, rand=lambda: 0.0) == delay(n, rand=lambda: 1.0) / 2
+        assert RETRY.delay(n, rand=lambda: 0.0) == RETRY.delay(n, rand=lambda: 1.0) / 2
+
+
+def test_each_wait_is_drawn_from_the_upper_half_of_its_ceiling() -> None:
+    retry = Backoff(base_s=1.0, cap_s=100.0)
+    assert retry.delay(3, rand=lambda: 0.0) == 4.0 and retry.delay(3, rand=lambda: 1.0) == 8.0
 
 
 def test_deposit_pauses_span_their_range() -> None:

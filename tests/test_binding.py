@@ -22,13 +22,13 @@ from nacl.public import PublicKey
 from nacl.secret import SecretBox
 from nacl.signing import SigningKey
 
+from durable.files import read_json, write_json
 from follower.client import RelayClient
 from keys import keystore
 from keys.contacts import Contact, Source, pinned_contact
 from keys.envelope import pad
 from keys.identity import Identity, KeyBundle
 from keys.invites import box_proof, new_code, parse_code, seal_request
-from keys.storage import read_json, write_json
 from tests.conftest import Agent, RelayProcess, Result, befriend, make_agent
 
 

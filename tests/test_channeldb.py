@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
+from durable.errors import TalkError
 from follower.channeldb import DB_FILE, ChannelDB, last_spooled, missing_mail
 from follower.sequence import KEEP_IDS_S, Verdict
 from keys.encoding import iso_from_epoch
 from keys.envelope import Inner
-from keys.errors import TalkError
 
 FP_A = "a" * 32
 FP_B = "b" * 32

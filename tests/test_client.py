@@ -8,8 +8,8 @@ from collections.abc import Iterator
 
 import pytest
 
+from durable.errors import RelayError, UserError
 from follower.client import MALFORMED, RelayClient
-from keys.errors import RelayError, UserError
 from tests.faults import read_request
 
 GOOD = b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\n{}"

@@ -21,6 +21,8 @@ import pytest
 import follower.outbox as outbox_mod
 import spool_writer.handed as handed
 from alarms.framing import FOOTER, TRUSTED_TASKS, frame, one_line
+from durable.errors import NotFound, UserError
+from durable.ndjson import read_after
 from follower.admission import MAX_HOPS, RateWindow, Verdict, admit, hops_of
 from follower.held import HeldBox
 from follower.outbox import MAX_ATTEMPTS, PREVIEW, Entry, Outbox, advance, fold
@@ -30,7 +32,6 @@ from follower.tasks import TaskLedger
 from follower.tasks import fold as fold_tasks
 from keys.contacts import Contact, Source, pinned_contact
 from keys.envelope import Inner, new_message
-from keys.errors import NotFound, UserError
 from keys.gate import Invalid
 from keys.identity import Identity
 from keys.policy import (
@@ -971,52 +972,52 @@ def test_record_skips_records_without_an_id_or_sender(tmp_path: Path) -> None:
     assert [x["id"] for x in handed_lines(log)] == ["m4"]
 
 
-def test_read_since_a_missing_log_is_empty(tmp_path: Path) -> None:
-    assert handed.read_since(tmp_path / "none.ndjson", 123) == ([], 0)
+def test_read_after_a_missing_log_is_empty(tmp_path: Path) -> None:
+    assert read_after(tmp_path / "none.ndjson", 123) == ([], 0)
 
 
-def test_read_since_returns_whole_lines_and_the_offset_after_them(tmp_path: Path) -> None:
+def test_read_after_returns_whole_lines_and_the_offset_after_them(tmp_path: Path) -> None:
     log = tmp_path / handed.HANDED_FILE
     handed.record(log, [{"id": "m1", "from": FP_A}], "s")
     first_end = log.stat().st_size
     handed.record(log, [{"id": "m2", "from": FP_A}], "s")
-    items, offset = handed.read_since(log, 0)
+    items, offset = read_after(log, 0)
     assert [i["id"] for i in items] == ["m1", "m2"]
     assert offset == log.stat().st_size
-    items, again = handed.read_since(log, first_end)
+    items, again = read_after(log, first_end)
     assert ([i["id"] for i in items], again) == (["m2"], offset)
-    assert handed.read_since(log, offset) == ([], offset)
+    assert read_after(log, offset) == ([], offset)
 
 
-def test_read_since_leaves_a_partial_last_line_for_later(tmp_path: Path) -> None:
+def test_read_after_leaves_a_partial_last_line_for_later(tmp_path: Path) -> None:
     log = tmp_path / handed.HANDED_FILE
     handed.record(log, [{"id": "m1", "from": FP_A}], "s")
     whole = log.stat().st_size
     tail = json.dumps({"id": "m2", "from": FP_A, "sid": "s", "ts": 1.0}).encode()
     with open(log, "ab") as f:
         f.write(tail[:10])
-    items, offset = handed.read_since(log, 0)
+    items, offset = read_after(log, 0)
     assert [i["id"] for i in items] == ["m1"]
     assert offset == whole
     with open(log, "ab") as f:
         f.write(tail[10:] + b"\n")
-    items, offset = handed.read_since(log, offset)
+    items, offset = read_after(log, offset)
     assert [i["id"] for i in items] == ["m2"]
     assert offset == log.stat().st_size
 
 
-def test_read_since_skips_lines_that_are_not_objects(tmp_path: Path) -> None:
+def test_read_after_skips_lines_that_are_not_objects(tmp_path: Path) -> None:
     log = tmp_path / handed.HANDED_FILE
     log.write_bytes(b'not json\n[1, 2]\n{"id": "m1", "from": "x"}\n')
-    items, offset = handed.read_since(log, 0)
+    items, offset = read_after(log, 0)
     assert items == [{"id": "m1", "from": "x"}]
     assert offset == log.stat().st_size
 
 
-def test_read_since_an_offset_past_the_end_reads_from_the_start(tmp_path: Path) -> None:
+def test_read_after_an_offset_past_the_end_reads_from_the_start(tmp_path: Path) -> None:
     log = tmp_path / handed.HANDED_FILE
     handed.record(log, [{"id": "m1", "from": FP_A}], "s")
-    items, offset = handed.read_since(log, 10_000)
+    items, offset = read_after(log, 10_000)
     assert [i["id"] for i in items] == ["m1"]
     assert offset == log.stat().st_size
 
@@ -1027,12 +1028,12 @@ def test_empty_if_read_truncates_a_large_log_read_to_its_end(
     monkeypatch.setattr(handed, "TRUNCATE_AT", 64)
     log = tmp_path / handed.HANDED_FILE
     handed.record(log, [{"id": f"m{i}", "from": FP_A} for i in range(5)], "s")
-    _, offset = handed.read_since(log, 0)
+    _, offset = read_after(log, 0)
     assert offset >= 64
     assert handed.empty_if_read(log, offset) == 0
     assert log.stat().st_size == 0
     handed.record(log, [{"id": "m9", "from": FP_A}], "s")
-    assert [i["id"] for i in handed.read_since(log, 0)[0]] == ["m9"]
+    assert [i["id"] for i in read_after(log, 0)[0]] == ["m9"]
 
 
 def test_empty_if_read_keeps_a_log_not_read_to_its_end(
@@ -1041,7 +1042,7 @@ def test_empty_if_read_keeps_a_log_not_read_to_its_end(
     monkeypatch.setattr(handed, "TRUNCATE_AT", 64)
     log = tmp_path / handed.HANDED_FILE
     handed.record(log, [{"id": f"m{i}", "from": FP_A} for i in range(5)], "s")
-    _, offset = handed.read_since(log, 0)
+    _, offset = read_after(log, 0)
     handed.record(log, [{"id": "late", "from": FP_A}], "s")  # came after the read
     size = log.stat().st_size
     assert handed.empty_if_read(log, offset) == offset
@@ -1051,7 +1052,7 @@ def test_empty_if_read_keeps_a_log_not_read_to_its_end(
 def test_empty_if_read_keeps_a_small_log_even_read_to_its_end(tmp_path: Path) -> None:
     log = tmp_path / handed.HANDED_FILE
     handed.record(log, [{"id": "m1", "from": FP_A}], "s")
-    _, offset = handed.read_since(log, 0)
+    _, offset = read_after(log, 0)
     assert offset < handed.TRUNCATE_AT
     assert handed.empty_if_read(log, offset) == offset
     assert log.stat().st_size == offset

@@ -17,12 +17,12 @@ from pathlib import Path
 import pytest
 from nacl.public import PublicKey
 
+from durable.errors import RelayError
 from follower.client import RelayClient
 from follower.seqcounter import next_seq
 from keys import keystore
 from keys.contacts import ContactBook
 from keys.envelope import channel_tag, new_message, seal
-from keys.errors import RelayError
 from keys.identity import Identity
 from tests.conftest import Agent, RelayProcess, befriend, free_port, make_agent, wait_for
 

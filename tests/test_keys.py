@@ -14,6 +14,16 @@ from pathlib import Path
 import pytest
 from nacl.secret import SecretBox
 
+from durable.errors import (
+    InviteError,
+    KeyInUse,
+    MessageTooLarge,
+    PinMismatch,
+    TamperedMessage,
+    UnknownSender,
+    UserError,
+)
+from durable.home import IDENTITY_FILE
 from keys import keystore
 from keys.contacts import ContactBook, Source, free_name, pinned_contact
 from keys.encoding import HEX32, b64e
@@ -28,15 +38,6 @@ from keys.envelope import (
     open_blob,
     pad,
     seal,
-)
-from keys.errors import (
-    InviteError,
-    KeyInUse,
-    MessageTooLarge,
-    PinMismatch,
-    TamperedMessage,
-    UnknownSender,
-    UserError,
 )
 from keys.identity import Identity, KeyBundle, fingerprint, parse_fingerprint
 from keys.invites import (
@@ -451,7 +452,7 @@ def secret_forms(identity: Identity) -> list[bytes]:
 def test_keystore_with_passphrase_keeps_no_secret_in_clear(tmp_path: Path) -> None:
     identity = Identity.generate("alice")
     folder = keystore.create(tmp_path, identity, b"correct horse", "http://127.0.0.1:1")
-    data = (folder / keystore.IDENTITY_FILE).read_bytes()
+    data = (folder / IDENTITY_FILE).read_bytes()
     for form in secret_forms(identity):
         assert form not in data
     stored = json.loads(data)
@@ -473,7 +474,7 @@ def test_keystore_without_passphrase_is_owner_only(tmp_path: Path) -> None:
     identity = Identity.generate("bob")
     home = tmp_path / "home"
     folder = keystore.create(home, identity, None, "http://127.0.0.1:1")
-    path = folder / keystore.IDENTITY_FILE
+    path = folder / IDENTITY_FILE
     assert stat.S_IMODE(path.stat().st_mode) == 0o600
     assert stat.S_IMODE(folder.stat().st_mode) == 0o700
     record = keystore.load(folder)
@@ -486,7 +487,7 @@ def test_keystore_without_passphrase_is_owner_only(tmp_path: Path) -> None:
 def test_keystore_refuses_a_file_whose_keys_do_not_match(tmp_path: Path) -> None:
     alice, carol = Identity.generate("alice"), Identity.generate("carol")
     folder = keystore.create(tmp_path, alice, None, "http://127.0.0.1:1")
-    path = folder / keystore.IDENTITY_FILE
+    path = folder / IDENTITY_FILE
     raw = json.loads(path.read_text())
     raw["box_key"] = b64e(carol.box_public)
     path.write_text(json.dumps(raw))

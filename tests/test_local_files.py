@@ -156,7 +156,7 @@ def test_a_daemon_starting_while_others_look_at_its_lock_still_starts(tmp_path: 
     follower starting at that instant once exited, saying another follower held it."""
     import threading
 
-    from keys.storage import held_by_other, hold_for_life
+    from durable.locks import held_by_other, hold_for_life
 
     lock = tmp_path / "follower.lock"
     stop = threading.Event()

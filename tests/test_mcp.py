@@ -16,7 +16,7 @@ from typing import Any
 from mcp import Client, StdioServerParameters
 from mcp.types import CallToolResult, TextContent
 
-from talk import version
+from durable.version import version
 from tests.conftest import TALK, Agent, RelayProcess, make_agent
 
 SID = "s-mcp"

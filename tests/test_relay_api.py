@@ -23,6 +23,7 @@ from typing import Any
 import pytest
 from starlette.routing import Route
 
+from durable.version import version
 from keys.encoding import b64e
 from keys.envelope import MAX_BLOB
 from keys.identity import Identity, KeyBundle
@@ -35,7 +36,6 @@ from keys.wire import (
 )
 from relay.app import JSON_LIMIT, create_app
 from relay.sqlite_store import SqliteStore
-from talk import version
 from tests.conftest import TALK, RelayProcess, free_port
 
 # ---------------------------------------------------------------- HTTP helpers

@@ -20,6 +20,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from websockets.exceptions import InvalidStatus
 from websockets.sync.client import ClientConnection, connect
 
+from durable.version import version
 from follower.push import stream_url
 from keys.identity import Identity
 from keys.wire import auth_headers
@@ -34,7 +35,6 @@ from relay.limits import (
     parse_networks,
     retry_after,
 )
-from talk import version
 from tests.conftest import TALK, RelayProcess, free_port
 from tests.redis_support import StoreRelay
 from tests.test_relay_api import (

@@ -16,9 +16,9 @@ from typing import Any
 import pytest
 from nacl.exceptions import CryptoError
 
+from durable.errors import RelayError
 from follower.client import RelayClient
 from keys.encoding import b64d, b64e
-from keys.errors import RelayError
 from keys.identity import Identity
 from keys.wire import (
     MAC_HEADER,

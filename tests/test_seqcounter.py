@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from durable.errors import UserError
 from follower.seqcounter import COUNTER_FILE, LEGACY_DB, next_seq
-from keys.errors import UserError
 
 FP_A = "a" * 32
 FP_B = "b" * 32

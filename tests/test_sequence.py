@@ -6,6 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from durable.errors import ReplayedMessage, StaleMessage
 from follower.sequence import (
     FUTURE_S,
     MAX_GAPS,
@@ -19,7 +20,6 @@ from follower.sequence import (
     unknown_start,
 )
 from keys.encoding import iso_from_epoch
-from keys.errors import ReplayedMessage, StaleMessage
 
 NOW = 1_800_000_000.0
 TS = iso_from_epoch(NOW - 5)

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from keys.errors import NotFound, UserError
+from durable.errors import NotFound, UserError
 from spool_writer import lines
 from spool_writer.cursor import CursorReader
 from spool_writer.layout import oldest_first

@@ -129,14 +129,16 @@ def test_rotation_keeps_generations_newest_first_and_drops_the_oldest(tmp_path: 
     assert [r["id"] for r in all_lines(inbox)] == ["m2", "m3", "m4"]
 
 
-def test_a_torn_last_line_is_cut_off_before_the_next_append(tmp_path: Path) -> None:
+def test_a_torn_last_line_is_sealed_into_a_line_of_its_own_before_the_next_append(tmp_path: Path) -> None:
     spool = Spool(tmp_path / "spool")
     spool.deliver(message("m1"))
     inbox = tmp_path / "spool" / "inbox.ndjson"
     with open(inbox, "ab") as f:
         f.write(b'{"id": "m2", "te')  # what power loss can leave of a write
     spool.deliver(message("m3"))
-    assert [r["id"] for r in all_lines(inbox)] == ["m1", "m3"]
+    raw = lines.read_lines(inbox)
+    assert raw[1] == b'{"id": "m2", "te\n'  # kept, alone: it swallows nothing
+    assert [json.loads(line)["id"] for line in (raw[0], raw[2])] == ["m1", "m3"]
     assert inbox.read_bytes().endswith(b"\n")
 
 

@@ -1,4 +1,4 @@
-"""talk.version: the one version of the project, read from the installed distribution."""
+"""durable.version: the one version of the project, read from the installed distribution."""
 
 from __future__ import annotations
 
@@ -7,25 +7,25 @@ from pathlib import Path
 
 import pytest
 
-import talk
+import durable.version
 
 PYPROJECT = Path(__file__).resolve().parent.parent / "pyproject.toml"
 
 
 def test_the_version_is_the_one_pyproject_gives() -> None:
     project = tomllib.loads(PYPROJECT.read_text())["project"]
-    assert project["name"] == talk.DISTRIBUTION
+    assert project["name"] == durable.version.DISTRIBUTION
     # An installed distribution's metadata is pyproject's as of the last `pip install -e .`.
-    assert talk.version() == project["version"]
+    assert durable.version.version() == project["version"]
 
 
 def test_a_source_tree_never_installed_has_a_version_no_release_has(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr(talk, "DISTRIBUTION", "talk-mailbox-never-installed")
-    talk.version.cache_clear()
+    monkeypatch.setattr(durable.version, "DISTRIBUTION", "talk-mailbox-never-installed")
+    durable.version.version.cache_clear()
     try:
-        assert talk.version() == talk.UNINSTALLED
+        assert durable.version.version() == durable.version.UNINSTALLED
     finally:
         monkeypatch.undo()
-        talk.version.cache_clear()
+        durable.version.version.cache_clear()

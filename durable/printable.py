@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import re
 
+__all__ = ["is_printable", "json_safe", "printable", "quote"]
+
 # Invisible or reordering characters outside Cc/Zl/Zp: bidi embeddings, overrides and isolates,
 # marks, zero-width spaces and word joiners, and the BOM. U+200D (zero-width joiner) stays: it
 # joins emoji and changes no order.

@@ -9,7 +9,6 @@
     │   ├── PinMismatch            a key bundle does not hash to the pinned fingerprint
     │   ├── KeyInUse               a bundle reuses a key already pinned to another contact
     │   ├── TamperedMessage        ciphertext that does not open, or opens to nonsense
-    │   ├── TamperedMessage        ciphertext that does not open, or opens to nonsense
     │   │   └── MalformedMessage   opened, from a contact, but a field is not of its shape
     │   │       ├── StaleMessage   dated outside the window in which replays can be told apart
     │   │       └── ReplayedMessage  a sequence number the sender already used for another message
@@ -17,10 +16,29 @@
     ├── RelayError                 3  the relay cannot be reached or answers with a failure
     └── TimedOut                   4  `--wait` gave up before the message got that far
 
-Messages say what happened and what to do, in one line.
+Messages say what happened and what to do, in one line. Every part raises these and the
+`talk` command maps them to exit codes, so the tree lives below them all.
 """
 
 from __future__ import annotations
+
+__all__ = [
+    "InviteError",
+    "KeyInUse",
+    "MalformedMessage",
+    "MessageTooLarge",
+    "NotFound",
+    "PinMismatch",
+    "RelayError",
+    "ReplayedMessage",
+    "SecurityError",
+    "StaleMessage",
+    "TalkError",
+    "TamperedMessage",
+    "TimedOut",
+    "UnknownSender",
+    "UserError",
+]
 
 
 class TalkError(Exception):

@@ -1,0 +1,15 @@
+"""What every part of talk needs and no part owns, below them all: it imports nothing of talk's.
+
+    errors       the error tree and the exit code of each error
+    files        private folders and files, the one atomic (and durable) replacement
+    locks        flock around a change; the liveness lock a daemon holds for life
+    ndjson       append logs of JSON lines, and the one policy for a torn last line
+    backoff      how long to wait before trying again after failures
+    daemon       liveness, status file, log, start and stop shared by talk's daemons
+    printable    peer text made safe to show on a terminal and to an agent
+    mesh_fields  the shapes of opencode-mesh fields (task id, mode, status) every part checks
+    version      the project's one version, from the installed distribution
+
+Modules are imported by name (`from durable.files import replace_file`): this package loads
+nothing by itself, so a hook that needs one module pays for that one.
+"""

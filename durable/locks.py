@@ -1,0 +1,79 @@
+"""flock helpers: a lock held around a change, and a lock held for life as the proof a daemon runs.
+
+Every lock lives in a file of its own, opened without following links; closing the descriptor
+(or the process ending, however it ends) releases it, so no lock outlives its holder.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+from durable.files import open_private
+
+__all__ = ["FOLDER_LOCK", "LIFE_LOCK_PATIENCE_S", "folder_locked", "held_by_other", "hold_for_life", "locked"]
+
+LIFE_LOCK_PATIENCE_S = 2.0
+
+
+@contextlib.contextmanager
+def locked(path: Path, shared: bool = False) -> Iterator[int]:
+    """Hold an flock on `path` (created 0600) for the block; yields the lock's descriptor.
+
+    Raises:
+        UserError: `path` is a symbolic link.
+        OSError: the lock file cannot be opened or created.
+    """
+    fd = open_private(path, os.O_RDWR | os.O_CREAT)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH if shared else fcntl.LOCK_EX)
+        yield fd
+    finally:
+        os.close(fd)
+
+
+def hold_for_life(path: Path, patience_s: float = LIFE_LOCK_PATIENCE_S) -> int | None:
+    """Take `path`'s flock for the rest of this process: the proof that it lives (a dead or
+    stopped process, or a pid reused by another program, holds nothing). None when another
+    process holds it. Tries for `patience_s`: a process that only looks (`held_by_other`) holds
+    the lock for an instant, and a daemon starting at that instant must not give up."""
+    fd = open_private(path, os.O_RDWR | os.O_CREAT)
+    deadline = time.monotonic() + patience_s
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return fd
+        except BlockingIOError:
+            if time.monotonic() >= deadline:
+                os.close(fd)
+                return None
+            time.sleep(0.01)
+
+
+def held_by_other(path: Path) -> bool:
+    """Whether a live process holds `path`'s lock (`hold_for_life`). The look takes a shared lock
+    for an instant, so two lookers never make each other see a holder."""
+    try:
+        fd = open_private(path, os.O_RDONLY)
+    except FileNotFoundError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(fd)
+    return False
+
+
+FOLDER_LOCK = ".lock"
+
+
+def folder_locked(folder: Path) -> contextlib.AbstractContextManager[int]:
+    """Hold a folder's own lock (its `.lock` file) around a read-modify-write of its files:
+    several talk processes may share one folder (a receive while an add runs)."""
+    return locked(folder / FOLDER_LOCK)

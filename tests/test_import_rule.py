@@ -1,0 +1,62 @@
+"""Imports run one way (see the design's Layout): each package imports only the ones below it.
+
+Every import of one of our packages counts, wherever it is written: at the top, inside a
+function (the lazy imports that keep hooks fast), or under `if TYPE_CHECKING:`.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+OURS = ("durable", "keys", "relay", "follower", "spool_writer", "alarms", "talk")
+ALLOWED: dict[str, set[str]] = {
+    "durable": set(),
+    "keys": {"durable"},
+    "relay": {"keys", "durable"},
+    "follower": {"keys", "spool_writer", "durable"},
+    "spool_writer": {"durable"},
+    "alarms": {"spool_writer", "durable"},
+    "talk": {"durable", "keys", "relay", "follower", "spool_writer", "alarms"},
+}
+
+
+def imported_modules(node: ast.AST) -> list[str]:
+    if isinstance(node, ast.Import):
+        return [alias.name for alias in node.names]
+    if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+        return [node.module]
+    return []
+
+
+def edges(package: str) -> list[tuple[str, int, str]]:
+    """(file, line, imported package) for every import of another package of ours in `package`."""
+    found = []
+    for path in sorted((ROOT / package).rglob("*.py")):
+        tree = ast.parse(path.read_text(), filename=str(path))
+        for node in ast.walk(tree):
+            for module in imported_modules(node):
+                top = module.split(".")[0]
+                if top in OURS and top != package:
+                    found.append((str(path.relative_to(ROOT)), node.lineno, top))
+    return found
+
+
+def test_every_package_imports_only_what_is_below_it() -> None:
+    violations = [f"{file}:{line}: {package} -> {target}"
+                  for package in OURS for file, line, target in edges(package)
+                  if target not in ALLOWED[package]]
+    assert not violations, "imports against the one-way rule:\n" + "\n".join(violations)
+
+
+def test_the_rule_sees_imports_inside_functions_and_type_checking_blocks(tmp_path: Path) -> None:
+    source = ("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from talk import cli\n"
+              "def f() -> None:\n    import keys.gate\n")
+    found = [m for node in ast.walk(ast.parse(source)) for m in imported_modules(node)]
+    assert found == ["typing", "talk", "keys.gate"]
+
+
+def test_every_package_is_checked() -> None:
+    on_disk = {p.parent.name for p in ROOT.glob("*/__init__.py")} - {"tests", "bench"}
+    assert on_disk <= set(OURS), f"a package the rule does not know: {on_disk - set(OURS)}"
