@@ -31,8 +31,6 @@ MAX_PADDED = BUCKETS[-1]
 # sender key 32 + Box nonce 24 + Box MAC 16 + SealedBox ephemeral key 32 + MAC 16
 OVERHEAD = 32 + 24 + 16 + 32 + 16
 MAX_BLOB = MAX_PADDED + OVERHEAD
-# The padding marker byte plus the JSON framing around the text.
-MAX_TEXT_HINT = MAX_PADDED - 512
 
 
 C = TypeVar("C")

@@ -44,7 +44,6 @@ from keys.identity import KeyBundle
 PREFIX = "talk-"
 INVITES_FILE = "invites.json"
 KEEP_DAYS = 30  # an invite that ended (used, revoked, expired) is remembered this long
-DEFAULT_DAYS = 7.0
 PROOF_PERSON = b"talk-box-proof"
 
 

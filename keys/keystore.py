@@ -168,6 +168,3 @@ def unlock(record: IdentityRecord, passphrase: bytes | None) -> Identity:
     return identity
 
 
-def save_relay(record: IdentityRecord, relay: str) -> None:
-    raw = dict(record.raw, relay=relay)
-    write_json(record.folder / IDENTITY_FILE, raw)

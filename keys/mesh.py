@@ -215,7 +215,7 @@ _READERS: dict[str, Callable[[Values], dict[str, Any] | None]] = {
 
 
 def new_task_id(node: str, now: float | None = None, rand: str | None = None) -> str:
-    """`<node>-<base36 seconds>-<4 random base36 chars>`, as §1 suggests; `rand` fixes the suffix."""
+    """`<node>-<base36 seconds>-<4 random base36 chars>`, the suggested form; `rand` fixes the suffix."""
     clean = re.sub(r"[^a-z0-9_-]", "-", node.lower()) or "node"
     stamp = time.time() if now is None else now
     if not math.isfinite(stamp) or stamp < 0:
@@ -238,7 +238,7 @@ def _base36(number: int) -> str:
 def task_envelope(
     sender: str, task_id: str, text: str, mode: str = "one-shot", env: str | None = None
 ) -> str:
-    """A §1 request envelope; `text` loses its surrounding blank lines, as parsing would drop them."""
+    """A task envelope; `text` loses its surrounding blank lines, as parsing would drop them."""
     _check_line("sender", sender)
     _check_line("task id", task_id)
     if mode not in MODES:
@@ -254,7 +254,7 @@ def task_envelope(
 
 
 def result_block(task_id: str, status: str, summary: str, artifacts: list[str] | None = None) -> str:
-    """A §2 result block; the summary is trimmed and its later lines indented by two spaces."""
+    """A result block; the summary is trimmed and its later lines indented by two spaces."""
     _check_line("task id", task_id)
     if status not in STATUSES:
         raise ValueError(f"status must be one of {', '.join(STATUSES)}, not {status!r}")
@@ -274,7 +274,7 @@ def result_block(task_id: str, status: str, summary: str, artifacts: list[str] |
 
 
 def question_block(task_id: str, question: str, options: list[str] | None = None) -> str:
-    """A §3 question block: one single-line question and optional choices."""
+    """A question block: one single-line question and optional choices."""
     _check_line("task id", task_id)
     _check_line("question", question)
     for option in options or []:

@@ -15,47 +15,14 @@ locks, NDJSON appends): hooks import it on every agent turn.
     handover   moving unread mail between spools
     sessions   register, unregister, list_sessions, gc
     cursor     the pure cursor logic and CursorReader
+
+Others import these modules by name (`from spool_writer.cursor import CursorReader`): this file
+loads none of them, so a hook that needs the cursor loads only that.
 """
 
 from __future__ import annotations
 
-from importlib import import_module
-from typing import TYPE_CHECKING, Any
-
 # The delivered-ids file's name, here so a reader can look for it before loading any module.
 INDEX_FILE = "delivered.log"
 
-if TYPE_CHECKING:
-    from spool_writer.cursor import CursorReader, CursorState
-    from spool_writer.layout import SpoolLayout, check_sid
-    from spool_writer.registry import Host
-    from spool_writer.sessions import Registration, SessionInfo, gc, list_sessions, register, unregister
-    from spool_writer.spool import Spool
-
-_HOME = {
-    "CursorReader": "cursor", "CursorState": "cursor", "SpoolLayout": "layout", "check_sid": "layout",
-    "Host": "registry", "Registration": "sessions", "SessionInfo": "sessions", "gc": "sessions",
-    "list_sessions": "sessions", "register": "sessions", "unregister": "sessions", "Spool": "spool",
-}
-__all__ = [
-    "INDEX_FILE",
-    "CursorReader",
-    "CursorState",
-    "Host",
-    "Registration",
-    "SessionInfo",
-    "Spool",
-    "SpoolLayout",
-    "check_sid",
-    "gc",
-    "list_sessions",
-    "register",
-    "unregister",
-]
-
-
-def __getattr__(name: str) -> Any:
-    """Import a name's module on first use: an alarm that needs only the cursor loads only that."""
-    if name not in _HOME:
-        raise AttributeError(f"module 'spool_writer' has no attribute {name!r}")
-    return getattr(import_module(f"spool_writer.{_HOME[name]}"), name)
+__all__ = ["INDEX_FILE"]

@@ -23,10 +23,6 @@ HANDED_FILE = "handed.ndjson"
 TRUNCATE_AT = 256 * 1024
 
 
-def log_path(spool_root: Path) -> Path:
-    return spool_root / HANDED_FILE
-
-
 def record(log: Path, records: list[dict[str, Any]], sid: str) -> None:
     lines = [{"id": r["id"], "from": r["from"], "sid": sid, "ts": time.time()}
              for r in records if isinstance(r.get("id"), str) and isinstance(r.get("from"), str)]
