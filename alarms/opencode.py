@@ -47,7 +47,7 @@ from typing import Any
 from alarms.framing import frame
 from alarms.mailbox import SessionMail
 from alarms.opencode_api import OpencodeClient, OpencodeError, OpencodeRefused
-from alarms.opencode_outbox import Batch, Outbox, OutboxState, accepted, new_batch
+from alarms.opencode_outbox import Prompt, PromptOutbox, PromptOutboxState, accepted, new_prompt
 from alarms.procnet import pid_listening_on
 from durable import daemon
 from durable.backoff import Backoff
@@ -153,7 +153,7 @@ def alarm_status(folder: Path) -> list[dict[str, Any]]:
             continue
         files = AlarmFiles(folder, status.session)
         running = held_by_other(files.lock)
-        pending = Outbox(files.outbox).load().pending
+        pending = PromptOutbox(files.outbox).load().pending
         row = asdict(status)
         row.update(host=HOST, running=running, state=status.state if running else State.STOPPED.value,
                    outbox=len(pending.ids) if pending else 0, waiting=_waiting(folder, status.session),
@@ -198,7 +198,7 @@ class OpencodeAlarm:
         self.mail = SessionMail(folder, sid)
         self.reader = CursorReader(self.mail.layout.session_file(sid), self.mail.layout.cursor_file(sid),
                                    handed=self.mail.layout.handed, sid=sid)
-        self.outbox = Outbox(self.files.outbox)
+        self.outbox = PromptOutbox(self.files.outbox)
         self.registered: tuple[int, int | None] | None = None  # (pid, start time)
         self.failures = 0
         self.status = AlarmStatus(pid=os.getpid(), url=client.url, session=sid, since=time.time())
@@ -232,10 +232,10 @@ class OpencodeAlarm:
         except (OpencodeError, TalkError, OSError) as exc:
             return self._failed(exc)
 
-    def _batch(self, records: list[dict[str, Any]]) -> Batch:
-        return new_batch(records, frame(records), int(time.time() * 1000))
+    def _batch(self, records: list[dict[str, Any]]) -> Prompt:
+        return new_prompt(records, frame(records), int(time.time() * 1000))
 
-    def _deliver(self, state: OutboxState) -> None:
+    def _deliver(self, state: PromptOutboxState) -> None:
         assert state.pending is not None
         self.client.prompt_async(self.sid, state.pending.body())
         self.outbox.save(accepted(state))

@@ -47,7 +47,7 @@ def opencode_id(prefix: str, now_ms: int, counter: int, seed: str) -> str:
 
 
 @dataclass(frozen=True)
-class Batch:
+class Prompt:
     """One prompt_async call, frozen when it enters the outbox so every retry is the same call."""
 
     message_id: str
@@ -64,20 +64,20 @@ class Batch:
                 "ids": list(self.ids)}
 
     @classmethod
-    def from_json(cls, obj: dict[str, Any]) -> Batch:
+    def from_json(cls, obj: dict[str, Any]) -> Prompt:
         return cls(str(obj["message_id"]), str(obj["part_id"]), str(obj["text"]),
                    tuple(map(str, obj["ids"])))
 
 
-def new_batch(records: Sequence[dict[str, Any]], text: str, now_ms: int) -> Batch:
+def new_prompt(records: Sequence[dict[str, Any]], text: str, now_ms: int) -> Prompt:
     ids = tuple(str(r["id"]) for r in records)
     seed = ",".join(ids)
-    return Batch(opencode_id("msg", now_ms, 0, seed), opencode_id("prt", now_ms, 1, seed), text, ids)
+    return Prompt(opencode_id("msg", now_ms, 0, seed), opencode_id("prt", now_ms, 1, seed), text, ids)
 
 
 @dataclass(frozen=True)
-class OutboxState:
-    pending: Batch | None = None
+class PromptOutboxState:
+    pending: Prompt | None = None
     recent: tuple[str, ...] = field(default=())
     delivered: int = 0  # batches opencode accepted, over the outbox's life
 
@@ -86,48 +86,48 @@ class OutboxState:
                 "recent": list(self.recent), "delivered": self.delivered}
 
     @classmethod
-    def from_json(cls, obj: dict[str, Any]) -> OutboxState:
+    def from_json(cls, obj: dict[str, Any]) -> PromptOutboxState:
         pending = obj.get("pending")
-        return cls(None if pending is None else Batch.from_json(pending),
+        return cls(None if pending is None else Prompt.from_json(pending),
                    tuple(map(str, obj.get("recent", []))), int(obj.get("delivered", 0)))
 
 
-def fresh(records: Sequence[dict[str, Any]], state: OutboxState) -> list[dict[str, Any]]:
+def fresh(records: Sequence[dict[str, Any]], state: PromptOutboxState) -> list[dict[str, Any]]:
     """The records not yet handed to opencode (neither accepted nor waiting in the outbox)."""
     known = set(state.recent) | set(state.pending.ids if state.pending else ())
     return [r for r in records if str(r.get("id")) not in known]
 
 
-def accepted(state: OutboxState, keep: int = RECENT) -> OutboxState:
+def accepted(state: PromptOutboxState, keep: int = RECENT) -> PromptOutboxState:
     """The state after opencode accepted the pending batch."""
     if state.pending is None:
         return state
     recent = (*state.recent, *state.pending.ids)[-keep:]
-    return OutboxState(None, recent, state.delivered + 1)
+    return PromptOutboxState(None, recent, state.delivered + 1)
 
 
-class Outbox:
+class PromptOutbox:
     """The on-disk outbox of one session's alarm; one process uses it at a time (the alarm lock)."""
 
     def __init__(self, path: Path) -> None:
         self.path = path
 
-    def load(self) -> OutboxState:
+    def load(self) -> PromptOutboxState:
         data = read_json(self.path, None)
         if data is None:
-            return OutboxState()
+            return PromptOutboxState()
         try:
-            return OutboxState.from_json(data)
+            return PromptOutboxState.from_json(data)
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             raise UserError(
                 f"{self.path} is damaged ({exc!r}); its mail may not have reached opencode: read it, "
                 "then move it aside and start the alarm again"
             ) from exc
 
-    def save(self, state: OutboxState) -> None:
+    def save(self, state: PromptOutboxState) -> None:
         write_json(self.path, state.to_json())
 
-    def fill(self, reader: CursorReader, make: Callable[[list[dict[str, Any]]], Batch]) -> OutboxState:
+    def fill(self, reader: CursorReader, make: Callable[[list[dict[str, Any]]], Prompt]) -> PromptOutboxState:
         """Move new spool records into the outbox as one batch made by `make(records)`.
 
         Done under the cursor's lock, outbox first and cursor second (see the module docstring).
@@ -146,7 +146,7 @@ class Outbox:
             if records and reader.handed is not None:
                 handed_log.record(reader.handed, records, reader.sid)
             if records:
-                state = OutboxState(make(records), state.recent, state.delivered)
+                state = PromptOutboxState(make(records), state.recent, state.delivered)
                 self.save(state)
             write_json(reader.state_file, taken.state.to_json())
         return state

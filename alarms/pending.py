@@ -57,7 +57,7 @@ def marker(msg_id: str) -> bytes:
 
 
 @dataclass(frozen=True)
-class Batch:
+class PendingBatch:
     ids: tuple[str, ...]
     at: float  # wall clock, comparable with the transcript's mtime
     pid: int  # the alarm process that took the batch
@@ -70,7 +70,7 @@ class Batch:
                 "transcript": self.transcript, "mark": self.mark}
 
     @classmethod
-    def from_json(cls, obj: dict[str, Any]) -> Batch:
+    def from_json(cls, obj: dict[str, Any]) -> PendingBatch:
         start, transcript = obj.get("start"), obj.get("transcript")
         return cls(tuple(map(str, obj["ids"])), float(obj["at"]), int(obj["pid"]),
                    None if start is None else int(start), None if transcript is None else str(transcript),
@@ -85,7 +85,7 @@ class Seen:
     mtime: float  # when the host last wrote the transcript
 
 
-def judge(batch: Batch, seen: Seen | None, taker_alive: bool, margin: float = MARGIN_S) -> str:
+def judge(batch: PendingBatch, seen: Seen | None, taker_alive: bool, margin: float = MARGIN_S) -> str:
     """DELIVERED, LOST (hand on the ids not in `seen.found` again) or WAIT.
 
     `seen` None: no transcript to judge by. A live taker may still be printing (a monitor is
@@ -98,21 +98,21 @@ def judge(batch: Batch, seen: Seen | None, taker_alive: bool, margin: float = MA
     return LOST if seen.mtime > batch.at + margin else WAIT
 
 
-def missing(batch: Batch, seen: Seen) -> list[str]:
+def missing(batch: PendingBatch, seen: Seen) -> list[str]:
     return [i for i in batch.ids if i not in seen.found]
 
 
-def load(path: Path) -> list[Batch]:
+def load(path: Path) -> list[PendingBatch]:
     data = read_json(path, None)
     if not isinstance(data, dict):
         return []
     try:
-        return [Batch.from_json(b) for b in data.get("batches", [])]
+        return [PendingBatch.from_json(b) for b in data.get("batches", [])]
     except (KeyError, TypeError, ValueError):
         return []  # a damaged file must not stop mail; its batches fall back to at-most-once
 
 
-def save(path: Path, batches: Sequence[Batch]) -> None:
+def save(path: Path, batches: Sequence[PendingBatch]) -> None:
     if batches:
         write_json(path, {"v": VERSION, "batches": [b.to_json() for b in batches]})
     else:
@@ -126,7 +126,7 @@ def transcript_size(path: str | None) -> int:
         return 0
 
 
-def look(batches: Sequence[Batch], transcript: str) -> list[Seen] | None:
+def look(batches: Sequence[PendingBatch], transcript: str) -> list[Seen] | None:
     """What `transcript` shows about each batch; None if it cannot be read (nothing is judged)."""
     try:
         with open(transcript, "rb") as f:
@@ -182,7 +182,7 @@ def take(layout: SpoolLayout, sid: str, transcript: str | None, *, record: bool,
         known = {r["id"] for r in out}
         out += [r for r in fresh if r["id"] not in known]
         if record and out:
-            kept.append(Batch(tuple(r["id"] for r in out), time.time(), os.getpid(),
+            kept.append(PendingBatch(tuple(r["id"] for r in out), time.time(), os.getpid(),
                               process.start_time(os.getpid()), transcript, transcript_size(transcript)))
         if kept != batches:
             save(path, kept)  # before the cursor: a crash between the two repeats nothing
@@ -192,14 +192,14 @@ def take(layout: SpoolLayout, sid: str, transcript: str | None, *, record: bool,
     return out
 
 
-def reconciled(batches: list[Batch], transcript: str | None) -> tuple[list[Batch], list[str]]:
+def reconciled(batches: list[PendingBatch], transcript: str | None) -> tuple[list[PendingBatch], list[str]]:
     """The batches still pending, and the ids to hand on again."""
     if not batches or transcript is None:
         return list(batches), []
     seen = look(batches, transcript)
     if seen is None:
         return list(batches), []
-    kept: list[Batch] = []
+    kept: list[PendingBatch] = []
     again: list[str] = []
     for batch, s in zip(batches, seen, strict=True):
         verdict = judge(batch, s, process.alive(batch.pid, batch.start))

@@ -472,9 +472,9 @@ def test_idle_thread_is_woken_through_the_app_server(codex_setup: dict[str, Any]
 # --- exactly once: pending batches reconciled against the transcript -----------------------------
 
 def _batch(ids: tuple[str, ...], at: float = 100.0, mark: int = 0) -> Any:
-    from alarms.pending import Batch
+    from alarms.pending import PendingBatch
 
-    return Batch(ids, at, 4242, 1, "/t.jsonl", mark)
+    return PendingBatch(ids, at, 4242, 1, "/t.jsonl", mark)
 
 
 def test_reconcile_decision() -> None:
@@ -493,14 +493,14 @@ def test_reconcile_decision() -> None:
 
 
 def test_look_finds_markers_only_after_the_batchs_mark(tmp_path: Path) -> None:
-    from alarms.pending import Batch, look
+    from alarms.pending import PendingBatch, look
 
     t = tmp_path / "t.jsonl"
     t.write_text('{"old": "id m1, seen before"}\n')
     mark = t.stat().st_size
     t.write_text(t.read_text() + '{"text": "message 1 of 1 from alice (fingerprint f, id m2, sent x)"}\n')
-    before = Batch(("m1", "m2"), 1.0, 1, None, str(t), mark)
-    unknown = Batch(("m1",), 1.0, 1, None, None, 0)  # a monitor's batch: the whole file counts
+    before = PendingBatch(("m1", "m2"), 1.0, 1, None, str(t), mark)
+    unknown = PendingBatch(("m1",), 1.0, 1, None, None, 0)  # a monitor's batch: the whole file counts
     seen = look([before, unknown], str(t))
     assert seen is not None
     assert seen[0].found == frozenset({"m2"}) and seen[1].found == frozenset({"m1"})
@@ -522,7 +522,8 @@ def test_pending_take_redelivers_a_lost_batch_once(folder: Path, tmp_path: Path)
     assert batch.ids == (m["id"],) and batch.pid == os.getpid()
     assert pending.take(mail.layout, "p1", str(transcript), record=True) == []  # the taker lives: wait
     dead = subprocess.run([PYTHON, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
-    pending.save(path, [pending.Batch(batch.ids, batch.at - 10, int(dead.stdout), None, str(transcript), 0)])
+    old = pending.PendingBatch(batch.ids, batch.at - 10, int(dead.stdout), None, str(transcript), 0)
+    pending.save(path, [old])
     again = pending.take(mail.layout, "p1", str(transcript), record=True)
     assert [r["id"] for r in again] == [m["id"]] and again[0]["text"] == "lost once"
     transcript.write_text(f'{{"hook": "id {m["id"]}, sent"}}\n')  # this time Codex wrote it down

@@ -35,7 +35,15 @@ from alarms.opencode import (
     running_pid,
 )
 from alarms.opencode_api import OpencodeClient, OpencodeDown, split_url
-from alarms.opencode_outbox import Batch, Outbox, OutboxState, accepted, fresh, new_batch, opencode_id
+from alarms.opencode_outbox import (
+    Prompt,
+    PromptOutbox,
+    PromptOutboxState,
+    accepted,
+    fresh,
+    new_prompt,
+    opencode_id,
+)
 from alarms.procnet import listening_inodes, pid_listening_on
 from durable.errors import UserError
 from spool_writer import lines
@@ -71,22 +79,23 @@ def test_ids_have_opencodes_shape_sort_by_time_and_repeat_for_the_same_batch() -
 
 
 def test_a_batch_is_one_prompt_with_fixed_message_and_part_ids() -> None:
-    batch = new_batch([record("a"), record("b")], "FRAMED", 1_795_965_366_037)
+    batch = new_prompt([record("a"), record("b")], "FRAMED", 1_795_965_366_037)
     body = batch.body()
     assert body == {"messageID": batch.message_id,
                     "parts": [{"id": batch.part_id, "type": "text", "text": "FRAMED"}]}
     assert batch.ids == ("a", "b")
-    assert Batch.from_json(json.loads(json.dumps(batch.to_json()))) == batch
+    assert Prompt.from_json(json.loads(json.dumps(batch.to_json()))) == batch
 
 
 def test_fresh_drops_what_is_pending_or_accepted_and_accepted_moves_pending_to_recent() -> None:
-    pending = new_batch([record("b")], "t", 1)
-    state = OutboxState(pending, ("a",), 3)
+    pending = new_prompt([record("b")], "t", 1)
+    state = PromptOutboxState(pending, ("a",), 3)
     assert [r["id"] for r in fresh([record("a"), record("b"), record("c")], state)] == ["c"]
     done = accepted(state, keep=2)
-    assert done == OutboxState(None, ("a", "b"), 4)
-    assert accepted(OutboxState(None, ("a", "b", "c"), 0), keep=2) == OutboxState(None, ("a", "b", "c"), 0)
-    assert OutboxState.from_json(json.loads(json.dumps(state.to_json()))) == state
+    assert done == PromptOutboxState(None, ("a", "b"), 4)
+    unchanged = PromptOutboxState(None, ("a", "b", "c"), 0)
+    assert accepted(unchanged, keep=2) == unchanged
+    assert PromptOutboxState.from_json(json.loads(json.dumps(state.to_json()))) == state
 
 
 def test_backoff_grows_with_jitter_and_is_capped() -> None:
@@ -152,10 +161,10 @@ def test_fill_moves_new_mail_into_the_outbox_and_the_cursor_past_it(
     tmp_path: Path, spool: tuple[SpoolLayout, CursorReader]
 ) -> None:
     layout, reader = spool
-    outbox = Outbox(tmp_path / "outbox.json")
-    assert outbox.fill(reader, lambda rs: new_batch(rs, "x", 1)).pending is None
+    outbox = PromptOutbox(tmp_path / "outbox.json")
+    assert outbox.fill(reader, lambda rs: new_prompt(rs, "x", 1)).pending is None
     append(layout, "a", "b")
-    state = outbox.fill(reader, lambda rs: new_batch(rs, "|".join(r["text"] for r in rs), 1))
+    state = outbox.fill(reader, lambda rs: new_prompt(rs, "|".join(r["text"] for r in rs), 1))
     assert state.pending is not None and state.pending.ids == ("a", "b")
     assert state.pending.text == "text a|text b"
     assert outbox.load() == state  # on disk before the cursor moved
@@ -168,13 +177,13 @@ def test_a_crash_between_outbox_and_cursor_save_does_not_hand_mail_on_twice(
     """The outbox holds a batch whose cursor move was lost: the batch is kept, the reread dropped."""
     layout, reader = spool
     append(layout, "a", "b")
-    outbox = Outbox(tmp_path / "outbox.json")
-    crashed = OutboxState(new_batch([record("a"), record("b")], "x", 1))
+    outbox = PromptOutbox(tmp_path / "outbox.json")
+    crashed = PromptOutboxState(new_prompt([record("a"), record("b")], "x", 1))
     outbox.save(crashed)  # as if the process died before the cursor was saved
     assert reader.count_unread() == 2
     outbox.save(accepted(crashed))  # the restarted alarm delivered the pending batch
     append(layout, "c")
-    state = outbox.fill(reader, lambda rs: new_batch(rs, "x", 2))
+    state = outbox.fill(reader, lambda rs: new_prompt(rs, "x", 2))
     assert state.pending is not None and state.pending.ids == ("c",)
     assert reader.count_unread() == 0
 
@@ -183,7 +192,7 @@ def test_alarm_status_reports_a_dead_alarm_as_stopped_with_its_outbox(tmp_path: 
     assert alarm_status(tmp_path) == []
     files = AlarmFiles(tmp_path, "ses_x")
     AlarmStatus(pid=123, url="http://127.0.0.1:1", session="ses_x", state="delivering").save(files.status)
-    Outbox(files.outbox).save(OutboxState(new_batch([record("a")], "x", 1)))
+    PromptOutbox(files.outbox).save(PromptOutboxState(new_prompt([record("a")], "x", 1)))
     [row] = alarm_status(tmp_path)
     assert row["running"] is False and row["state"] == "stopped" and row["outbox"] == 1
     assert row["session"] == "ses_x" and row["host"] == "opencode"
@@ -195,7 +204,7 @@ def test_alarm_status_reports_a_dead_alarm_as_stopped_with_its_outbox(tmp_path: 
 def test_a_damaged_outbox_says_what_to_do(tmp_path: Path) -> None:
     (tmp_path / "outbox.json").write_text('{"pending": {"text": 1}}')
     with pytest.raises(UserError, match="move it aside"):
-        Outbox(tmp_path / "outbox.json").load()
+        PromptOutbox(tmp_path / "outbox.json").load()
 
 
 # --- real host: opencode serve, the fake model, a relay, bob's follower, the alarm ------------
@@ -385,7 +394,7 @@ def test_mail_reaches_the_model_within_2_s_of_the_spool_exactly_once(rig: Rig) -
 def test_opencode_takes_a_batch_posted_twice_as_one_turn(rig: Rig) -> None:
     """What makes a retried post safe: opencode upserts a message under the caller's ids."""
     text = marker("POSTED-TWICE")
-    batch = new_batch([record("retried")], text, int(time.time() * 1000))
+    batch = new_prompt([record("retried")], text, int(time.time() * 1000))
     client = OpencodeClient(rig.opencode.url)
     client.prompt_async(rig.sid, batch.body())
     client.prompt_async(rig.sid, batch.body())  # a retry before the turn ran
@@ -478,13 +487,13 @@ def test_a_crash_before_the_post_or_after_the_204_is_healed_by_the_outbox(rig: R
     folder = rig.bob.home / "bob"
     layout = SpoolLayout(folder / "spool")
     reader = CursorReader(layout.session_file(rig.sid), layout.cursor_file(rig.sid))
-    outbox = Outbox(AlarmFiles(folder, rig.sid).outbox)
+    outbox = PromptOutbox(AlarmFiles(folder, rig.sid).outbox)
     alarm(rig.bob, "stop", "opencode")
     for label, post_first in (("CRASH-BEFORE-POST", False), ("CRASH-AFTER-204", True)):
         text = marker(label)
         rig.send(text)
         wait_for(lambda t=text: rig.spooled(t), 20, f"{label} in bob's spool")  # type: ignore[misc]
-        state = outbox.fill(reader, lambda rs: new_batch(rs, frame(rs), int(time.time() * 1000)))
+        state = outbox.fill(reader, lambda rs: new_prompt(rs, frame(rs), int(time.time() * 1000)))
         assert state.pending is not None and reader.count_unread() == 0  # the cursor has moved on
         if post_first:
             OpencodeClient(rig.opencode.url).prompt_async(rig.sid, state.pending.body())
