@@ -24,6 +24,7 @@ from alarms import pending
 from alarms.claude_session import HOST, claude_pid, session_id
 from alarms.framing import frame
 from alarms.mailbox import SessionMail, identity_folder
+from spool_writer.record import SpoolRecord
 
 TAKES_MAIL = frozenset({"UserPromptSubmit", "Stop"})
 
@@ -36,7 +37,7 @@ def parse_payload(raw: str) -> dict[str, Any]:
     return payload if isinstance(payload, dict) else {}
 
 
-def reply(event: str, records: list[dict[str, Any]]) -> dict[str, Any]:
+def reply(event: str, records: list[SpoolRecord]) -> dict[str, Any]:
     """What the hook prints for `event` when `records` were taken for the session."""
     if not records:
         return {}
@@ -50,7 +51,7 @@ def transcript_of(payload: dict[str, Any]) -> str | None:
     return path if isinstance(path, str) and path else None
 
 
-def handle(event: str, sid: str, transcript: str | None = None) -> list[dict[str, Any]]:
+def handle(event: str, sid: str, transcript: str | None = None) -> list[SpoolRecord]:
     """Register the session if needed and take its mail when `event` delivers mail."""
     mail = SessionMail(identity_folder(), sid)
     if event == "SessionStart" or not mail.registered():
@@ -67,7 +68,7 @@ def main() -> int:
     payload = parse_payload(sys.stdin.read())
     event = str(payload.get("hook_event_name", ""))
     sid = session_id(payload.get("session_id") or None, os.environ)
-    records: list[dict[str, Any]] = []
+    records: list[SpoolRecord] = []
     if sid is not None:
         try:
             records = handle(event, sid, transcript_of(payload))

@@ -20,23 +20,23 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 from alarms import pending
 from alarms.claude_session import HOST, claude_pid, session_id, transcript_path
 from alarms.framing import one_line
 from alarms.mailbox import NoIdentity, SessionMail, identity_folder
 from spool_writer import process
+from spool_writer.record import SpoolRecord
 
 POLL_S = 0.2
 RETRY_S = 5.0
 RECONCILE_S = 5.0  # reading the transcript costs more than a poll: not on every one
 
-Take = Callable[[], list[dict[str, Any]]]
+Take = Callable[[], list[SpoolRecord]]
 Alive = Callable[[], bool]
 
 
-def event_line(record: dict[str, Any]) -> str:
+def event_line(record: SpoolRecord) -> str:
     """The record as exactly one line: a stray newline would split it into two events."""
     return one_line(record).replace("\r", " ").replace("\n", " ")
 
@@ -63,7 +63,7 @@ class Taker:
         self.last: float | None = None
         self.pending = Path(pending.pending_file(str(mail.layout.sessions_dir), mail.sid))
 
-    def __call__(self) -> list[dict[str, Any]]:
+    def __call__(self) -> list[SpoolRecord]:
         now = time.monotonic()
         due = reconcile_due(self.last, now, self.pending.exists())
         if due:

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any
 
 from durable.home import identity_names, talk_home
+from spool_writer.record import SpoolRecord
 
 
 class NoIdentity(Exception):
@@ -49,7 +49,7 @@ class SessionMail:
     def registered(self) -> bool:
         return self.layout.session_file(self.sid).exists()
 
-    def take(self) -> list[dict[str, Any]]:
+    def take(self) -> list[SpoolRecord]:
         """New messages, each exactly once across all alarms; the cursor moves before return."""
         from spool_writer.cursor import CursorReader
 

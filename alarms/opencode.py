@@ -53,6 +53,7 @@ from durable import daemon
 from durable.backoff import Backoff
 from durable.daemon import setup_logging
 from durable.locks import held_by_other, hold_for_life
+from spool_writer.record import SpoolRecord
 
 HOST = "opencode"
 PREFIX = f"alarm-{HOST}-"
@@ -232,7 +233,7 @@ class OpencodeAlarm:
         except (OpencodeError, TalkError, OSError) as exc:
             return self._failed(exc)
 
-    def _batch(self, records: list[dict[str, Any]]) -> Prompt:
+    def _batch(self, records: list[SpoolRecord]) -> Prompt:
         return new_prompt(records, frame(records), int(time.time() * 1000))
 
     def _deliver(self, state: PromptOutboxState) -> None:

@@ -33,6 +33,7 @@ from durable.files import read_json, write_json
 from spool_writer import handed as handed_log
 from spool_writer.cursor import CursorReader, load_state, lock_path, read_new
 from spool_writer.layout import flocked, generations
+from spool_writer.record import SpoolRecord
 
 RECENT = 512
 _B62 = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
@@ -69,7 +70,7 @@ class Prompt:
                    tuple(map(str, obj["ids"])))
 
 
-def new_prompt(records: Sequence[dict[str, Any]], text: str, now_ms: int) -> Prompt:
+def new_prompt(records: Sequence[SpoolRecord], text: str, now_ms: int) -> Prompt:
     ids = tuple(str(r["id"]) for r in records)
     seed = ",".join(ids)
     return Prompt(opencode_id("msg", now_ms, 0, seed), opencode_id("prt", now_ms, 1, seed), text, ids)
@@ -92,7 +93,7 @@ class PromptOutboxState:
                    tuple(map(str, obj.get("recent", []))), int(obj.get("delivered", 0)))
 
 
-def fresh(records: Sequence[dict[str, Any]], state: PromptOutboxState) -> list[dict[str, Any]]:
+def fresh(records: Sequence[SpoolRecord], state: PromptOutboxState) -> list[SpoolRecord]:
     """The records not yet handed to opencode (neither accepted nor waiting in the outbox)."""
     known = set(state.recent) | set(state.pending.ids if state.pending else ())
     return [r for r in records if str(r.get("id")) not in known]
@@ -127,7 +128,7 @@ class PromptOutbox:
     def save(self, state: PromptOutboxState) -> None:
         write_json(self.path, state.to_json())
 
-    def fill(self, reader: CursorReader, make: Callable[[list[dict[str, Any]]], Prompt]) -> PromptOutboxState:
+    def fill(self, reader: CursorReader, make: Callable[[list[SpoolRecord]], Prompt]) -> PromptOutboxState:
         """Move new spool records into the outbox as one batch made by `make(records)`.
 
         Done under the cursor's lock, outbox first and cursor second (see the module docstring).

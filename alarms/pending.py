@@ -35,6 +35,7 @@ from spool_writer import handed as handed_log
 from spool_writer import process
 from spool_writer.cursor import RECENT, load_state, lock_path, message_of, read_new
 from spool_writer.layout import SpoolLayout, flocked, generations
+from spool_writer.record import SpoolRecord
 
 SUFFIX = ".pending.json"
 VERSION = 1
@@ -143,10 +144,10 @@ def look(batches: Sequence[PendingBatch], transcript: str) -> list[Seen] | None:
     return seen
 
 
-def records_by_id(spool_file: Path, ids: Iterable[str]) -> list[dict[str, Any]]:
+def records_by_id(spool_file: Path, ids: Iterable[str]) -> list[SpoolRecord]:
     """The records with these ids from the session's spool, current file and rotated ones."""
     wanted = set(ids)
-    found: dict[str, dict[str, Any]] = {}
+    found: dict[str, SpoolRecord] = {}
     for path in [*reversed(generations(spool_file)), spool_file]:
         try:
             data = path.read_bytes()
@@ -160,7 +161,7 @@ def records_by_id(spool_file: Path, ids: Iterable[str]) -> list[dict[str, Any]]:
 
 
 def take(layout: SpoolLayout, sid: str, transcript: str | None, *, record: bool,
-         reconcile: bool = True) -> list[dict[str, Any]]:
+         reconcile: bool = True) -> list[SpoolRecord]:
     """Lost batches again, then new mail; what is returned is pending before the cursor moves.
 
     `record`: whether the caller's output will land in a transcript that can be checked (a Codex

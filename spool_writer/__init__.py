@@ -6,6 +6,7 @@ at most once per id. Every alarm reads its session's spool with a `CursorReader`
 imports only the standard library and the leaf package `durable` (errors, private files,
 locks, NDJSON appends): hooks import it on every agent turn.
 
+    record     SpoolRecord: the fields of one spool line, and who writes each
     layout     where the files are, their modes, the folder lock
     lines      whole-line appends, rotation, reading complete lines back
     index      the delivered ids, and deliveries a crash cut short

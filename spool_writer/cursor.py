@@ -23,7 +23,7 @@ from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from durable.errors import UserError
 from durable.files import ensure_private_dir, open_private, read_json, write_json
@@ -31,6 +31,7 @@ from durable.ndjson import complete_lines
 from spool_writer import handed as handed_log
 from spool_writer import lines
 from spool_writer.layout import flocked, generations
+from spool_writer.record import SpoolRecord
 
 HEAD_BYTES = 64
 RECENT = 512
@@ -90,7 +91,7 @@ class Chunk:
 
 @dataclass(frozen=True)
 class Taken:
-    records: list[dict[str, Any]]
+    records: list[SpoolRecord]
     lines: list[bytes]  # the raw line of each record, for moving unread mail elsewhere
     state: CursorState
     skipped: int = 0
@@ -113,13 +114,19 @@ def plan(state: CursorState, views: Sequence[FileView]) -> list[Read]:
     return [Read(at, resume_at(state, views[at]))] + [Read(i, 0) for i in range(at + 1, len(views))]
 
 
-def message_of(line: bytes) -> dict[str, Any] | None:
-    """The message a line holds, or None for a line that is not a JSON object with a string id."""
+def message_of(line: bytes) -> SpoolRecord | None:
+    """The message a line holds, or None for a line that is not a JSON object with a string id.
+
+    Only the id is checked: the other fields are as the file has them, whatever the type says
+    (see `spool_writer.record`).
+    """
     try:
         obj = json.loads(line)
     except ValueError:
         return None
-    return obj if isinstance(obj, dict) and isinstance(obj.get("id"), str) else None
+    if not isinstance(obj, dict) or not isinstance(obj.get("id"), str):
+        return None
+    return cast(SpoolRecord, obj)
 
 
 def advance(
@@ -128,7 +135,7 @@ def advance(
     """The new messages in `chunks` (read as `plan` said) and the state after them."""
     recent = deque(state.recent, maxlen=keep)
     seen = set(recent)
-    records: list[dict[str, Any]] = []
+    records: list[SpoolRecord] = []
     raw: list[bytes] = []
     skipped = 0
     for chunk in chunks:
@@ -236,7 +243,7 @@ class CursorReader:
         self.handed = handed
         self.sid = sid
 
-    def take(self) -> list[dict[str, Any]]:
+    def take(self) -> list[SpoolRecord]:
         """The messages not handed on yet, oldest first; the cursor is saved before they are returned."""
         if not (self.spool_file.exists() or generations(self.spool_file)):
             return []  # no spool (yet, or any more): leave no lock file behind

@@ -13,17 +13,17 @@ import fcntl
 import os
 import time
 from pathlib import Path
-from typing import Any
 
 from durable.files import open_private
 from durable.ndjson import append_records
 from spool_writer.doorbell import bell_path, ring
+from spool_writer.record import SpoolRecord
 
 HANDED_FILE = "handed.ndjson"
 TRUNCATE_AT = 256 * 1024
 
 
-def record(log: Path, records: list[dict[str, Any]], sid: str) -> None:
+def record(log: Path, records: list[SpoolRecord], sid: str) -> None:
     lines = [{"id": r["id"], "from": r["from"], "sid": sid, "ts": time.time()}
              for r in records if isinstance(r.get("id"), str) and isinstance(r.get("from"), str)]
     append_records(log, lines)

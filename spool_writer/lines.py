@@ -12,17 +12,17 @@ import json
 import os
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 from durable.files import fsync_dir, open_private, read_private
 from durable.ndjson import append_to, complete_lines
 from durable.printable import json_safe
 from spool_writer.layout import generation
+from spool_writer.record import SpoolRecord
 
 _CHUNK = 64 * 1024
 
 
-def encode(record: dict[str, Any]) -> bytes:
+def encode(record: SpoolRecord) -> bytes:
     """One NDJSON line. What JSON leaves raw inside strings and some readers take for a line
     break (U+2028, NEL) or a terminal for a command (C1) is escaped, so a line stays one line."""
     return json_safe(json.dumps(record, ensure_ascii=False)).encode() + b"\n"

@@ -20,18 +20,20 @@ import re
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 from spool_writer import lines, registry
 from spool_writer.index import DeliveredIndex
 from spool_writer.layout import DEFAULT_GENERATIONS, DEFAULT_MAX_BYTES, SpoolLayout, flocked
+from spool_writer.record import REQUIRED, SpoolRecord
 
-REQUIRED = ("id", "from", "name", "text", "ts", "kind")
 _ID = re.compile(r"[^\x00-\x20\x7f]{1,256}")  # it is a word in delivered.log: no blanks
 
 
-def check_record(record: dict[str, Any]) -> str:
-    """The record's id; a record without the message fields is a caller's bug, not mail."""
+def check_record(record: SpoolRecord) -> str:
+    """The record's id; a record without the message fields is a caller's bug, not mail.
+
+    Checked at run time all the same: a record released from the held box was read from a file.
+    """
     missing = [k for k in REQUIRED if k not in record]
     if missing:
         raise ValueError(f"spool record lacks {', '.join(missing)}; pass the whole opened message")
@@ -80,7 +82,7 @@ class Spool:
                 self.index.drop()
                 raise
 
-    def deliver(self, record: dict[str, Any]) -> bool:
+    def deliver(self, record: SpoolRecord) -> bool:
         """Append `record` to every live session's spool (or the inbox); False if it came before.
 
         Each line is written with one write and fsynced; the id goes into the index last, so a
