@@ -16,7 +16,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 from types import FrameType
-from typing import Any
+from typing import Any, cast
 
 from durable.errors import TalkError
 from durable.files import sweep_temp_files
@@ -32,6 +32,7 @@ from keys.contacts import Contact, ContactBook
 from keys.identity import Identity
 from keys.invites import InviteBook
 from spool_writer.doorbell import Doorbell, bell_path
+from spool_writer.record import SpoolRecord
 from spool_writer.spool import Spool
 
 log = logging.getLogger("talk.follower")
@@ -74,7 +75,8 @@ class Follower:
             yield
 
     def deliver(self, record: dict[str, Any]) -> None:
-        if self.spool.deliver(record):
+        # Built by `Inbox.record` with every field SpoolRecord requires; Spool.deliver checks again.
+        if self.spool.deliver(cast(SpoolRecord, record)):
             self.status.delivered += 1
 
     def peers(self) -> list[Contact]:

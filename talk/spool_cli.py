@@ -7,11 +7,12 @@ import time
 from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 
 from spool_writer.cursor import CursorState
+from spool_writer.record import SpoolRecord
 from spool_writer.registry import Host
 from talk.options import Json, User
 from talk.output import emit_json, result, warn
@@ -127,7 +128,7 @@ def log_command(
         return
 
 
-def find_record(user: str | None, msg_id: str) -> dict[str, Any] | None:
+def find_record(user: str | None, msg_id: str) -> SpoolRecord | None:
     """A message in this identity's spool (inbox or any session's copy) by its id."""
     root = spool_root(user)
     for record in _new_records(_log_files(root, None)(), {}, set()):
@@ -152,11 +153,11 @@ def _log_files(root: Path, session: str | None) -> Callable[[], list[Path]]:
 
 def _new_records(
     files: list[Path], states: dict[Path, CursorState], shown: set[str]
-) -> list[dict[str, Any]]:
+) -> list[SpoolRecord]:
     """The messages not shown yet from every file, oldest first; a copy in several sessions shows once."""
     from spool_writer.cursor import read_new
 
-    batch: list[dict[str, Any]] = []
+    batch: list[SpoolRecord] = []
     for path in files:
         taken = read_new(path, states.get(path, CursorState()))
         if taken is None:
@@ -169,13 +170,13 @@ def _new_records(
     return sorted(batch, key=lambda r: str(r.get("received") or r.get("ts") or ""))
 
 
-def _print(records: list[dict[str, Any]]) -> None:
+def _print(records: list[SpoolRecord]) -> None:
     for record in records:
         text = str(record.get("text", "")).replace("\n", "\n    ")
         result({}, f"{_local_time(record)}  {record.get('name') or record.get('from', '?')}: {text}", False)
 
 
-def _local_time(record: dict[str, Any]) -> str:
+def _local_time(record: SpoolRecord) -> str:
     stamp = str(record.get("received") or record.get("ts") or "")
     try:
         return datetime.fromisoformat(stamp).astimezone().strftime("%Y-%m-%d %H:%M:%S")
