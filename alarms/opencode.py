@@ -20,13 +20,7 @@ restarted with the same HOME and project, on the same port, is found again; one 
 back on another port needs `talk alarm opencode --url NEW --session SID`. A session opencode
 no longer knows (404) is reported in the status and its mail is kept, never dropped.
 
-Files, in the identity folder, per opencode session SID:
-
-    alarm-opencode-SID.lock         flock held by the live daemon: the only proof of life
-    alarm-opencode-SID.json         status: pid, url, host pid, deliveries, last error
-    alarm-opencode-SID.outbox.json  mail taken from the spool and not yet accepted (opencode_outbox.py)
-    alarm-opencode-SID.log          the daemon's log (rotated)
-
+Its files and status, and how `talk status` shows them: `alarms.opencode_status`.
 Nothing is lost and nothing is shown twice: see `alarms.opencode_outbox` for why.
 """
 
@@ -39,39 +33,24 @@ import signal
 import sys
 import threading
 import time
-from dataclasses import asdict, dataclass
-from enum import StrEnum
 from pathlib import Path
-from typing import Any
 
 from alarms.framing import frame
 from alarms.mailbox import SessionMail
 from alarms.opencode_api import OpencodeClient, OpencodeError, OpencodeRefused
 from alarms.opencode_outbox import Prompt, PromptOutbox, PromptOutboxState, accepted, new_prompt
+from alarms.opencode_status import HOST, AlarmFiles, AlarmStatus, State, start_log
 from alarms.procnet import pid_listening_on
-from durable import daemon
 from durable.backoff import Backoff
 from durable.daemon import setup_logging
-from durable.locks import held_by_other, hold_for_life
+from durable.locks import hold_for_life
 from spool_writer.record import SpoolRecord
 
-HOST = "opencode"
-PREFIX = f"alarm-{HOST}-"
 POLL_S = 0.1  # reading an unchanged spool costs a stat and a lock: cheap, and mail lands within 2 s
 RETRY = Backoff(base_s=0.25, cap_s=5.0)  # a local server: probing it is cheap, and mail should not wait long
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
 
 log = logging.getLogger("talk.alarm.opencode")
-
-
-class State(StrEnum):
-    STARTING = "starting"
-    DELIVERING = "delivering"  # registered, opencode answers
-    WAITING = "waiting for opencode"  # down, or refusing: mail is kept
-    STOPPED = "stopped"
-
-
-# --- pure decisions -------------------------------------------------------------------------
 
 
 def choose_pid(given: int | None, given_alive: bool, server: int | None, own: int) -> int:
@@ -83,104 +62,6 @@ def choose_pid(given: int | None, given_alive: bool, server: int | None, own: in
 
 def is_loopback(host: str) -> bool:
     return host in LOOPBACK or host.startswith("127.")
-
-
-# --- files ----------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class AlarmFiles:
-    folder: Path
-    sid: str
-
-    def _path(self, suffix: str) -> Path:
-        return self.folder / f"{PREFIX}{self.sid}{suffix}"
-
-    @property
-    def lock(self) -> Path:
-        return self._path(".lock")
-
-    @property
-    def status(self) -> Path:
-        return self._path(".json")
-
-    @property
-    def outbox(self) -> Path:
-        return self._path(".outbox.json")
-
-    @property
-    def log(self) -> Path:
-        return self._path(".log")
-
-
-@dataclass
-class AlarmStatus:
-    pid: int = 0
-    url: str = ""
-    session: str = ""
-    host_pid: int | None = None
-    state: str = State.STARTING.value
-    since: float = 0.0
-    delivered: int = 0  # messages opencode accepted
-    last_delivery: float | None = None
-    last_error: str | None = None
-    last_error_at: float | None = None
-
-    @classmethod
-    def load(cls, path: Path) -> AlarmStatus | None:
-        raw = daemon.load_status(path)
-        if raw is None:
-            return None
-        return cls(**{k: v for k, v in raw.items() if k in cls.__dataclass_fields__})
-
-    def save(self, path: Path) -> None:
-        daemon.save_status(path, asdict(self))
-
-
-def running_pid(folder: Path, sid: str) -> int | None:
-    """The live alarm's pid for session `sid`, or None; -1 if alive but its status is unreadable."""
-    files = AlarmFiles(folder, sid)
-    return daemon.running_pid(files.lock, files.status)
-
-
-def alarm_status(folder: Path) -> list[dict[str, Any]]:
-    """Every opencode alarm of an identity, for `talk status`: running or not, and its mail."""
-    rows = []
-    for path in sorted(folder.glob(f"{PREFIX}*.json")):
-        if path.name.endswith(".outbox.json"):
-            continue
-        status = AlarmStatus.load(path)
-        if status is None or not status.session:
-            continue
-        files = AlarmFiles(folder, status.session)
-        running = held_by_other(files.lock)
-        pending = PromptOutbox(files.outbox).load().pending
-        row = asdict(status)
-        row.update(host=HOST, running=running, state=status.state if running else State.STOPPED.value,
-                   outbox=len(pending.ids) if pending else 0, waiting=_waiting(folder, status.session),
-                   log=str(files.log))
-        rows.append(row)
-    return rows
-
-
-def render_alarm(row: dict[str, Any]) -> str:
-    """One `alarm_status` row in words, for `talk status`."""
-    if not row["running"]:
-        head = f"opencode alarm for session {row['session']}: not running"
-        head += f" ({row['outbox']} message(s) in its outbox)" if row["outbox"] else ""
-        return head + f"; start it with `talk alarm opencode --url {row['url']} --session {row['session']}`"
-    text = (f"opencode alarm for session {row['session']} (pid {row['pid']}): {row['state']}, "
-            f"{row['url']}, delivered {row['delivered']}, waiting {row['waiting']}, outbox {row['outbox']}")
-    if row.get("last_error") and row["state"] != State.DELIVERING.value:
-        text += f"\n  last error: {row['last_error']}"
-    return text
-
-
-def _waiting(folder: Path, sid: str) -> int:
-    try:
-        return SessionMail(folder, sid).waiting()
-    except Exception:  # status must show what it can; a damaged cursor is reported elsewhere
-        return -1
 
 
 # --- the daemon -----------------------------------------------------------------------------
@@ -307,7 +188,7 @@ def run(folder: Path, url: str, sid: str | None, pid: int | None, foreground: bo
         try:
             sid = find_or_create_session(client, None)
         except OpencodeError as exc:
-            setup_logging(folder / f"{PREFIX}start.log", foreground)
+            setup_logging(start_log(folder), foreground)
             log.error("cannot create an opencode session: %s; is `opencode serve` running at %s?", exc, url)
             return 1
     from spool_writer.layout import check_sid

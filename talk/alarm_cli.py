@@ -36,7 +36,7 @@ def _folder(user: str | None) -> Path:
 
 def _live_alarm(folder: Path, url: str, sid: str | None) -> dict[str, Any] | None:
     """The running alarm serving `sid` (or, with no sid, the server `url`), if any."""
-    from alarms.opencode import alarm_status
+    from alarms.opencode_status import alarm_status
 
     for row in alarm_status(folder):
         if row["running"] and (row["session"] == sid if sid else row["url"] == url.rstrip("/")):
@@ -46,7 +46,7 @@ def _live_alarm(folder: Path, url: str, sid: str | None) -> dict[str, Any] | Non
 
 def spawn(folder: Path, url: str, sid: str, pid: int | None) -> int:
     """Start the daemon in its own session and wait until it holds the liveness lock."""
-    from alarms.opencode import AlarmFiles, running_pid
+    from alarms.opencode_status import AlarmFiles, running_pid
     from durable import daemon
 
     argv = [sys.executable, "-m", "alarms.opencode", "--folder", str(folder), "--url", url, "--session", sid]
@@ -109,7 +109,7 @@ def _report(pid: int, sid: str, url: str, started: bool, human: str, as_json: bo
 @stop_app.command("opencode")
 def stop_opencode(session: SessionOpt = None, user: User = None, as_json: Json = False) -> None:
     """Stop the opencode alarm of one session (default: every opencode alarm of this identity)."""
-    from alarms.opencode import alarm_status, running_pid
+    from alarms.opencode_status import alarm_status, running_pid
     from durable import daemon
 
     folder = _folder(user)

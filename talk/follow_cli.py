@@ -119,7 +119,7 @@ def status(
 
 
 def gather_status(folder: Path) -> dict[str, Any]:
-    from alarms.opencode import alarm_status
+    from alarms.opencode_status import alarm_status
     from follower.quarantine import Quarantine
     from follower.state import FollowStatus, running_pid
     from spool_writer.layout import count_lines
@@ -194,7 +194,7 @@ def render_status(report: dict[str, Any]) -> str:
     if f.get("republished_at"):
         lines.append(f"  keys published again {_ago(f['republished_at'])}: the relay had lost them "
                      "(its store may have restarted empty); nothing to do")
-    from alarms.opencode import render_alarm
+    from alarms.opencode_status import render_alarm
 
     for x in report["sessions"]:
         state = "live" if x["alive"] else "ended"

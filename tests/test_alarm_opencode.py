@@ -24,16 +24,7 @@ from typing import Any
 
 import pytest
 
-from alarms.opencode import (
-    RETRY,
-    AlarmFiles,
-    AlarmStatus,
-    alarm_status,
-    choose_pid,
-    is_loopback,
-    render_alarm,
-    running_pid,
-)
+from alarms.opencode import RETRY, choose_pid, is_loopback
 from alarms.opencode_api import OpencodeClient, OpencodeDown, split_url
 from alarms.opencode_outbox import (
     Prompt,
@@ -44,6 +35,7 @@ from alarms.opencode_outbox import (
     new_prompt,
     opencode_id,
 )
+from alarms.opencode_status import AlarmFiles, AlarmStatus, alarm_status, render_alarm, running_pid
 from alarms.procnet import listening_inodes, pid_listening_on
 from durable.errors import UserError
 from spool_writer import lines
