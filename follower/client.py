@@ -131,13 +131,13 @@ class Signer(Protocol):
     def sign(self, message: bytes) -> bytes: ...
 
 
-class SessionOwner(Signer, Protocol):
+class MailboxOwner(Signer, Protocol):
     """A signer that can also open what is sealed to it: needed to take a session key."""
 
     def unseal(self, blob: bytes) -> bytes: ...
 
 
-class _Session:
+class _OwnerSession:
     __slots__ = ("counter", "expires", "key", "sid")
 
     def __init__(self, sid: str, key: bytes, expires: float) -> None:
@@ -174,7 +174,7 @@ class RelayClient:
         self._owner: Transport | None = None
         self._anonymous: tuple[str, Transport] | None = None  # (the lane it serves, connection)
         self._use_sessions = sessions
-        self._sessions: dict[str, _Session] = {}
+        self._sessions: dict[str, _OwnerSession] = {}
         self.republished_at: float | None = None  # when an owner request found our keys gone
 
     def __enter__(self) -> RelayClient:
@@ -281,7 +281,7 @@ class RelayClient:
                 self._sessions.pop(signer.fingerprint, None)
         raise AssertionError("unreachable")
 
-    def _session(self, owner: SessionOwner) -> _Session:
+    def _session(self, owner: MailboxOwner) -> _OwnerSession:
         session = self._sessions.get(owner.fingerprint)
         if session is None or session.expires - SESSION_MARGIN_S <= time.time():
             path = f"{API}/mail/{owner.fingerprint}/session"
@@ -290,7 +290,7 @@ class RelayClient:
             data = self._checked(OWNER, "POST", path, b"", headers)
             try:
                 key = owner.unseal(b64d(data["key"]))
-                session = _Session(str(data["session"]), key, float(data["expires"]))
+                session = _OwnerSession(str(data["session"]), key, float(data["expires"]))
             except (KeyError, TypeError, ValueError, CryptoError) as exc:
                 raise RelayError(f"the relay sent a malformed session: {exc}") from exc
             if len(key) != SESSION_KEY_BYTES:

@@ -172,9 +172,9 @@ def test_a_replayed_or_ancient_counter_is_refused(relay: RelayProcess) -> None:
 
 @pytest.mark.parametrize("order", [[1, 2, 3], [3, 1, 2], [1, 1025, 2], [2000, 977, 976]])
 def test_the_replay_window_accepts_each_counter_once(order: list[int]) -> None:
-    from relay.sessions import WINDOW, Session
+    from relay.owner_sessions import WINDOW, OwnerSession
 
-    session = Session("f" * 32, b"k" * 32, time.time() + 60)
+    session = OwnerSession("f" * 32, b"k" * 32, time.time() + 60)
     verdicts = [session.fresh_counter(n) for n in order]
     expected = [n == max(order[: i + 1]) or max(order[: i + 1]) - n < WINDOW
                 for i, n in enumerate(order)]

@@ -23,7 +23,7 @@ WINDOW_MASK = (1 << WINDOW) - 1
 
 
 @dataclass
-class Session:
+class OwnerSession:
     """A session's nonces are counters (1, 2, 3, …), so replay protection is a sliding window
     of bits, as in IPsec: constant memory however many requests the session makes. A counter
     more than WINDOW behind the highest seen is refused as a replay (the client, which counts
@@ -51,17 +51,17 @@ class Session:
         return True
 
 
-class SessionTable:
+class OwnerSessionTable:
     def __init__(self, ttl_s: float = SESSION_TTL_S, most: int = MAX_SESSIONS) -> None:
         self.ttl_s = ttl_s
         self.most = most
-        self._sessions: OrderedDict[str, Session] = OrderedDict()
+        self._sessions: OrderedDict[str, OwnerSession] = OrderedDict()
         self._by_mailbox: dict[str, list[str]] = {}
 
-    def open(self, fp: str, now: float | None = None) -> tuple[str, Session]:
+    def open(self, fp: str, now: float | None = None) -> tuple[str, OwnerSession]:
         now = time.time() if now is None else now
         sid = secrets.token_hex(16)
-        session = Session(fp, secrets.token_bytes(SESSION_KEY_BYTES), now + self.ttl_s)
+        session = OwnerSession(fp, secrets.token_bytes(SESSION_KEY_BYTES), now + self.ttl_s)
         self._sessions[sid] = session
         mine = self._by_mailbox.setdefault(fp, [])
         mine.append(sid)
@@ -72,7 +72,7 @@ class SessionTable:
             self._forget(old_sid, old.fp)
         return sid, session
 
-    def get(self, sid: str, now: float | None = None) -> Session | None:
+    def get(self, sid: str, now: float | None = None) -> OwnerSession | None:
         """The live session `sid`, or None (unknown, forgotten or expired)."""
         session = self._sessions.get(sid)
         if session is None:
