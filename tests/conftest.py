@@ -14,7 +14,7 @@ import urllib.request
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 import pytest
 
@@ -45,7 +45,7 @@ class RelayProcess:
     def store_args(self) -> list[str]:
         return ["--db", str(self.db)]
 
-    def start(self) -> RelayProcess:
+    def start(self) -> Self:
         cmd = [TALK, "relay", "--port", str(self.port), *self.store_args(), *self.extra]
         self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         deadline = time.monotonic() + 15

@@ -39,7 +39,7 @@ def edges(package: str) -> list[tuple[str, int, str]]:
             for module in imported_modules(node):
                 top = module.split(".")[0]
                 if top in OURS and top != package:
-                    found.append((str(path.relative_to(ROOT)), node.lineno, top))
+                    found.append((str(path.relative_to(ROOT)), getattr(node, "lineno", 0), top))
     return found
 
 

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import Agent, befriend, free_port, make_agent
+from tests.conftest import Agent, befriend, free_port, make_agent, wait_for
 from tests.redis_support import StoreRelay, redis_prefix, require_redis
-from tests.test_follower import spool_ids, status, wait_for
+from tests.test_follower import spool_ids, status
 
 
 @pytest.fixture

@@ -62,7 +62,11 @@ def test_a_queued_message_goes_with_the_follower(pair: tuple[Agent, Agent], rela
     alice.ok("follow", "--peer", "bob")
     try:
         got: list[dict[str, str]] = []
-        wait_for(lambda: bool(got.extend(bob.ok("receive").lines()) or got), 20, "the queued message")
+        def received() -> bool:
+            got.extend(bob.ok("receive").lines())
+            return bool(got)
+
+        wait_for(received, 20, "the queued message")
         assert [m["id"] for m in got] == [sent["id"]]
     finally:
         alice.run("stop")
