@@ -38,6 +38,7 @@ if TYPE_CHECKING:
     from follower.inbound import Dedup, Emit, Inbox, Report
     from follower.outbox import Outbox
     from follower.receipts import ReceiptBatch
+    from keys.contacts import Contact
 
 QUEUED = "queued"
 
@@ -53,6 +54,10 @@ class Sent:
     task: str | None = None
     hops: list[str] | None = None
     warning: str | None = None
+
+    @property
+    def queued(self) -> bool:
+        return self.state == QUEUED
 
     def report(self) -> dict[str, Any]:
         """{"id", "to", "state"}, plus "task" and "hops" when given (what `talk send --json` prints)."""
@@ -88,7 +93,7 @@ class Account:
         """The private keys, unlocked on first use.
 
         Raises:
-            KeyStoreError: the passphrase is missing or wrong.
+            UserError: the passphrase is missing or wrong, or the identity file is damaged.
         """
         if self.unlocked is None:
             self.unlocked = unlock(self.record, self.passphrase())
@@ -117,7 +122,11 @@ class Account:
               page: Callable[[], AbstractContextManager[None]] | None = None,
               receipts: ReceiptBatch | None = None) -> Inbox:
         """The one builder of this identity's `Inbox` (its options are described there). With no
-        `seen`, the identity's channel store (`follower.channeldb`) remembers what was taken."""
+        `seen`, the identity's channel store (`follower.channeldb`) remembers what was taken.
+
+        Raises:
+            UserError: the private keys cannot be unlocked.
+        """
         import contextlib
 
         from follower.inbound import Inbox
@@ -143,7 +152,7 @@ class Account:
             NotFound: no such contact, or the relay has no mailbox for it.
             UserError: the minute's send rate to this contact is spent, or the task is malformed.
             RelayError: the relay refused the message for good (the outbox marks it dropped).
-            KeyStoreError: the passphrase is missing or wrong.
+            (and what `identity` raises)
         """
         import time
 
@@ -173,7 +182,7 @@ class Account:
         except ValueError as exc:
             raise UserError(f"cannot send this task: {exc}") from exc
 
-    def _deposit(self, contact: Any, body: str, **extra: Any) -> tuple[str, str, str | None]:
+    def _deposit(self, contact: Contact, body: str, **extra: Any) -> tuple[str, str, str | None]:
         """(id, state, warning) of one message sealed, kept in the outbox and deposited."""
         from follower import outbound
 
@@ -331,12 +340,20 @@ class Account:
     def release(self, ids: list[str]) -> int:
         """Move held messages into the spool, where the agents' alarms take them; each sender
         gets a "spooled" receipt. Returns how many senders could not be told now (they learn
-        it on their resend)."""
+        it on their resend).
+
+        Raises:
+            UserError: the private keys cannot be unlocked (after the messages moved).
+        """
         return self._settle_held(ids, "spooled")
 
     def drop(self, ids: list[str]) -> int:
         """Delete held messages unread by any agent; each sender gets a "dropped" receipt.
-        Returns how many senders could not be told now (they learn it on their resend)."""
+        Returns how many senders could not be told now (they learn it on their resend).
+
+        Raises:
+            UserError: the private keys cannot be unlocked (after the messages were deleted).
+        """
         return self._settle_held(ids, "dropped")
 
     def _settle_held(self, ids: list[str], state: str) -> int:

@@ -51,7 +51,7 @@ def send_report(account: Account, name: str, text: str, wait: str | None = None,
     if sent.warning:
         warn(sent.warning)
     report = sent.report()
-    if wait is not None and sent.state != "queued":
+    if wait is not None and not sent.queued:
         if progress is not None:
             progress.update(report)
         report["state"] = account.wait(sent.id, wait, timeout)
