@@ -19,6 +19,7 @@ from follower.state import LOG_FILE, hold_lock
 
 def run(folder: Path, relay: str, foreground: bool = False) -> int:
     from durable.errors import TalkError
+    from follower.account import Account
     from follower.daemon import Follower
     from keys import keystore
 
@@ -29,14 +30,14 @@ def run(folder: Path, relay: str, foreground: bool = False) -> int:
         log.info("another follower already holds the lock; exiting")
         return 0
     try:
-        record = keystore.load(folder)
         path = os.environ.get("TALK_PASSPHRASE_FILE")
         passphrase = keystore.read_passphrase_file(path) if path else None
-        identity = keystore.unlock(record, passphrase)
+        account = Account(keystore.load(folder), relay, lambda: passphrase, sessions=True)
+        account.identity()  # unlocked here, so a wrong passphrase is logged as such
     except TalkError as exc:
         log.error("cannot start: %s", exc)
         return exc.exit_code
-    Follower(identity, folder, relay).run()
+    Follower(account).run()
     return 0
 
 

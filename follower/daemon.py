@@ -14,23 +14,20 @@ import signal
 import threading
 import time
 from collections.abc import Iterator
-from pathlib import Path
 from types import FrameType
 from typing import Any, cast
 
 from durable.errors import TalkError
 from durable.files import sweep_temp_files
+from follower.account import Account
 from follower.backoff import RETRY
 from follower.channeldb import ChannelDB, SpoolDedup, receiving
-from follower.client import RelayClient
-from follower.inbound import LINGER_S, Inbox
+from follower.inbound import LINGER_S
 from follower.push import PushListener
 from follower.receipts import ReceiptBatch
 from follower.state import FollowConfig, FollowStatus
 from follower.upkeep import Upkeep, follower_delay
-from keys.contacts import Contact, ContactBook
-from keys.identity import Identity
-from keys.invites import InviteBook
+from keys.contacts import Contact
 from spool_writer.doorbell import Doorbell, bell_path
 from spool_writer.record import SpoolRecord
 from spool_writer.spool import Spool
@@ -43,20 +40,22 @@ UPKEEP_EVERY_S = 1.0
 
 
 class Follower:
-    def __init__(self, identity: Identity, folder: Path, relay: str) -> None:
-        self.identity = identity
-        self.folder = folder
-        # A long-lived client: one signed request opens a session, later fetches are MACed.
-        self.client = RelayClient(relay, sessions=True)
-        self.contacts = ContactBook(folder)
+    """The daemon of one account; its relay client should be long-lived (`Account.sessions`:
+    one signed request opens an owner session, later fetches are MACed)."""
+
+    def __init__(self, account: Account) -> None:
+        self.identity = identity = account.identity()
+        self.folder = folder = account.folder
+        relay = account.relay
+        self.client = account.client
+        self.contacts = account.contacts
         self.spool = Spool(folder / "spool")
         # Receipts wait a random pause after the fetch that caused them; the upkeep sends them.
         receipts = ReceiptBatch(delay=follower_delay())
         self.store = ChannelDB(folder)
-        self.inbox = Inbox(identity, self.client, self.contacts, InviteBook(folder),
-                           SpoolDedup(self.store, self.spool.knows), batch_acks=True,
-                           linger_s=LINGER_S, handed_state="spooled", receipts=receipts,
-                           page=self.page)
+        self.inbox = account.inbox(SpoolDedup(self.store, self.spool.knows), batch_acks=True,
+                                   linger_s=LINGER_S, handed_state="spooled", receipts=receipts,
+                                   page=self.page)
         self.upkeep = Upkeep(identity, folder, self.client, receipts)
         self.wake = threading.Event()
         self.upkeep_due = True

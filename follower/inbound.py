@@ -244,7 +244,12 @@ class Inbox:
             self.receipts.add(contact, inner.id, "refused", verdict.reason)
             report.notes.append(f"refused a message from {contact.name}: {verdict.reason}")
             return Outcome.DECLINED
-        record = {**self.record(contact, inner, rule, hops), **spool_fields(order)}
+        block = task_block(inner)
+        # The ledger hears of a task, result or question before it is held or handed on: a crash
+        # in between shows the message again, and the task then reads as a retry (one retry too
+        # many at worst, never a task the ledger missed).
+        retry = TaskLedger(self.folder).received(contact.fingerprint, contact.name, block, inner.id)
+        record = {**spool_line(contact, inner, rule, hops, block, retry), **spool_fields(order)}
         if verdict.action is Policy.HOLD:
             HeldBox(self.folder).hold(record, verdict.reason)
             self.seen.record(contact.fingerprint, inner, now)
@@ -258,33 +263,27 @@ class Inbox:
             self.receipts.add(contact, inner.id, self.handed_state)
         return Outcome.DELIVERED
 
-    def record(self, contact: Contact, inner: Inner, rule: Rule, hops: list[str]) -> dict[str, Any]:
-        """The line an agent will see. Fields that steer framing (kind, task_trust, retry) are
-        the receiver's own judgement, never copied from the sender's envelope."""
-        record: dict[str, Any] = {"id": inner.id, "from": inner.sender, "name": contact.name,
-                                  "text": inner.text, "ts": inner.ts, "kind": inner.kind}
-        if hops:
-            record["hops"] = hops
-        if inner.kind != "chat":
-            return record
-        parsed = mesh.parse(inner.text)
-        if parsed.kind == "chat":
-            return record
-        record.update(parsed.fields)
-        record["kind"] = parsed.kind
-        ledger = TaskLedger(self.folder)
-        if parsed.kind == "task":
-            record["retry"] = ledger.seen_task(contact.fingerprint, parsed.fields["task"])
-            record["task_trust"] = rule.tasks
-            ledger.record("task", "in", contact.fingerprint, contact.name,
-                          {**parsed.fields, "text": parsed.body}, inner.id)
-        elif parsed.kind in ("result", "question"):
-            ledger.record(parsed.kind, "in", contact.fingerprint, contact.name, parsed.fields, inner.id)
-        return record
-
     def take_request(self, item: Fetched, code: InviteCode, emit: Emit, report: Report) -> Outcome:
-        """Pin a joiner. A request that fails its checks (no proof of its box key, a key pinned
-        to another contact) is refused, and its code with it: the relay let the code through once."""
+        """A joiner's contact request: pin the joiner, tell it, hand the news on, remember the
+        request's id — in that order, so a crash anywhere before the id is remembered takes the
+        request again, and a second telling is all it costs."""
+        joined = self.pin_joiner(item, code, report)
+        if isinstance(joined, Outcome):
+            return joined
+        request_id, contact = joined
+        self.tell_joiner(contact, report)
+        emit({
+            "id": request_id, "from": contact.fingerprint, "name": contact.name,
+            "text": f"{contact.name} joined with your invite code", "ts": utc_now_iso(),
+            "kind": "contact_accepted",
+        })
+        self.seen.add(request_id)
+        return Outcome.DELIVERED
+
+    def pin_joiner(self, item: Fetched, code: InviteCode, report: Report) -> tuple[str, Contact] | Outcome:
+        """(request id, contact) of a joiner now pinned, its invite marked used; or why not.
+        A request that fails its checks (no proof of its box key, a key pinned to another
+        contact) is refused, and its code with it: the relay let the code through once."""
         try:
             request_id, bundle = open_request(code, item.blob, self.identity.box_secret)
             self.contacts.check_free(bundle, "a contact request from")
@@ -305,6 +304,10 @@ class Inbox:
             pinned_contact(peer_name(bundle.name, bundle.fingerprint, names), bundle, Source.INVITED)
         )
         self.invites.set_state(code.tag, InviteState.USED, used_by=bundle.fingerprint)
+        return request_id, contact
+
+    def tell_joiner(self, contact: Contact, report: Report) -> None:
+        """The one mail taking sends (receipts aside): "accepted" to a joiner just pinned."""
         try:
             send(self.identity, self.client, contact,
                  f"{self.identity.name} accepted your contact request", kind="contact_accepted",
@@ -314,15 +317,34 @@ class Inbox:
             # and no reason to stop the inviter's mail. It learns of the acceptance when it
             # publishes and is written to.
             report.notes.append(f"{contact.name} joined but has no mailbox on the relay to tell")
-        emit({
-            "id": request_id, "from": contact.fingerprint, "name": contact.name,
-            "text": f"{contact.name} joined with your invite code", "ts": utc_now_iso(),
-            "kind": "contact_accepted",
-        })
-        self.seen.add(request_id)
-        return Outcome.DELIVERED
 
     def _refuse_invite(self, code: InviteCode, reason: str) -> None:
         record = self.invites.all().get(code.tag)
         if record is not None and state_of(record, time.time()) is InviteState.OPEN:
             self.invites.set_state(code.tag, InviteState.USED, used_by=None, refused=reason)
+
+
+def task_block(inner: Inner) -> mesh.Parsed | None:
+    """The opencode-mesh block a chat message carries (task, result, question, digest), if any."""
+    if inner.kind != "chat":
+        return None
+    parsed = mesh.parse(inner.text)
+    return None if parsed.kind == "chat" else parsed
+
+
+def spool_line(contact: Contact, inner: Inner, rule: Rule, hops: list[str], block: mesh.Parsed | None,
+               retry: bool) -> dict[str, Any]:
+    """The line an agent will see. Fields that steer framing (kind, task_trust, retry) are the
+    receiver's own judgement, never copied from the sender's envelope."""
+    record: dict[str, Any] = {"id": inner.id, "from": inner.sender, "name": contact.name,
+                              "text": inner.text, "ts": inner.ts, "kind": inner.kind}
+    if hops:
+        record["hops"] = hops
+    if block is None:
+        return record
+    record.update(block.fields)
+    record["kind"] = block.kind
+    if block.kind == "task":
+        record["retry"] = retry
+        record["task_trust"] = rule.tasks
+    return record

@@ -9,11 +9,14 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from durable.files import replace_file
 from durable.locks import folder_locked
 from durable.ndjson import append_records, json_lines, read_records
+
+if TYPE_CHECKING:
+    from keys.mesh import Parsed
 
 TASKS_FILE = "tasks.ndjson"
 PREVIEW = 200
@@ -75,6 +78,18 @@ class TaskLedger:
         live = {key for key, row in fold(events).items() if row["updated"] > now - KEEP_DAYS * 86400}
         kept = [e for e in events if f"{e.get('peer')}/{e.get('task')}" in live]
         replace_file(self.path, json_lines(kept))
+
+    def received(self, peer: str, name: str, block: Parsed | None, msg_id: str) -> bool:
+        """Note a block that came from `peer` (a task, a result or a question); whether it is a
+        task `peer` sent before, which makes this one a retry."""
+        if block is None or block.kind not in ("task", "result", "question"):
+            return False
+        if block.kind != "task":
+            self.record(block.kind, "in", peer, name, block.fields, msg_id)
+            return False
+        retry = self.seen_task(peer, block.fields["task"])
+        self.record("task", "in", peer, name, {**block.fields, "text": block.body}, msg_id)
+        return retry
 
     def seen_task(self, peer: str, task: str) -> bool:
         """Whether `peer` sent us task `task` before (then this one is a retry)."""

@@ -29,9 +29,9 @@ SessionOpt = Annotated[
 
 
 def _folder(user: str | None) -> Path:
-    from talk.context import open_session
+    from talk.context import open_account
 
-    return open_session(user, None, None).folder
+    return open_account(user, None, None).folder
 
 
 def _live_alarm(folder: Path, url: str, sid: str | None) -> dict[str, Any] | None:

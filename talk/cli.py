@@ -20,6 +20,8 @@ from talk.purge import purge
 from talk.spool_cli import gc_command, log_command, session_app
 
 if TYPE_CHECKING:
+    from follower.account import Account
+    from keys.contacts import Contact
     from relay.config import RelayConfig
 
 app = typer.Typer(
@@ -34,10 +36,10 @@ app.add_typer(invite_app, name="invite")
 
 
 
-def _session(user: str | None, relay: str | None, passphrase_file: str | None) -> Any:
-    from talk.context import open_session
+def _account(user: str | None, relay: str | None, passphrase_file: str | None) -> Account:
+    from talk.context import open_account
 
-    return open_session(user, relay, passphrase_file)
+    return open_account(user, relay, passphrase_file)
 
 
 @app.command()
@@ -91,10 +93,10 @@ def publish(
     user: User = None, relay: Relay = None, passphrase_file: PassFile = None, as_json: Json = False
 ) -> None:
     """Publish this identity's keys on the relay again (after a relay move or reset)."""
-    s = _session(user, relay, passphrase_file)
-    s.client.publish(s.identity().bundle())
-    result({"fingerprint": s.record.fingerprint, "relay": s.relay},
-           f"keys of {s.record.name} published on {s.relay}", as_json)
+    account = _account(user, relay, passphrase_file)
+    account.client.publish(account.identity().bundle())
+    result({"fingerprint": account.record.fingerprint, "relay": account.relay},
+           f"keys of {account.record.name} published on {account.relay}", as_json)
 
 
 @app.command("id")
@@ -102,11 +104,11 @@ def show_id(user: User = None, relay: Relay = None, as_json: Json = False) -> No
     """Show this identity's card: name, fingerprint, relay and public keys."""
     from keys.encoding import b64e
 
-    s = _session(user, relay, None)
-    r = s.record
-    card = {"name": r.name, "fingerprint": r.fingerprint, "relay": s.relay,
+    account = _account(user, relay, None)
+    r = account.record
+    card = {"name": r.name, "fingerprint": r.fingerprint, "relay": account.relay,
             "sign_key": b64e(r.sign_key), "box_key": b64e(r.box_key)}
-    result(card, f"{r.name}  {r.fingerprint}\nrelay     {s.relay}\n"
+    result(card, f"{r.name}  {r.fingerprint}\nrelay     {account.relay}\n"
                  f"sign key  {card['sign_key']}\nbox key   {card['box_key']}", as_json)
 
 
@@ -120,9 +122,9 @@ def add(
     from follower.outbound import add_contact
     from keys.identity import parse_fingerprint
 
-    s = _session(user, relay, None)
-    contact = add_contact(s.contacts, s.client, parse_fingerprint(fingerprint), name)
-    _print_pinned(s, contact, as_json)
+    account = _account(user, relay, None)
+    contact = add_contact(account.contacts, account.client, parse_fingerprint(fingerprint), name)
+    _print_pinned(account, contact, as_json)
 
 
 @app.command()
@@ -135,9 +137,9 @@ def verify(
     from follower.outbound import verify_contact
     from keys.policy import PolicyBook, raised_by_verify
 
-    s = _session(user, relay, None)
-    contact = verify_contact(s.contacts, s.client, s.contacts.get(name))
-    book = PolicyBook(s.folder)
+    account = _account(user, relay, None)
+    contact = verify_contact(account.contacts, account.client, account.contacts.get(name))
+    book = PolicyBook(account.folder)
     rule = book.rule(contact)
     wanted = raised_by_verify(rule)
     raised = wanted is not None and conversation_cli.agreed(
@@ -151,16 +153,17 @@ def verify(
     elif wanted is not None:
         note = (f"{contact.name}'s mail is still {rule.policy.value}: run `talk verify {contact.name} --yes` "
                 f"(or `talk policy {contact.name} {wanted.value} --yes`) to accept it")
-    _print_pinned(s, contact, as_json, {"verified_at": contact.verified_at, "policy": rule.policy.value,
+    _print_pinned(account, contact, as_json, {"verified_at": contact.verified_at, "policy": rule.policy.value,
                                         "policy_raised": raised})
     if note:
         warn(note)
 
 
-def _print_pinned(s: Any, contact: Any, as_json: bool, more: dict[str, Any] | None = None) -> None:
+def _print_pinned(account: Account, contact: Contact, as_json: bool,
+                  more: dict[str, Any] | None = None) -> None:
     from keys.safety import safety_number
 
-    number = safety_number(s.record.fingerprint, contact.fingerprint)
+    number = safety_number(account.record.fingerprint, contact.fingerprint)
     result(
         {"name": contact.name, "fingerprint": contact.fingerprint, "safety_number": number, **(more or {})},
         f"{contact.name} pinned: {contact.fingerprint}\n"
@@ -172,8 +175,8 @@ def _print_pinned(s: Any, contact: Any, as_json: bool, more: dict[str, Any] | No
 @app.command()
 def contacts(user: User = None, as_json: Json = False) -> None:
     """List contacts and their pinned fingerprints."""
-    s = _session(user, None, None)
-    items = s.contacts.all()
+    account = _account(user, None, None)
+    items = account.contacts.all()
     rows = [{"name": c.name, "fingerprint": c.fingerprint, "source": c.source.value,
              "verified": c.verified_at is not None} for c in items]
     if as_json:
@@ -226,8 +229,8 @@ def invite(
     from follower.outbound import create_invite
     from keys.encoding import iso_from_epoch
 
-    s = _session(user, relay, passphrase_file)
-    code = create_invite(s.identity(), s.client, s.invites, expires)
+    account = _account(user, relay, passphrase_file)
+    code = create_invite(account.identity(), account.client, account.invites, expires)
     text = code.encode()
     result(
         {"code": text, "expires": iso_from_epoch(code.expires)},
@@ -243,11 +246,11 @@ def invite_list(user: User = None, as_json: Json = False) -> None:
     from keys.encoding import iso_from_epoch
     from keys.invites import state_of
 
-    s = _session(user, None, None)
+    account = _account(user, None, None)
     now = time.time()
     rows = [{"code": r["code"], "state": state_of(r, now).value,
              "expires": iso_from_epoch(r["expires"]), "used_by": r.get("used_by")}
-            for r in s.invites.all().values()]
+            for r in account.invites.all().values()]
     if as_json:
         emit_json(rows)
         return
@@ -266,14 +269,14 @@ def invite_revoke(
     from durable.errors import InviteError
     from keys.invites import InviteState, parse_code, state_of
 
-    s = _session(user, relay, passphrase_file)
-    record = s.invites.find(code)
+    account = _account(user, relay, passphrase_file)
+    record = account.invites.find(code)
     state = state_of(record, time.time())
     if state is not InviteState.OPEN:
         raise InviteError(f"this invite is already {state.value}; nothing to revoke")
     tag = parse_code(code).tag
-    s.client.revoke_invite(s.identity(), tag)
-    s.invites.set_state(tag, InviteState.REVOKED)
+    account.client.revoke_invite(account.identity(), tag)
+    account.invites.set_state(tag, InviteState.REVOKED)
     result({"code": record["code"], "state": "revoked"}, "invite revoked", as_json)
 
 
@@ -286,9 +289,9 @@ def join(
     """Use an invite code: pin the inviter and send it your contact request."""
     from follower.outbound import join as join_invite
 
-    s = _session(user, relay, passphrase_file)
-    contact = join_invite(s.identity(), s.client, s.contacts, code, name)
-    _print_pinned(s, contact, as_json)
+    account = _account(user, relay, passphrase_file)
+    contact = join_invite(account.identity(), account.client, account.contacts, code, name)
+    _print_pinned(account, contact, as_json)
 
 
 @app.command("relay")

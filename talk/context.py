@@ -1,4 +1,4 @@
-"""Which identity, passphrase and relay a command runs with.
+"""Which identity, passphrase and relay a command runs with: the `Account` it acts through.
 
 Identity: `-u/--user` or TALK_USER, else the only one in TALK_HOME. Passphrase: the file named
 by `--passphrase-file` or TALK_PASSPHRASE_FILE, never the command line. Relay: `--relay` or
@@ -10,17 +10,12 @@ from __future__ import annotations
 import os
 import stat
 import sys
-from dataclasses import dataclass, field
-from functools import cached_property
-from pathlib import Path
+from functools import partial
 
 from durable.errors import UserError
 from durable.files import check_private_dir
-from follower.client import RelayClient
+from follower.account import Account
 from keys import keystore
-from keys.contacts import ContactBook
-from keys.identity import Identity
-from keys.invites import InviteBook
 
 DEFAULT_RELAY = "http://127.0.0.1:8765"
 
@@ -43,46 +38,16 @@ def relay_url(flag: str | None, saved: str = "") -> str:
     return flag or os.environ.get("TALK_RELAY") or saved or DEFAULT_RELAY
 
 
-@dataclass
-class Session:
-    """One command's view of its identity; private keys are unlocked only on first use."""
-
-    record: keystore.IdentityRecord
-    relay: str
-    passphrase_file: str | None
-    _identity: Identity | None = field(default=None, repr=False)
-
-    @property
-    def folder(self) -> Path:
-        return self.record.folder
-
-    def identity(self) -> Identity:
-        if self._identity is None:
-            self._identity = keystore.unlock(self.record, passphrase_from(self.passphrase_file))
-        return self._identity
-
-    @cached_property
-    def client(self) -> RelayClient:
-        return RelayClient(self.relay)
-
-    @cached_property
-    def contacts(self) -> ContactBook:
-        return ContactBook(self.folder)
-
-    @cached_property
-    def invites(self) -> InviteBook:
-        return InviteBook(self.folder)
-
-
-def open_session(user: str | None, relay: str | None, passphrase_file: str | None) -> Session:
-    """The identity a command runs as; its folders must be the user's own (see durable.files)."""
+def open_account(user: str | None, relay: str | None, passphrase_file: str | None) -> Account:
+    """The identity a command runs as; its folders must be the user's own (see durable.files).
+    Its passphrase file is read only when its private keys are first needed."""
     home = keystore.talk_home()
     if home.is_dir():
         check_private_dir(home, "TALK_HOME", follow=True)
     name = keystore.choose_identity(home, user or os.environ.get("TALK_USER") or None)
     check_private_dir(home / name, "identity folder")
     record = keystore.load(home / name)
-    return Session(record, relay_url(relay, record.relay), passphrase_file)
+    return Account(record, relay_url(relay, record.relay), partial(passphrase_from, passphrase_file))
 
 
 def read_text_arg(text: str) -> str:

@@ -49,15 +49,14 @@ def outbox(
     """List sent messages and how far each got: sent, stored, held, spooled, delivered, or refused.
 
     Receipts waiting on the relay are fetched first (the follower's job when one runs)."""
-    from follower.outbox import Outbox
-    from talk.context import open_session
+    from talk.context import open_account
     from talk.output import warn
 
-    s = open_session(user, relay, passphrase_file)
-    heard = "" if offline else take_receipts(s)
+    account = open_account(user, relay, passphrase_file)
+    heard = None if offline else account.take_receipts()
     if heard:
         warn(heard)
-    box = Outbox(s.folder)
+    box = account.outbox
     entries = sorted((box.everything() if everything else box.recent()).values(), key=lambda e: e.ts)
     shown = entries[-limit:] if limit > 0 else entries
     if as_json:
@@ -70,32 +69,6 @@ def outbox(
         tries = f", {e.attempts} tries" if e.attempts > 1 else ""
         text = e.text.splitlines()[0][:60] if e.text else ""
         result({}, f"{_when(e.ts)}  {e.id[:12]}  to {e.name:<12} {e.state:<9}{tries}{why}  {text}", False)
-
-
-def take_receipts(s: Any) -> str:
-    """Fetch the receipts waiting for this identity (only those: chat mail stays for whoever
-    reads it), unless a follower does that already; a note when the outbox may be behind."""
-    from durable.errors import TalkError
-    from follower.state import FollowStatus, running_pid
-
-    if running_pid(s.folder):
-        st = FollowStatus.load(s.folder)
-        last = st.last_contact if st is not None else None
-        if last is None:
-            return "receipts: the follower takes them; it has not reached the relay yet"
-        return ""  # the follower takes them as they come
-    from follower.channeldb import ChannelDB
-    from follower.inbound import Inbox
-
-    try:
-        store = ChannelDB(s.folder)
-        try:
-            Inbox(s.identity(), s.client, s.contacts, s.invites, store).receive_receipts()
-        finally:
-            store.close()
-    except TalkError as exc:
-        return f"receipts not fetched ({exc}); states as last heard (--offline skips the fetch)"
-    return ""
 
 
 def message_status(folder: Any, msg_id: str, as_json: bool) -> None:
@@ -124,11 +97,11 @@ def policy(
     """Show or set what a contact's mail may do here; every change is logged in trust.log."""
     from durable.errors import UserError
     from keys.policy import Policy, PolicyBook
-    from talk.context import open_session
+    from talk.context import open_account
 
-    s = open_session(user, None, None)
-    contact = s.contacts.get(name)
-    book = PolicyBook(s.folder)
+    account = open_account(user, None, None)
+    contact = account.contacts.get(name)
+    book = PolicyBook(account.folder)
     if choice is None and tasks is None and receive_rate is None and send_rate is None:
         rule = book.rule(contact)
         result({"name": contact.name, **rule.to_json()}, _rule_line(contact.name, rule.to_json()), as_json)
@@ -156,9 +129,9 @@ def held(ctx: typer.Context, user: User = None, as_json: Json = False) -> None:
     if ctx.invoked_subcommand is not None:
         return
     from follower.held import HeldBox
-    from talk.context import open_session
+    from talk.context import open_account
 
-    box = HeldBox(open_session(user, None, None).folder).all()
+    box = HeldBox(open_account(user, None, None).folder).all()
     rows = [{"id": i, "name": e["record"].get("name"), "from": e["record"].get("from"),
              "reason": e["reason"], "held_at": e["held_at"], "text": e["record"].get("text", "")}
             for i, e in sorted(box.items(), key=lambda kv: kv[1]["held_at"])]
@@ -194,31 +167,13 @@ def held_drop(
 
 def _release(which: str, state: str, yes: bool, user: str | None, relay: str | None,
              passphrase_file: str | None, as_json: bool) -> None:
-    from follower.held import HeldBox
-    from follower.receipts import ReceiptBatch
-    from keys.policy import PolicyBook
-    from spool_writer.spool import Spool
-    from talk.context import open_session
+    from talk.context import open_account
 
-    s = open_session(user, relay, passphrase_file)
-    box = HeldBox(s.folder)
-    ids = box.pick(which)
+    account = open_account(user, relay, passphrase_file)
+    ids = account.held_ids(which)
     verb = "release into the spool" if state == "spooled" else "drop"
     confirm(f"{verb.capitalize()} {len(ids)} held message{'s' if len(ids) != 1 else ''}?", yes)
-    entries = box.all()
-    batch = ReceiptBatch()
-    spool = Spool(s.folder / "spool") if state == "spooled" else None
-    trust = PolicyBook(s.folder)
-    for msg_id in ids:
-        record = entries[msg_id]["record"]
-        if spool is not None:
-            spool.deliver(record)  # first: a crash before the removal below leaves a copy, not a loss
-        contact = s.contacts.by_fingerprint(str(record.get("from")))
-        if contact is not None:
-            batch.add(contact, msg_id, state, "" if state == "spooled" else "dropped by the recipient")
-            trust.note(contact, f"held {state}", message=msg_id)
-    box.remove(ids)
-    failed = batch.flush(s.identity(), s.client)
+    failed = account.release(ids) if state == "spooled" else account.drop(ids)
     note = "; the senders will learn it on their resend" if failed else ""
     done = "released into the spool" if state == "spooled" else "dropped"
     result({state: ids}, f"{done}: {len(ids)} message{'s' if len(ids) != 1 else ''}{note}", as_json)
@@ -227,9 +182,9 @@ def _release(which: str, state: str, yes: bool, user: str | None, relay: str | N
 def tasks(user: User = None, as_json: Json = False) -> None:
     """Tasks sent and received (opencode-mesh envelopes), each with its latest status."""
     from follower.tasks import TaskLedger
-    from talk.context import open_session
+    from talk.context import open_account
 
-    rows = TaskLedger(open_session(user, None, None).folder).rows()
+    rows = TaskLedger(open_account(user, None, None).folder).rows()
     if as_json:
         emit_json(rows)
         return
@@ -253,33 +208,16 @@ def reply(
     user: User = None, relay: Relay = None, passphrase_file: PassFile = None, as_json: Json = False,
 ) -> None:
     """Answer a received task with a well-formed result block."""
-    from durable.errors import NotFound, UserError
-    from follower.outbound import send as send_message
-    from follower.outbox import Outbox
-    from follower.tasks import TaskLedger
-    from keys import mesh
-    from talk.context import open_session, read_text_arg
+    from talk.context import open_account, read_text_arg
+    from talk.output import warn
 
-    s = open_session(user, relay, passphrase_file)
-    asked = [r for r in TaskLedger(s.folder).find(task) if r["asked_by"] == "peer"]
-    if to is not None:
-        asked = [r for r in asked if to in (r["name"], r["peer"])]
-    if not asked:
-        raise NotFound(f"no received task {task!r}; `talk tasks` lists them")
-    if len(asked) > 1:
-        raise UserError(f"task {task!r} came from several contacts; pick one with --to NAME")
-    contact = s.contacts.get(asked[0]["peer"])
     items = [a.strip() for a in artifacts.split(",") if a.strip()] if artifacts else []
-    summary = read_text_arg(summary)
-    try:
-        block = mesh.result_block(task, status, summary, items)
-    except ValueError as exc:
-        raise UserError(f"cannot reply: {exc}") from exc
-    inner = send_message(s.identity(), s.client, contact, block, outbox=Outbox(s.folder), task=task)
-    fields = {"task": task, "status": status, "summary": summary, "artifacts": items}
-    TaskLedger(s.folder).record("result", "out", contact.fingerprint, contact.name, fields, inner.id)
-    result({"id": inner.id, "to": contact.name, "task": task, "status": status},
-           f"sent the {status} result of {task} to {contact.name}", as_json)
+    account = open_account(user, relay, passphrase_file)
+    sent = account.reply(task, status, read_text_arg(summary), items, to=to)
+    if sent.warning:
+        warn(sent.warning)
+    result({"id": sent.id, "to": sent.to, "task": task, "status": status},
+           f"sent the {status} result of {task} to {sent.to}", as_json)
 
 
 def forward(
@@ -288,17 +226,15 @@ def forward(
     user: User = None, relay: Relay = None, passphrase_file: PassFile = None, as_json: Json = False,
 ) -> None:
     """Pass a received message on; its hop list grows, and past 4 hops peers refuse it."""
-    from durable.errors import NotFound, UserError
-    from follower.admission import MAX_HOPS
-    from talk.mail import send
+    from durable.errors import NotFound
+    from talk.context import open_account
+    from talk.output import warn
     from talk.spool_cli import find_record
 
     record = find_record(user, msg_id)
     if record is None:
         raise NotFound(f"no message {msg_id!r} in the spool; `talk log` shows what is there")
-    hops = [*record.get("hops", []), str(record["from"])]
-    if len(hops) > MAX_HOPS:
-        raise UserError(f"not forwarded: this message has already passed {len(hops) - 1} hops; "
-                        f"peers refuse more than {MAX_HOPS}")
-    text = f"(forwarded from {record.get('name', record['from'])}) {record.get('text', '')}"
-    send(user, relay, passphrase_file, name, text, as_json, hops=hops)
+    sent = open_account(user, relay, passphrase_file).forward(record, name)
+    if sent.warning:
+        warn(sent.warning)
+    result(sent.report(), f"sent {sent.id} to {sent.to}", as_json)

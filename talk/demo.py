@@ -14,14 +14,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-from follower.channeldb import ChannelDB
-from follower.client import RelayClient
-from follower.inbound import Inbox
-from follower.outbound import create_invite, join, send
+from follower.account import Account
+from follower.outbound import create_invite, join
 from keys import keystore
-from keys.contacts import ContactBook
 from keys.identity import Identity
-from keys.invites import InviteBook
 from keys.safety import safety_number
 from relay.config import RelayConfig
 from relay.server import build_server
@@ -38,16 +34,19 @@ class Peer:
 
     def __init__(self, root: Path, name: str, url: str) -> None:
         self.identity = Identity.generate(name)
-        self.folder = folder = keystore.create(root / name, self.identity, None, url)
-        self.client = RelayClient(url)
-        self.contacts = ContactBook(folder)
-        self.invites = InviteBook(folder)
-        self.inbox = Inbox(self.identity, self.client, self.contacts, self.invites, ChannelDB(folder))
+        folder = keystore.create(root / name, self.identity, None, url)
+        self.account = Account(keystore.load(folder), url, unlocked=self.identity)
+        self.client = self.account.client
+        self.contacts = self.account.contacts
+        self.invites = self.account.invites
         self.client.publish(self.identity.bundle())
+
+    def send(self, name: str, text: str) -> None:
+        self.account.send(name, text)
 
     def receive(self) -> list[dict[str, Any]]:
         got: list[dict[str, Any]] = []
-        self.inbox.receive(got.append)
+        self.account.receive(got.append)
         return got
 
 
@@ -91,15 +90,12 @@ def _converse(root: Path, url: str, rounds: int) -> None:
     _say(f"bob   ← {bob.receive()[0]['text']}")
     number = safety_number(alice.identity.fingerprint, bob.identity.fingerprint)
     _say(f"safety number (both sides): {number}")
-    to_bob, to_alice = alice.contacts.get("bob"), bob.contacts.get("alice")
     trips = []
     for i in range(rounds):
         start = time.perf_counter()
-        send(alice.identity, alice.client, to_bob, f"ping {i + 1}: any news on the build?",
-             folder=alice.folder)
+        alice.send("bob", f"ping {i + 1}: any news on the build?")
         heard = bob.receive()
-        send(bob.identity, bob.client, to_alice, f"pong {i + 1}: green, {len(heard)} message(s) read",
-             folder=bob.folder)
+        bob.send("alice", f"pong {i + 1}: green, {len(heard)} message(s) read")
         answer = alice.receive()
         trips.append((time.perf_counter() - start) * 1000)
         if i == 0 or i == rounds - 1:

@@ -38,18 +38,18 @@ def follow(
     """Start the follower daemon: it takes the peers' mail as it lands and spools it."""
     from durable.errors import UserError
     from follower.state import FollowConfig, running_pid
-    from talk.context import open_session
+    from talk.context import open_account
 
     if interval <= 0:
         raise UserError("--interval must be more than 0 seconds")
-    s = open_session(user, relay, passphrase_file)
-    names = [s.contacts.get(p).name for p in peer]
-    s.identity()  # a wrong passphrase fails here, in the terminal, not in the daemon's log
-    pid = running_pid(s.folder)
-    config = FollowConfig.load(s.folder) if pid else FollowConfig()
+    account = open_account(user, relay, passphrase_file)
+    names = [account.contacts.get(p).name for p in peer]
+    account.identity()  # a wrong passphrase fails here, in the terminal, not in the daemon's log
+    pid = running_pid(account.folder)
+    config = FollowConfig.load(account.folder) if pid else FollowConfig()
     added = [n for n in names if n not in config.peers]
     config = FollowConfig(peers=[*config.peers, *added], interval=interval, push=push)
-    config.save(s.folder)
+    config.save(account.folder)
     if pid:
         if added:
             os.kill(pid, signal.SIGUSR1)
@@ -60,8 +60,8 @@ def follow(
     if foreground:
         from follower.__main__ import run
 
-        raise typer.Exit(run(s.folder, s.relay, foreground=True))
-    pid = spawn(s.folder, s.relay, passphrase_file)
+        raise typer.Exit(run(account.folder, account.relay, foreground=True))
+    pid = spawn(account.folder, account.relay, passphrase_file)
     _report(pid, config.peers, f"following {', '.join(config.peers)} (pid {pid})", as_json, True)
 
 
@@ -78,9 +78,9 @@ def stop(
     """Stop the follower (or stop following some peers)."""
     from durable import daemon
     from follower.state import FollowConfig, running_pid
-    from talk.context import open_session
+    from talk.context import open_account
 
-    folder = open_session(user, None, None).folder
+    folder = open_account(user, None, None).folder
     pid = running_pid(folder)
     if not pid:
         result({"stopped": False, "running": False}, "no follower is running", as_json)
@@ -103,9 +103,9 @@ def status(
     user: User = None, as_json: Json = False,
 ) -> None:
     """Show the follower, the registered sessions and where mail waits; or one sent message."""
-    from talk.context import open_session
+    from talk.context import open_account
 
-    folder = open_session(user, None, None).folder
+    folder = open_account(user, None, None).folder
     if message is not None:
         from talk.conversation_cli import message_status
 
@@ -214,9 +214,9 @@ def render_status(report: dict[str, Any]) -> str:
 def quarantine(user: User = None, as_json: Json = False) -> None:
     """List mail refused on arrival (malformed, tampered, unknown sender): kept, never shown."""
     from follower.quarantine import Quarantine
-    from talk.context import open_session
+    from talk.context import open_account
 
-    entries = Quarantine(open_session(user, None, None).folder).entries()
+    entries = Quarantine(open_account(user, None, None).folder).entries()
     if as_json:
         for entry in entries:
             emit_json({k: v for k, v in entry.items() if k != "blob"})

@@ -25,17 +25,11 @@ def purge(
 ) -> None:
     """Delete junk waiting on the relay: mail under channels you do not read (--unknown)."""
     from durable.errors import UserError
-    from follower.channeldb import ChannelDB
-    from follower.inbound import Inbox
-    from talk.context import open_session
+    from talk.context import open_account
 
     if not unknown:
         raise UserError("say what to purge: `talk purge --unknown` deletes the mail waiting "
                         "under channels you do not read")
-    s = open_session(user, relay, passphrase_file)
-    inbox = Inbox(s.identity(), s.client, s.contacts, s.invites, ChannelDB(s.folder))
-    channels, invites = inbox.routes(None)
-    tags = [*channels, *invites, *inbox.receipt_routes()]
-    deleted = s.client.purge_unknown(s.identity(), tags)
-    result({"deleted": deleted, "kept_channels": len(tags)},
+    deleted, kept = open_account(user, relay, passphrase_file).purge_unknown()
+    result({"deleted": deleted, "kept_channels": kept},
            f"deleted {deleted} message(s) waiting under channels you do not read", as_json)

@@ -26,9 +26,9 @@ session_app = typer.Typer(
 
 
 def spool_root(user: str | None) -> Path:
-    from talk.context import open_session
+    from talk.context import open_account
 
-    return open_session(user, None, None).folder / "spool"
+    return open_account(user, None, None).folder / "spool"
 
 
 @session_app.command("register")

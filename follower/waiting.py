@@ -1,4 +1,4 @@
-"""`talk send --wait STATE`: block until the message's receipts say it got that far.
+"""Waiting after a send (`talk send --wait STATE`): block until the message's receipts say it got that far.
 
 With a follower running, the follower takes the receipts and this only watches the outbox: a
 stat of its file every STAT_S, read again only when it changed. Without one, this fetches the
@@ -12,10 +12,14 @@ from __future__ import annotations
 import os
 import threading
 import time
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING
 
 from durable.errors import TimedOut, UserError
-from follower.outbox import RANK, REFUSALS, RESEND_AFTER_S, Outbox
+from follower.outbox import RANK, REFUSALS, RESEND_AFTER_S
+
+if TYPE_CHECKING:
+    from follower.account import Account
 
 WAITABLE = ("stored", "spooled", "delivered")
 POLL_S = 0.1  # without a push stream: fetch receipts this often
@@ -32,22 +36,19 @@ def check_wanted(wanted: str) -> None:
         raise UserError(f"--wait must be one of {', '.join(WAITABLE)}, not {wanted!r}")
 
 
-def wait_for(s: Any, msg_id: str, wanted: str, timeout: float) -> str:
+def wait_for(account: Account, msg_id: str, wanted: str, timeout: float) -> str:
     """The state once `wanted` is reached; UserError on a final refusal, TimedOut at the end."""
     check_wanted(wanted)
-    from follower.channeldb import ChannelDB
-    from follower.inbound import Inbox
     from follower.outbound import resend_due
     from follower.state import running_pid
     from follower.upkeep import env_float
 
-    outbox = Outbox(s.folder)
-    inbox = None if running_pid(s.folder) else Inbox(s.identity(), s.client, s.contacts, s.invites,
-                                                      ChannelDB(s.folder))
+    outbox = account.outbox
+    inbox = None if running_pid(account.folder) else account.inbox()
     resend_after = env_float("TALK_RESEND_AFTER", RESEND_AFTER_S)
     stop = time.monotonic() + timeout
     wake = threading.Event()
-    push = _listen(s, wake) if inbox is not None else None
+    push = _listen(account, wake) if inbox is not None else None
     seen: tuple[int, int, int] | None = None
     try:
         while True:
@@ -65,7 +66,7 @@ def wait_for(s: Any, msg_id: str, wanted: str, timeout: float) -> str:
             if inbox is not None:
                 wake.clear()  # before the fetch: a receipt landing during it wakes the next wait
                 inbox.receive_receipts()
-                resend_due(s.client, outbox, time.time(), resend_after)
+                resend_due(account.client, outbox, time.time(), resend_after)
                 if _stat(outbox.path) == seen:
                     connected = push is not None and push.state == "connected"
                     wake.wait(min(FALLBACK_S if connected else POLL_S, max(0.0, stop - time.monotonic())))
@@ -80,11 +81,11 @@ def wait_for(s: Any, msg_id: str, wanted: str, timeout: float) -> str:
 class _Push:
     """The relay's push stream for our own mailbox, in a thread: sets `wake` on every mail."""
 
-    def __init__(self, s: Any, wake: threading.Event) -> None:
+    def __init__(self, account: Account, wake: threading.Event) -> None:
         from follower.push import PushListener
 
         self.state = "connecting"
-        self.listener = PushListener(s.client.url, s.identity(), wake, self._on_state)
+        self.listener = PushListener(account.client.url, account.identity(), wake, self._on_state)
         self.listener.start()
 
     def _on_state(self, state: str) -> None:
@@ -94,14 +95,14 @@ class _Push:
         self.listener.stop()
 
 
-def _listen(s: Any, wake: threading.Event) -> _Push | None:
+def _listen(account: Account, wake: threading.Event) -> _Push | None:
     try:
-        return _Push(s, wake)
+        return _Push(account, wake)
     except Exception:  # no push (the library cannot load, say): polling still works
         return None
 
 
-def _stat(path: Any) -> tuple[int, int, int] | None:
+def _stat(path: Path) -> tuple[int, int, int] | None:
     """What changes when the outbox is written: its inode, size and modification time."""
     try:
         st = os.stat(path)

@@ -1,0 +1,397 @@
+"""One identity's client side: its keys, its relay, its books, and what it does with them.
+
+An `Account` is built in one place from an identity record, a relay URL and a way to read the
+passphrase, which is read only when the private keys are first needed (listing contacts needs
+none). The commands, the follower daemon, the demo and the MCP server all act through it;
+talk's commands only choose which identity (`talk.context`), parse and print.
+
+The path of one message. `talk send bob hi` starts in talk/__main__.py, which hands the words
+to talk/fastlane.py (or, for the forms it leaves alone, to typer's talk/cli.py); both call
+talk/mail.py, which opens the account (talk/context.py) and calls `Account.send` here. From
+then on every call goes down, never back to talk: follower/sendrate.py counts the send
+against the contact's rate (the rule is keys/policy.py's), follower/outbound.py deposits what
+an earlier send left queued and then sends this one — numbered by follower/seqcounter.py,
+sealed by keys/envelope.py, recorded first in follower/outbox.py (durable's files and locks) —
+and follower/client.py's `RelayClient.deposit` posts the blob to the relay. talk/mail.py
+prints the `Sent` that comes back.
+
+Importing this module costs no more than the relay client: everything else is imported by
+the method that needs it, because `talk send` and `talk receive` run on every agent turn.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from contextlib import AbstractContextManager
+from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from follower.client import RelayClient
+from keys.contacts import ContactBook
+from keys.identity import Identity
+from keys.invites import InviteBook
+from keys.keystore import IdentityRecord, unlock
+
+if TYPE_CHECKING:
+    from follower.inbound import Dedup, Emit, Inbox, Report
+    from follower.outbox import Outbox
+    from follower.receipts import ReceiptBatch
+    from keys.contacts import Contact
+
+QUEUED = "queued"
+
+
+@dataclass(frozen=True)
+class Sent:
+    """What became of one message sent: `state` is "stored" (the relay has it), "queued" (it
+    goes later, with the same id; `warning` says so) or, after a wait, the state reached."""
+
+    id: str
+    to: str
+    state: str
+    task: str | None = None
+    hops: list[str] | None = None
+    warning: str | None = None
+
+    @property
+    def queued(self) -> bool:
+        return self.state == QUEUED
+
+    def report(self) -> dict[str, Any]:
+        """{"id", "to", "state"}, plus "task" and "hops" when given (what `talk send --json` prints)."""
+        extra = {k: v for k, v in (("hops", self.hops), ("task", self.task)) if v}
+        return {"id": self.id, "to": self.to, "state": self.state, **extra}
+
+
+def _no_passphrase() -> bytes | None:
+    return None
+
+
+@dataclass
+class Account:
+    """One identity on one relay. `passphrase` is called at most once, on the first use of the
+    private keys; `unlocked` skips it for an identity already in memory. `sessions` makes the
+    relay client open an owner session (the follower's long-lived client)."""
+
+    record: IdentityRecord
+    relay: str
+    passphrase: Callable[[], bytes | None] = _no_passphrase
+    unlocked: Identity | None = field(default=None, repr=False)
+    sessions: bool = False
+
+    @property
+    def folder(self) -> Path:
+        return self.record.folder
+
+    @property
+    def name(self) -> str:
+        return self.record.name
+
+    def identity(self) -> Identity:
+        """The private keys, unlocked on first use.
+
+        Raises:
+            UserError: the passphrase is missing or wrong, or the identity file is damaged.
+        """
+        if self.unlocked is None:
+            self.unlocked = unlock(self.record, self.passphrase())
+        return self.unlocked
+
+    @cached_property
+    def client(self) -> RelayClient:
+        return RelayClient(self.relay, sessions=self.sessions)
+
+    @cached_property
+    def contacts(self) -> ContactBook:
+        return ContactBook(self.folder)
+
+    @cached_property
+    def invites(self) -> InviteBook:
+        return InviteBook(self.folder)
+
+    @cached_property
+    def outbox(self) -> Outbox:
+        from follower.outbox import Outbox
+
+        return Outbox(self.folder)
+
+    def inbox(self, seen: Dedup | None = None, *, handed_state: str = "delivered",
+              batch_acks: bool = False, linger_s: float = 0.0,
+              page: Callable[[], AbstractContextManager[None]] | None = None,
+              receipts: ReceiptBatch | None = None) -> Inbox:
+        """The one builder of this identity's `Inbox` (its options are described there). With no
+        `seen`, the identity's channel store (`follower.channeldb`) remembers what was taken.
+
+        Raises:
+            UserError: the private keys cannot be unlocked.
+        """
+        import contextlib
+
+        from follower.inbound import Inbox
+        from follower.receipts import ReceiptBatch
+
+        if seen is None:
+            from follower.channeldb import ChannelDB
+
+            seen = ChannelDB(self.folder)
+        return Inbox(self.identity(), self.client, self.contacts, self.invites, seen,
+                     batch_acks=batch_acks, linger_s=linger_s, handed_state=handed_state,
+                     page=page or contextlib.nullcontext, receipts=receipts or ReceiptBatch())
+
+    def send(self, name: str, text: str, *, task: bool = False, mode: str = "one-shot",
+             hops: list[str] | None = None) -> Sent:
+        """Send `text` to contact `name`, as an opencode-mesh task with a new id if `task`.
+
+        What earlier sends left queued goes first. A relay that cannot take the message now is
+        no failure: it stays queued under its id (state "queued", with a warning to show), and
+        sending it again would deliver it twice.
+
+        Raises:
+            NotFound: no such contact, or the relay has no mailbox for it.
+            UserError: the minute's send rate to this contact is spent, or the task is malformed.
+            RelayError: the relay refused the message for good (the outbox marks it dropped).
+            (and what `identity` raises)
+        """
+        import time
+
+        from follower.sendrate import spend
+        from keys.policy import PolicyBook
+
+        contact = self.contacts.get(name)
+        body, task_id = text, None
+        if task:
+            task_id, body = self._task_envelope(text, mode)
+        spend(self.folder, contact, PolicyBook(self.folder).rule(contact).send_per_min, time.time())
+        msg_id, state, warning = self._deposit(contact, body, task=task_id, hops=hops or None)
+        if task_id is not None:
+            from follower.tasks import TaskLedger
+
+            TaskLedger(self.folder).record("task", "out", contact.fingerprint, contact.name,
+                                           {"task": task_id, "mode": mode, "text": text}, msg_id)
+        return Sent(msg_id, contact.name, state, task_id, hops or None, warning)
+
+    def _task_envelope(self, text: str, mode: str) -> tuple[str, str]:
+        from durable.errors import UserError
+        from keys import mesh
+
+        task_id = mesh.new_task_id(self.name)
+        try:
+            return task_id, mesh.task_envelope(self.name, task_id, text, mode)
+        except ValueError as exc:
+            raise UserError(f"cannot send this task: {exc}") from exc
+
+    def _deposit(self, contact: Contact, body: str, **extra: Any) -> tuple[str, str, str | None]:
+        """(id, state, warning) of one message sealed, kept in the outbox and deposited."""
+        from follower import outbound
+
+        extra = {k: v for k, v in extra.items() if v is not None}
+        outbound.send_queued(self.client, self.outbox)  # what an earlier send left queued goes first
+        try:
+            inner = outbound.send(self.identity(), self.client, contact, body, outbox=self.outbox, **extra)
+        except outbound.Queued as queued:
+            # Not an error: the message is kept and will arrive once, with this id. A caller that
+            # sent it again would make two; so the answer is success, with a warning.
+            msg_id = queued.inner.id
+            return msg_id, QUEUED, (
+                f"the relay did not take {msg_id} now ({queued.cause}); it is queued and goes with "
+                "the follower, or with your next `talk send` or `talk receive`: do not send it again")
+        return inner.id, "stored", None
+
+    def wait(self, msg_id: str, wanted: str, timeout: float) -> str:
+        """Block until the receipts for sent message `msg_id` say it got as far as `wanted`
+        ("stored", "spooled" or "delivered"); returns the state reached. With no follower
+        running, this fetches the receipts itself (see `follower.waiting`).
+
+        Raises:
+            UserError: `wanted` is no state to wait for, or the recipient refused the message.
+            TimedOut: `timeout` passed first, or the relay failed while waiting; the message was
+                sent all the same, and the error says so with its id.
+        """
+        from durable.errors import RelayError, TimedOut
+        from follower.waiting import wait_for
+
+        try:
+            return wait_for(self, msg_id, wanted, timeout)
+        except (TimedOut, RelayError) as exc:
+            # Sent all the same: a failure here must not read as "not sent" to a caller that retries.
+            raise TimedOut(f"{exc} (message {msg_id} was sent: do not send it again)") from exc
+
+    def receive(self, emit: Emit, peers: list[str] | None = None) -> Report:
+        """Take the mail waiting on the relay (from `peers`, else every contact), hand each new
+        message to `emit`, then ack it. What earlier sends left queued goes first. The report's
+        notes and refusals are for the person who ran it; refusals were quarantined.
+
+        Raises:
+            UserError: a follower is running for this identity (it takes the mail into the spool).
+            NotFound: a peer is no contact.
+            RelayError: the relay failed; what was not acked stays there for next time.
+        """
+        from durable.errors import UserError
+        from follower.channeldb import ChannelDB, SpoolDedup, last_spooled, receiving
+        from follower.outbound import send_queued
+        from follower.state import running_pid
+
+        pid = running_pid(self.folder)
+        if pid:
+            raise UserError(
+                f"a follower (pid {pid}) is taking {self.name}'s mail into the spool; read it with "
+                "`talk log`, or stop the follower with `talk stop` to use `talk receive`")
+        chosen = [self.contacts.get(p) for p in peers] if peers else None
+        self.identity()
+        send_queued(self.client, self.outbox)  # what an earlier send left queued goes now
+        # One reader at a time: a second `talk receive` waits, then finds taken what the first took.
+        with receiving(self.folder):
+            store = ChannelDB(self.folder)
+            try:
+                seen = SpoolDedup(store, last_spooled(self.folder).__contains__)
+                report = self.inbox(seen, handed_state="delivered").receive(emit, chosen)
+            finally:
+                store.close()
+        if self.client.republished_at is not None:
+            report.notes.append("the relay had lost your keys (its store may have restarted empty); "
+                                "they were published again, so your contacts can write to you")
+        return report
+
+    def take_receipts(self) -> str | None:
+        """Fetch the receipts waiting for this identity (only those: chat mail stays for whoever
+        reads it), unless a follower does that already. Never raises for the relay: returns a
+        note when the outbox may be behind, else None."""
+        import contextlib
+
+        from durable.errors import TalkError
+        from follower.channeldb import ChannelDB
+        from follower.state import FollowStatus, running_pid
+
+        if running_pid(self.folder):
+            st = FollowStatus.load(self.folder)
+            if st is None or st.last_contact is None:
+                return "receipts: the follower takes them; it has not reached the relay yet"
+            return None  # the follower takes them as they come
+        try:
+            with contextlib.closing(ChannelDB(self.folder)) as store:
+                self.inbox(store).receive_receipts()
+        except TalkError as exc:
+            return f"receipts not fetched ({exc}); states as last heard (--offline skips the fetch)"
+        return None
+
+    def reply(self, task: str, status: str, summary: str, artifacts: list[str],
+              to: str | None = None) -> Sent:
+        """Answer received task `task` with a result block (status done, partial or failed),
+        and note it in the task ledger.
+
+        Raises:
+            NotFound: no such task was received (from `to`, when given).
+            UserError: several contacts sent that task id (name one with `to`), or the block
+                is malformed.
+            RelayError: the relay refused the answer for good.
+        """
+        from durable.errors import NotFound, UserError
+        from follower.tasks import TaskLedger
+        from keys import mesh
+
+        ledger = TaskLedger(self.folder)
+        asked = [r for r in ledger.find(task) if r["asked_by"] == "peer"]
+        if to is not None:
+            asked = [r for r in asked if to in (r["name"], r["peer"])]
+        if not asked:
+            raise NotFound(f"no received task {task!r}; `talk tasks` lists them")
+        if len(asked) > 1:
+            raise UserError(f"task {task!r} came from several contacts; pick one with --to NAME")
+        contact = self.contacts.get(asked[0]["peer"])
+        try:
+            block = mesh.result_block(task, status, summary, artifacts)
+        except ValueError as exc:
+            raise UserError(f"cannot reply: {exc}") from exc
+        msg_id, state, warning = self._deposit(contact, block, task=task)
+        fields = {"task": task, "status": status, "summary": summary, "artifacts": artifacts}
+        ledger.record("result", "out", contact.fingerprint, contact.name, fields, msg_id)
+        return Sent(msg_id, contact.name, state, task, warning=warning)
+
+    def forward(self, record: dict[str, Any], name: str) -> Sent:
+        """Pass a received message (its spool line) on to contact `name`, its sender added to
+        its hop list; sent as `send` sends.
+
+        Raises:
+            UserError: the message has passed the most hops peers accept.
+            (and what `send` raises)
+        """
+        from durable.errors import UserError
+        from follower.admission import MAX_HOPS
+
+        hops = [*record.get("hops", []), str(record["from"])]
+        if len(hops) > MAX_HOPS:
+            raise UserError(f"not forwarded: this message has already passed {len(hops) - 1} hops; "
+                            f"peers refuse more than {MAX_HOPS}")
+        text = f"(forwarded from {record.get('name', record['from'])}) {record.get('text', '')}"
+        return self.send(name, text, hops=hops)
+
+    def held_ids(self, which: str) -> list[str]:
+        """The held messages `which` names: "all", an id, or a unique prefix of one.
+
+        Raises:
+            NotFound: no held message matches, or a prefix (6 characters at least) matches several.
+        """
+        from follower.held import HeldBox
+
+        return HeldBox(self.folder).pick(which)
+
+    def release(self, ids: list[str]) -> int:
+        """Move held messages into the spool, where the agents' alarms take them; each sender
+        gets a "spooled" receipt. Returns how many senders could not be told now (they learn
+        it on their resend).
+
+        Raises:
+            UserError: the private keys cannot be unlocked (after the messages moved).
+        """
+        return self._settle_held(ids, "spooled")
+
+    def drop(self, ids: list[str]) -> int:
+        """Delete held messages unread by any agent; each sender gets a "dropped" receipt.
+        Returns how many senders could not be told now (they learn it on their resend).
+
+        Raises:
+            UserError: the private keys cannot be unlocked (after the messages were deleted).
+        """
+        return self._settle_held(ids, "dropped")
+
+    def _settle_held(self, ids: list[str], state: str) -> int:
+        from follower.held import HeldBox
+        from follower.receipts import ReceiptBatch
+        from keys.policy import PolicyBook
+        from spool_writer.spool import Spool
+
+        box = HeldBox(self.folder)
+        entries = box.all()
+        batch = ReceiptBatch()
+        spool = Spool(self.folder / "spool") if state == "spooled" else None
+        trust = PolicyBook(self.folder)
+        for msg_id in ids:
+            record = entries[msg_id]["record"]
+            if spool is not None:
+                spool.deliver(record)  # first: a crash before the removal below leaves a copy, not a loss
+            contact = self.contacts.by_fingerprint(str(record.get("from")))
+            if contact is not None:
+                batch.add(contact, msg_id, state, "" if state == "spooled" else "dropped by the recipient")
+                trust.note(contact, f"held {state}", message=msg_id)
+        box.remove(ids)
+        return batch.flush(self.identity(), self.client)
+
+    def purge_unknown(self) -> tuple[int, int]:
+        """Delete the mail the relay holds for us under channels we never read (what a stranger
+        who knows the fingerprint can leave there). The tags we do read go along, so the relay
+        registers them first and a new contact's first message stays. Returns (deleted, tags kept).
+
+        Raises:
+            RelayError: the relay failed or refused.
+        """
+        import contextlib
+
+        from follower.channeldb import ChannelDB
+
+        with contextlib.closing(ChannelDB(self.folder)) as store:
+            inbox = self.inbox(store)
+            channels, invites = inbox.routes(None)
+            tags = [*channels, *invites, *inbox.receipt_routes()]
+        return self.client.purge_unknown(self.identity(), tags), len(tags)
