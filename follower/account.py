@@ -39,6 +39,7 @@ if TYPE_CHECKING:
     from follower.outbox import Outbox
     from follower.receipts import ReceiptBatch
     from keys.contacts import Contact
+    from spool_writer.record import SpoolRecord
 
 QUEUED = "queued"
 
@@ -309,7 +310,7 @@ class Account:
         ledger.record("result", "out", contact.fingerprint, contact.name, fields, msg_id)
         return Sent(msg_id, contact.name, state, task, warning=warning)
 
-    def forward(self, record: dict[str, Any], name: str) -> Sent:
+    def forward(self, record: SpoolRecord, name: str) -> Sent:
         """Pass a received message (its spool line) on to contact `name`, its sender added to
         its hop list; sent as `send` sends.
 
