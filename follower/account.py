@@ -139,7 +139,8 @@ class Account:
             seen = ChannelDB(self.folder)
         return Inbox(self.identity(), self.client, self.contacts, self.invites, seen,
                      batch_acks=batch_acks, linger_s=linger_s, handed_state=handed_state,
-                     page=page or contextlib.nullcontext, receipts=receipts or ReceiptBatch())
+                     page=page or contextlib.nullcontext,
+                     receipts=ReceiptBatch() if receipts is None else receipts)
 
     def send(self, name: str, text: str, *, task: bool = False, mode: str = "one-shot",
              hops: list[str] | None = None) -> Sent:

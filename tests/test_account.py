@@ -42,3 +42,11 @@ def test_a_sent_report_names_task_and_hops_only_when_given() -> None:
     full = Sent("m1", "bob", "queued", task="T1", hops=["fp"], warning="queued")
     assert full.queued
     assert full.report() == {"id": "m1", "to": "bob", "state": "queued", "hops": ["fp"], "task": "T1"}
+
+
+def test_the_inbox_keeps_the_receipt_batch_it_is_given_even_empty(tmp_path: Path) -> None:
+    from follower.receipts import ReceiptBatch
+
+    batch = ReceiptBatch(delay=lambda: 0.3)
+    assert len(batch) == 0
+    assert _account(tmp_path, []).inbox(receipts=batch).receipts is batch
