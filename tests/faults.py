@@ -33,6 +33,35 @@ def read_request(conn: socket.socket) -> bytes | None:
     return head + b"\r\n\r\n" + body
 
 
+class ScriptedServer:
+    """A loopback TCP server that hands each accepted connection to `serve_one` (a subclass's
+    script) on its own thread, until `close`."""
+
+    scheme = "http"
+
+    def __init__(self) -> None:
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.port: int = self.listener.getsockname()[1]
+        self.url = f"{self.scheme}://127.0.0.1:{self.port}"
+        self.connections = 0
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                conn, _ = self.listener.accept()
+            except OSError:
+                return
+            self.connections += 1
+            threading.Thread(target=self.serve_one, args=(conn, self.connections), daemon=True).start()
+
+    def serve_one(self, conn: socket.socket, nth: int) -> None:
+        raise NotImplementedError
+
+    def close(self) -> None:
+        self.listener.close()
+
+
 class DyingProxy:
     """Forwards requests until `should_die(request_line)` says so, then closes for good."""
 

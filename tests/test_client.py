@@ -10,39 +10,38 @@ import pytest
 
 from durable.errors import RelayError, UserError
 from follower.client import MALFORMED, RelayClient
-from tests.faults import read_request
+from tests.faults import ScriptedServer, read_request
 
 GOOD = b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\n{}"
 
 
-class OneShotServer:
+class OneShotServer(ScriptedServer):
     """Answers one request per connection with the next scripted reply, then hangs up without a
     `connection: close`: to the client, a kept-alive connection the relay has since dropped."""
 
     def __init__(self, replies: list[bytes]) -> None:
         self.replies = replies
         self.requests = 0
-        self.listener = socket.create_server(("127.0.0.1", 0))
-        self.url = f"http://127.0.0.1:{self.listener.getsockname()[1]}"
-        threading.Thread(target=self._serve, daemon=True).start()
+        self.lock = threading.Lock()  # connections are served on threads of their own
+        super().__init__()
 
-    def _serve(self) -> None:
-        while True:
-            try:
-                conn, _ = self.listener.accept()
-            except OSError:
+    def serve_one(self, conn: socket.socket, nth: int) -> None:
+        with conn:
+            if read_request(conn) is None:
                 return
-            with conn:
-                if read_request(conn) is not None and self.requests < len(self.replies):
-                    self.requests += 1
-                    conn.sendall(self.replies[self.requests - 1])
+            with self.lock:
+                if self.requests >= len(self.replies):
+                    return
+                self.requests += 1
+                reply = self.replies[self.requests - 1]
+            conn.sendall(reply)
 
 
 @pytest.fixture
 def server(request: pytest.FixtureRequest) -> Iterator[OneShotServer]:
     one = OneShotServer(request.param)
     yield one
-    one.listener.close()
+    one.close()
 
 
 @pytest.mark.parametrize("server", [[GOOD, GOOD]], indirect=True)

@@ -22,7 +22,7 @@ import pytest
 from websockets.sync.server import ServerConnection, serve
 
 from tests.conftest import Agent, Result, wait_for
-from tests.faults import read_request
+from tests.faults import ScriptedServer, read_request
 
 Behaviour = Callable[[socket.socket], int | None]  # bytes flooded, for the floods
 FLOOD_CAP = 32 * 1024 * 1024  # bytes a flooding answer sends at most: the test stays bounded
@@ -79,28 +79,18 @@ HOSTILE: dict[str, Behaviour] = {
 }
 
 
-class HostileRelay:
+class HostileRelay(ScriptedServer):
     """Answers every request on every connection with `behaviour`; closes after each answer."""
 
     def __init__(self, behaviour: Behaviour, tls: ssl.SSLContext | None = None) -> None:
         self.behaviour = behaviour
         self.tls = tls
-        self.listener = socket.create_server(("127.0.0.1", 0))
-        scheme = "https" if tls else "http"
-        self.url = f"{scheme}://127.0.0.1:{self.listener.getsockname()[1]}"
+        self.scheme = "https" if tls else "http"
         self.requests = 0
         self.flooded: list[int] = []
-        threading.Thread(target=self._serve, daemon=True).start()
+        super().__init__()
 
-    def _serve(self) -> None:
-        while True:
-            try:
-                conn, _ = self.listener.accept()
-            except OSError:
-                return
-            threading.Thread(target=self._handle, args=(conn,), daemon=True).start()
-
-    def _handle(self, raw: socket.socket) -> None:
+    def serve_one(self, raw: socket.socket, nth: int) -> None:
         if self.tls is not None:
             raw.settimeout(10)
             try:
@@ -119,9 +109,6 @@ class HostileRelay:
                         self.flooded.append(sent)
             except OSError:
                 pass  # the client hung up on us: that is what a bounded client does
-
-    def close(self) -> None:
-        self.listener.close()
 
 
 @pytest.fixture

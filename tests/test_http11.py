@@ -10,7 +10,7 @@ from collections.abc import Callable
 import pytest
 
 from follower.http11 import MAX_FIELDS, Connection, ProtocolError, _host_field
-from tests.faults import read_request
+from tests.faults import ScriptedServer, read_request
 
 
 def serve(replies: list[bytes]) -> tuple[int, list[bytes]]:
@@ -172,26 +172,16 @@ def truncate(raw: bytes) -> Behaviour:
     return run
 
 
-class HostileServer:
+class HostileServer(ScriptedServer):
     """The first connection gets `behaviour`; each later one a good answer to every request."""
 
     def __init__(self, behaviour: Behaviour) -> None:
         self.behaviour = behaviour
-        self.listener = socket.create_server(("127.0.0.1", 0))
-        self.port = self.listener.getsockname()[1]
-        self.connections = 0
         self.first_closed = threading.Event()  # the client hung up on the misbehaving connection
-        threading.Thread(target=self._serve, daemon=True).start()
+        super().__init__()
 
-    def _serve(self) -> None:
-        while True:
-            try:
-                conn, _ = self.listener.accept()
-            except OSError:
-                return
-            self.connections += 1
-            handle = self._misbehave if self.connections == 1 else self._answer_well
-            threading.Thread(target=handle, args=(conn,), daemon=True).start()
+    def serve_one(self, conn: socket.socket, nth: int) -> None:
+        (self._misbehave if nth == 1 else self._answer_well)(conn)
 
     def _misbehave(self, conn: socket.socket) -> None:
         with conn:
@@ -210,9 +200,6 @@ class HostileServer:
         with conn:
             while read_request(conn) is not None:
                 conn.sendall(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\n{}")
-
-    def close(self) -> None:
-        self.listener.close()
 
 
 CAP = 64 * 1024
