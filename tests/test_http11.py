@@ -245,35 +245,41 @@ def test_a_hostile_answer_is_a_quick_protocol_error_and_the_connection_is_droppe
         server.close()
 
 
-def test_bytes_after_an_answer_are_not_taken_for_the_next_one() -> None:
-    server = HostileServer(reply(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\n{}"
-                                 b"HTTP/1.1 200 OK\r\ncontent-length: 6\r\n\r\nforged"))
+def two_good_answers_on_two_connections(
+    server: HostileServer, between: Callable[[], object] = lambda: None
+) -> None:
+    """Two requests both get the good answer, the second on a new connection: what the first
+    connection did wrong made the client drop it."""
     conn = Connection("127.0.0.1", server.port, timeout=TIMEOUT_S)
     try:
         assert conn.exchange("GET", "/", b"", {}) == (200, b"{}")
+        between()
         assert conn.exchange("GET", "/", b"", {}) == (200, b"{}")
         assert server.connections == 2
     finally:
         conn.close()
         server.close()
+
+
+def test_bytes_after_an_answer_are_not_taken_for_the_next_one() -> None:
+    two_good_answers_on_two_connections(HostileServer(reply(
+        b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\n{}HTTP/1.1 200 OK\r\ncontent-length: 6\r\n\r\nforged")))
 
 
 def test_bytes_arriving_after_an_answer_was_read_are_not_taken_for_the_next_one() -> None:
+    answered, forged = threading.Event(), threading.Event()
+
     def late(conn: socket.socket) -> None:
         conn.sendall(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\n{}")
-        time.sleep(0.2)  # after the client has read its answer, before it asks again
+        answered.wait(TIMEOUT_S)  # the client has read its answer and not asked again yet
         conn.sendall(b"HTTP/1.1 200 OK\r\ncontent-length: 6\r\n\r\nforged")
+        forged.set()
 
-    server = HostileServer(late)
-    conn = Connection("127.0.0.1", server.port, timeout=TIMEOUT_S)
-    try:
-        assert conn.exchange("GET", "/", b"", {}) == (200, b"{}")
-        time.sleep(0.4)
-        assert conn.exchange("GET", "/", b"", {}) == (200, b"{}")
-        assert server.connections == 2
-    finally:
-        conn.close()
-        server.close()
+    def forge_now() -> None:
+        answered.set()
+        assert forged.wait(TIMEOUT_S)
+
+    two_good_answers_on_two_connections(HostileServer(late), forge_now)
 
 
 def test_interim_answers_are_skipped_and_bodiless_statuses_read_no_body() -> None:
@@ -291,15 +297,8 @@ def test_interim_answers_are_skipped_and_bodiless_statuses_read_no_body() -> Non
 
 
 def test_an_http_1_0_answer_is_not_kept_alive() -> None:
-    server = HostileServer(reply(b"HTTP/1.0 200 OK\r\ncontent-length: 2\r\n\r\n{}"))
-    conn = Connection("127.0.0.1", server.port, timeout=TIMEOUT_S)
-    try:
-        assert conn.exchange("GET", "/", b"", {}) == (200, b"{}")
-        assert conn.exchange("GET", "/", b"", {}) == (200, b"{}")
-        assert server.connections == 2
-    finally:
-        conn.close()
-        server.close()
+    answer = b"HTTP/1.0 200 OK\r\ncontent-length: 2\r\n\r\n{}"
+    two_good_answers_on_two_connections(HostileServer(reply(answer)))
 
 
 @pytest.mark.parametrize("reply", [
