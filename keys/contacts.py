@@ -11,10 +11,9 @@ key is pinned, so it can neither shadow nor be shadowed by the real owner.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from durable.errors import KeyInUse, NotFound, SecurityError, UserError
 from durable.files import read_json, write_json
@@ -32,8 +31,7 @@ class Source(StrEnum):
     JOINED = "joined"  # we joined with their invite code
 
 
-@dataclass(frozen=True)
-class Contact:
+class Contact(NamedTuple):
     name: str
     fingerprint: str
     sign_key: bytes

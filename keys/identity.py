@@ -7,8 +7,7 @@ so a relay can serve keys but never substitute them.
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from nacl.exceptions import BadSignatureError
 from nacl.public import PrivateKey, SealedBox
@@ -40,8 +39,7 @@ def check_name(name: str) -> str:
     return name
 
 
-@dataclass(frozen=True)
-class KeyBundle:
+class KeyBundle(NamedTuple):
     """The public half of an identity, self-signed, as the key directory serves it."""
 
     name: str
@@ -97,8 +95,7 @@ class KeyBundle:
             )
 
 
-@dataclass(frozen=True)
-class Identity:
+class Identity(NamedTuple):
     """A private identity, unlocked in memory."""
 
     name: str

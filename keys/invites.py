@@ -24,10 +24,9 @@ import json
 import secrets
 import struct
 import time
-from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from nacl.exceptions import CryptoError
 from nacl.public import Box, PrivateKey, PublicKey
@@ -47,8 +46,7 @@ KEEP_DAYS = 30  # an invite that ended (used, revoked, expired) is remembered th
 PROOF_PERSON = b"talk-box-proof"
 
 
-@dataclass(frozen=True)
-class InviteCode:
+class InviteCode(NamedTuple):
     fingerprint: str
     secret: bytes
     expires: int  # unix seconds

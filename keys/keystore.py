@@ -10,9 +10,8 @@ that `talk send` stays quick.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from nacl import pwhash, secret, utils
 from nacl.exceptions import CryptoError
@@ -28,8 +27,7 @@ OPSLIMIT = 3
 MEMLIMIT = 32 * 1024 * 1024
 
 
-@dataclass(frozen=True)
-class IdentityRecord:
+class IdentityRecord(NamedTuple):
     """What can be read without the passphrase."""
 
     folder: Path

@@ -11,10 +11,9 @@ which is never the default. Every change, and every check, is appended to `trust
 from __future__ import annotations
 
 import time
-from dataclasses import asdict, dataclass, replace
 from enum import StrEnum
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from durable.errors import UserError
 from durable.files import read_json, write_json
@@ -35,15 +34,14 @@ class Policy(StrEnum):
     REFUSE = "refuse"
 
 
-@dataclass(frozen=True)
-class Rule:
+class Rule(NamedTuple):
     policy: Policy
     tasks: bool = False
     receive_per_min: int = RECEIVE_PER_MIN
     send_per_min: int = SEND_PER_MIN
 
     def to_json(self) -> dict[str, Any]:
-        return {**asdict(self), "policy": self.policy.value}
+        return {**self._asdict(), "policy": self.policy.value}
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Rule:
@@ -96,8 +94,7 @@ class PolicyBook:
         with folder_locked(self.folder):
             raw: dict[str, Any] = read_json(self.path, {})
             before = self._stored_or_default(raw.get(contact.fingerprint), contact)
-            after = replace(
-                before,
+            after = before._replace(
                 policy=before.policy if policy is None else policy,
                 tasks=before.tasks if tasks is None else tasks,
                 receive_per_min=receive_per_min or before.receive_per_min,

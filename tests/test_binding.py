@@ -51,7 +51,7 @@ def fingerprint(agent: Agent) -> str:
 def borrowed_box_bundle(owner: Identity, box: bytes) -> KeyBundle:
     """Self-signed by `owner`, but around someone else's box key: what a relay would accept."""
     unsigned = KeyBundle(owner.name, owner.sign_public, box, b"\0" * 64)
-    return dataclasses.replace(unsigned, signature=owner.sign(unsigned.signed_part()))
+    return unsigned._replace(signature=owner.sign(unsigned.signed_part()))
 
 
 def redeem(relay: RelayProcess, code_text: str, blob: bytes) -> None:
@@ -130,7 +130,7 @@ def test_a_joiner_first_with_bobs_box_key_cannot_take_bobs_later_mail(
     mallory = identity_of(make_agent(tmp_path, relay, "mallory", None), "mallory")
     code_text = invite(alice)
     code = parse_code(code_text)
-    crafted = borrowed_box_bundle(dataclasses.replace(mallory, name="bob"), box_key(bob))
+    crafted = borrowed_box_bundle(mallory._replace(name="bob"), box_key(bob))
     proof = box_proof(code, crafted, mallory.box_secret, PublicKey(box_key(alice)))
     redeem(relay, code_text, seal_request(code, crafted, proof, secrets.token_hex(16)))
     refused_receive(alice, "does not hold")

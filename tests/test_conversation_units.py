@@ -843,7 +843,7 @@ def test_default_rule_follows_how_the_contact_was_made() -> None:
     assert default_rule(contact(source=Source.JOINED)) == Rule(Policy.ACCEPT)
     assert default_rule(contact(source=Source.ADDED)) == Rule(Policy.HOLD)
     # Checking the keys widens nothing by itself: accepting is a separate, logged change.
-    verified = dataclasses.replace(contact(source=Source.ADDED), verified_at=1000.0)
+    verified = contact(source=Source.ADDED)._replace(verified_at=1000.0)
     assert default_rule(verified) == Rule(Policy.HOLD)
 
 

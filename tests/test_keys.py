@@ -147,7 +147,7 @@ def test_check_against_another_fingerprint_is_a_pin_mismatch(
 
 
 def test_check_against_a_tampered_name_is_a_pin_mismatch(alice: Identity) -> None:
-    forged = dataclasses.replace(alice.bundle(), name="mallory")
+    forged = alice.bundle()._replace(name="mallory")
     assert forged.fingerprint == alice.fingerprint  # same keys, so only the signature catches it
     assert not forged.self_signed()
     with pytest.raises(PinMismatch):
@@ -158,7 +158,7 @@ def test_check_against_a_substituted_box_key_is_a_pin_mismatch(
     alice: Identity, carol: Identity
 ) -> None:
     # A relay keeps alice's signing key and signature but serves its own box key.
-    forged = dataclasses.replace(alice.bundle(), box_key=carol.box_public)
+    forged = alice.bundle()._replace(box_key=carol.box_public)
     with pytest.raises(PinMismatch):
         forged.check_against(alice.fingerprint)
     # A bundle self-signed by the attacker under alice's name is refused too.
@@ -373,7 +373,7 @@ def test_contact_request_opens_only_with_its_code(alice: Identity, bob: Identity
 
 def test_contact_request_with_a_forged_bundle_is_tampered(alice: Identity, bob: Identity) -> None:
     code = InviteCode(alice.fingerprint, b"\x01" * 16, int(time.time()) + 60)
-    forged = dataclasses.replace(bob.bundle(), name="notbob")
+    forged = bob.bundle()._replace(name="notbob")
     proof = box_proof(code, forged, bob.box_secret, alice.box_secret.public_key)
     with pytest.raises(TamperedMessage, match="self-signature"):
         open_request(code, seal_request(code, forged, proof, "2" * 32), alice.box_secret)
@@ -382,7 +382,7 @@ def test_contact_request_with_a_forged_bundle_is_tampered(alice: Identity, bob: 
 def borrowed_box_bundle(owner: Identity, box_of: Identity) -> KeyBundle:
     """A bundle self-signed by `owner` around someone else's box key: signs, but owns no box."""
     unsigned = KeyBundle(owner.name, owner.sign_public, box_of.box_public, b"\0" * 64)
-    return dataclasses.replace(unsigned, signature=owner.sign(unsigned.signed_part()))
+    return unsigned._replace(signature=owner.sign(unsigned.signed_part()))
 
 
 def test_box_proof_is_symmetric_and_bound_to_invite_and_keys(
@@ -432,7 +432,7 @@ def test_a_request_naming_a_degenerate_box_key_is_refused(alice: Identity) -> No
     code = new_code(alice.fingerprint, 7, time.time())
     signer = Identity.generate("zero")
     unsigned = KeyBundle("zero", signer.sign_public, bytes(32), b"\0" * 64)
-    crafted = dataclasses.replace(unsigned, signature=signer.sign(unsigned.signed_part()))
+    crafted = unsigned._replace(signature=signer.sign(unsigned.signed_part()))
     with pytest.raises(TamperedMessage, match="does not hold"):
         open_request(code, seal_request(code, crafted, bytes(32), "5" * 32), alice.box_secret)
 
