@@ -23,10 +23,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from contextlib import AbstractContextManager
-from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from follower.client import RelayClient
 from keys.contacts import ContactBook
@@ -39,13 +38,13 @@ if TYPE_CHECKING:
     from follower.outbox import Outbox
     from follower.receipts import ReceiptBatch
     from keys.contacts import Contact
+    from keys.invites import InviteCode
     from spool_writer.record import SpoolRecord
 
 QUEUED = "queued"
 
 
-@dataclass(frozen=True)
-class Sent:
+class Sent(NamedTuple):
     """What became of one message sent: `state` is "stored" (the relay has it), "queued" (it
     goes later, with the same id; `warning` says so) or, after a wait, the state reached."""
 
@@ -70,17 +69,25 @@ def _no_passphrase() -> bytes | None:
     return None
 
 
-@dataclass
 class Account:
     """One identity on one relay. `passphrase` is called at most once, on the first use of the
     private keys; `unlocked` skips it for an identity already in memory. `sessions` makes the
-    relay client open an owner session (the follower's long-lived client)."""
+    relay client open an owner session (the follower's long-lived client).
 
-    record: IdentityRecord
-    relay: str
-    passphrase: Callable[[], bytes | None] = _no_passphrase
-    unlocked: Identity | None = field(default=None, repr=False)
-    sessions: bool = False
+    A plain class, as `Sent` is a NamedTuple: a dataclass costs about a millisecond to build at
+    import, and this module is on the path of every `talk send`."""
+
+    def __init__(self, record: IdentityRecord, relay: str,
+                 passphrase: Callable[[], bytes | None] = _no_passphrase, *,
+                 unlocked: Identity | None = None, sessions: bool = False) -> None:
+        self.record = record
+        self.relay = relay
+        self.passphrase = passphrase
+        self.unlocked = unlocked
+        self.sessions = sessions
+
+    def __repr__(self) -> str:
+        return f"Account({self.record.name!r}, {self.relay!r})"
 
     @property
     def folder(self) -> Path:
@@ -141,6 +148,83 @@ class Account:
                      batch_acks=batch_acks, linger_s=linger_s, handed_state=handed_state,
                      page=page or contextlib.nullcontext,
                      receipts=ReceiptBatch() if receipts is None else receipts)
+
+    def publish(self) -> None:
+        """Publish this identity's keys on the relay (again, after a relay move or reset).
+
+        Raises:
+            RelayError: the relay failed or refused.
+            (and what `identity` raises)
+        """
+        self.client.publish(self.identity().bundle())
+
+    def add(self, fingerprint: str, name: str) -> Contact:
+        """Pin the peer whose keys the relay serves for `fingerprint`, as `name`.
+
+        Raises:
+            UserError: the name is malformed, or the fingerprint is a contact already.
+            NotFound: the relay has no keys for it.
+            PinMismatch: the relay's keys do not hash to the fingerprint.
+        """
+        from follower.outbound import add_contact
+
+        return add_contact(self.contacts, self.client, fingerprint, name)
+
+    def verify(self, name: str) -> Contact:
+        """Check contact `name`'s keys on the relay against the pin and record the check; the
+        contact as it now stands (its `verified_at` set). It widens no policy.
+
+        Raises:
+            NotFound: no such contact.
+            PinMismatch: the relay serves other keys; nothing is recorded.
+        """
+        from follower.outbound import verify_contact
+
+        return verify_contact(self.contacts, self.client, self.contacts.get(name))
+
+    def invite(self, days: float) -> InviteCode:
+        """A new single-use invite code, open on the relay for `days`.
+
+        Raises:
+            RelayError: the relay failed or refused.
+            (and what `identity` raises)
+        """
+        from follower.outbound import create_invite
+
+        return create_invite(self.identity(), self.client, self.invites, days)
+
+    def revoke_invite(self, code: str) -> dict[str, Any]:
+        """Close open invite `code` on the relay and mark it revoked; its stored record.
+
+        Raises:
+            InviteError: no such invite here, or it is no longer open.
+        """
+        import time
+
+        from durable.errors import InviteError
+        from keys.invites import InviteState, parse_code, state_of
+
+        record = self.invites.find(code)
+        state = state_of(record, time.time())
+        if state is not InviteState.OPEN:
+            raise InviteError(f"this invite is already {state.value}; nothing to revoke")
+        tag = parse_code(code).tag
+        self.client.revoke_invite(self.identity(), tag)
+        self.invites.set_state(tag, InviteState.REVOKED)
+        return record
+
+    def join(self, code: str, name: str | None = None) -> Contact:
+        """Use invite `code`: pin the inviter (checked against the code) and deposit our sealed
+        contact request; the inviter, as pinned (named `name` if given).
+
+        Raises:
+            InviteError: the code is malformed, ours, expired, used or revoked.
+            UserError: the name is taken by another contact.
+            (and what `add` raises for the inviter's keys)
+        """
+        from follower.outbound import join
+
+        return join(self.identity(), self.client, self.contacts, code, name)
 
     def send(self, name: str, text: str, *, task: bool = False, mode: str = "one-shot",
              hops: list[str] | None = None) -> Sent:

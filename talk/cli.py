@@ -94,7 +94,7 @@ def publish(
 ) -> None:
     """Publish this identity's keys on the relay again (after a relay move or reset)."""
     account = _account(user, relay, passphrase_file)
-    account.client.publish(account.identity().bundle())
+    account.publish()
     result({"fingerprint": account.record.fingerprint, "relay": account.relay},
            f"keys of {account.record.name} published on {account.relay}", as_json)
 
@@ -119,11 +119,10 @@ def add(
     user: User = None, relay: Relay = None, as_json: Json = False,
 ) -> None:
     """Pin a peer by fingerprint: fetch its keys and check they hash to it."""
-    from follower.outbound import add_contact
     from keys.identity import parse_fingerprint
 
     account = _account(user, relay, None)
-    contact = add_contact(account.contacts, account.client, parse_fingerprint(fingerprint), name)
+    contact = account.add(parse_fingerprint(fingerprint), name)
     _print_pinned(account, contact, as_json)
 
 
@@ -134,11 +133,10 @@ def verify(
 ) -> None:
     """Check a contact's keys on the relay against the pin, record the check in trust.log and
     print the safety number. Accepting a held contact's mail asks on a terminal, else needs --yes."""
-    from follower.outbound import verify_contact
     from keys.policy import PolicyBook, raised_by_verify
 
     account = _account(user, relay, None)
-    contact = verify_contact(account.contacts, account.client, account.contacts.get(name))
+    contact = account.verify(name)
     book = PolicyBook(account.folder)
     rule = book.rule(contact)
     wanted = raised_by_verify(rule)
@@ -226,11 +224,9 @@ def invite(
     """Create a single-use invite code (default: expires in 7 days)."""
     if ctx.invoked_subcommand is not None:
         return
-    from follower.outbound import create_invite
     from keys.encoding import iso_from_epoch
 
-    account = _account(user, relay, passphrase_file)
-    code = create_invite(account.identity(), account.client, account.invites, expires)
+    code = _account(user, relay, passphrase_file).invite(expires)
     text = code.encode()
     result(
         {"code": text, "expires": iso_from_epoch(code.expires)},
@@ -266,17 +262,7 @@ def invite_revoke(
     user: User = None, relay: Relay = None, passphrase_file: PassFile = None, as_json: Json = False,
 ) -> None:
     """Revoke an open invite code so nobody can use it."""
-    from durable.errors import InviteError
-    from keys.invites import InviteState, parse_code, state_of
-
-    account = _account(user, relay, passphrase_file)
-    record = account.invites.find(code)
-    state = state_of(record, time.time())
-    if state is not InviteState.OPEN:
-        raise InviteError(f"this invite is already {state.value}; nothing to revoke")
-    tag = parse_code(code).tag
-    account.client.revoke_invite(account.identity(), tag)
-    account.invites.set_state(tag, InviteState.REVOKED)
+    record = _account(user, relay, passphrase_file).revoke_invite(code)
     result({"code": record["code"], "state": "revoked"}, "invite revoked", as_json)
 
 
@@ -287,10 +273,8 @@ def join(
     user: User = None, relay: Relay = None, passphrase_file: PassFile = None, as_json: Json = False,
 ) -> None:
     """Use an invite code: pin the inviter and send it your contact request."""
-    from follower.outbound import join as join_invite
-
     account = _account(user, relay, passphrase_file)
-    contact = join_invite(account.identity(), account.client, account.contacts, code, name)
+    contact = account.join(code, name)
     _print_pinned(account, contact, as_json)
 
 

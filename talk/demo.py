@@ -15,7 +15,6 @@ from pathlib import Path
 from typing import Any
 
 from follower.account import Account
-from follower.outbound import create_invite, join
 from keys import keystore
 from keys.identity import Identity
 from keys.safety import safety_number
@@ -36,10 +35,7 @@ class Peer:
         self.identity = Identity.generate(name)
         folder = keystore.create(root / name, self.identity, None, url)
         self.account = Account(keystore.load(folder), url, unlocked=self.identity)
-        self.client = self.account.client
-        self.contacts = self.account.contacts
-        self.invites = self.account.invites
-        self.client.publish(self.identity.bundle())
+        self.account.publish()
 
     def send(self, name: str, text: str) -> None:
         self.account.send(name, text)
@@ -82,9 +78,9 @@ def _converse(root: Path, url: str, rounds: int) -> None:
     alice, bob = Peer(root, "alice", url), Peer(root, "bob", url)
     _say(f"alice    {alice.identity.fingerprint}")
     _say(f"bob      {bob.identity.fingerprint}")
-    code = create_invite(alice.identity, alice.client, alice.invites, days=1)
+    code = alice.account.invite(days=1)
     _say(f"alice invites bob with {code.encode()[:24]}…")
-    join(bob.identity, bob.client, bob.contacts, code.encode(), None)
+    bob.account.join(code.encode())
     accepted = alice.receive()
     _say(f"alice ← {accepted[0]['text']}")
     _say(f"bob   ← {bob.receive()[0]['text']}")
