@@ -18,9 +18,11 @@ ShownField = Literal["name", "from", "id", "ts", "task", "status", "mode"]
 
 
 def record(**fields: Any) -> SpoolRecord:
-    """A spool line as framing reads it back: `fields` may hold any value, as a hand edit can."""
-    return cast(SpoolRecord, {"id": "a" * 32, "from": "b" * 32, "name": "alice", "text": "hi",
-                              "ts": "2026-12-01T10:00:00Z", "kind": "chat", **fields})
+    """A spool line as framing reads it back: `fields` may hold any value, as a hand edit can,
+    so they are laid on a well-typed record unchecked."""
+    base: SpoolRecord = {"id": "a" * 32, "from": "b" * 32, "name": "alice", "text": "hi",
+                         "ts": "2026-12-01T10:00:00Z", "kind": "chat"}
+    return cast(SpoolRecord, {**base, **fields})
 
 
 def test_a_gap_and_a_late_message_are_told_outside_the_quote() -> None:
