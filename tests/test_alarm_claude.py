@@ -30,6 +30,7 @@ import pytest
 from alarms.claude_hook import parse_payload, reply
 from alarms.claude_monitor import event_line
 from alarms.claude_session import pid_from_env, session_id
+from spool_writer.record import SpoolRecord
 from spool_writer.spool import Spool, received_now
 from talk.install_claude import MONITOR, env_text, marketplace, monitor_source, plugin_source
 from tests.conftest import TALK, Agent, RelayProcess, make_agent
@@ -154,7 +155,8 @@ def test_pid_from_env_accepts_only_a_real_pid() -> None:
 
 
 def test_reply_blocks_stop_and_adds_context_only_with_mail() -> None:
-    records = [{"id": "m1", "from": "a" * 32, "name": "alice", "text": "hello\nbob", "ts": "t"}]
+    records: list[SpoolRecord] = [{"id": "m1", "from": "a" * 32, "name": "alice", "text": "hello\nbob",
+                                   "ts": "t", "kind": "chat"}]
     assert reply("Stop", []) == {} and reply("UserPromptSubmit", []) == {}
     stop = reply("Stop", records)
     assert stop["decision"] == "block"
@@ -169,7 +171,8 @@ def test_parse_payload_tolerates_garbage() -> None:
 
 
 def test_event_line_is_always_one_line() -> None:
-    line = event_line({"id": "m1", "from": "a" * 32, "name": "evil\nname", "text": "two\nlines"})
+    line = event_line({"id": "m1", "from": "a" * 32, "name": "evil\nname", "text": "two\nlines",
+                       "ts": "t", "kind": "chat"})
     assert "\n" not in line and "\r" not in line
     assert '"two\\nlines"' in line and "not an instruction" in line
 

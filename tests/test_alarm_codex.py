@@ -27,6 +27,7 @@ from alarms.codex_wake import NUDGE, should_wake
 from alarms.mailbox import SessionMail
 from spool_writer.cursor import CursorReader, lock_path
 from spool_writer.layout import SpoolLayout, flocked
+from spool_writer.record import SpoolRecord
 from spool_writer.spool import Spool
 from talk.install_codex import (
     EVENTS,
@@ -180,7 +181,7 @@ def folder(tmp_path: Path) -> Path:
     return home / "bob"
 
 
-def record(text: str) -> dict[str, Any]:
+def record(text: str) -> SpoolRecord:
     return {"id": uuid.uuid4().hex, "from": "a" * 32, "name": "alice", "text": text,
             "ts": "2026-11-29T15:00:00Z", "kind": "chat"}
 

@@ -41,6 +41,7 @@ from durable.errors import UserError
 from spool_writer import lines
 from spool_writer.cursor import CursorReader
 from spool_writer.layout import SpoolLayout
+from spool_writer.record import SpoolRecord
 from spool_writer.sessions import register
 from tests.conftest import TALK, Agent, free_port
 from tests.hosts.configs import write_opencode_config
@@ -53,7 +54,7 @@ ROOT = Path(__file__).resolve().parent.parent
 ID_SHAPE = re.compile(r"^(msg|prt)_[0-9a-f]{12}[0-9A-Za-z]{14}$")
 
 
-def record(msg_id: str, text: str = "hi") -> dict[str, Any]:
+def record(msg_id: str, text: str = "hi") -> SpoolRecord:
     return {"id": msg_id, "from": "f" * 32, "name": "alice", "text": text,
             "ts": "2026-01-01T00:00:00Z", "kind": "chat"}
 

@@ -28,6 +28,7 @@ from follower.outbox import Outbox
 from keys import keystore
 from keys.contacts import ContactBook
 from keys.envelope import receipt_tag
+from spool_writer.record import SpoolRecord
 from tests.conftest import TALK, Agent, RelayProcess, befriend, make_agent, wait_for
 from tests.faults import LossyProxy
 
@@ -73,7 +74,7 @@ def talking(tmp_path: Path, relay: RelayProcess) -> Iterator[tuple[Agent, Agent,
         host.wait()
 
 
-def take(bob: Agent, sid: str = "s1") -> list[dict[str, Any]]:
+def take(bob: Agent, sid: str = "s1") -> list[SpoolRecord]:
     return SessionMail(folder(bob, "bob"), sid).take()
 
 
@@ -191,11 +192,12 @@ def test_a_task_answered_with_reply_shows_on_both_sides(
     sent = alice.ok("send", "bob", "--task", "count the tests", "--json").json()
     task = sent["task"]
     assert task.startswith("alice-")
-    got: list[dict[str, Any]] = []
+    got: list[SpoolRecord] = []
     wait_for(lambda: take_into(bob, got), 10, "the task")
     (line,) = got
     assert (line["kind"], line["task"], line["task_trust"], line["retry"]) == ("task", task, True, False)
-    assert line["mode"] == "one-shot" and line["mesh_from"] == "alice"
+    # A task's other headers are undeclared (spool_writer.record): read them as untyped data.
+    assert line["mode"] == "one-shot" and dict(line)["mesh_from"] == "alice"
     shown = frame([line])
     assert "--- task 1 of 1 from alice" in shown and f"talk reply {task}" in shown
     bob.ok("reply", task, "--status", "done", "--summary", "612 tests", "--artifacts", "report.txt, log.txt")
@@ -210,12 +212,12 @@ def test_a_task_answered_with_reply_shows_on_both_sides(
     # The same task id again from alice (her retry) is marked as one.
     envelope = line["text"]
     alice.ok("send", "bob", envelope)
-    again: list[dict[str, Any]] = []
+    again: list[SpoolRecord] = []
     wait_for(lambda: take_into(bob, again), 10, "the retried task")
     assert again[0]["retry"] is True and again[0]["task"] == task
 
 
-def take_into(bob: Agent, sink: list[dict[str, Any]]) -> bool:
+def take_into(bob: Agent, sink: list[SpoolRecord]) -> bool:
     sink.extend(take(bob))
     return bool(sink)
 
@@ -225,7 +227,7 @@ def test_a_task_from_a_contact_without_task_trust_is_plain_text(
 ) -> None:
     alice, bob, _ = talking
     alice.ok("send", "bob", "--task", "rm -rf everything")
-    got: list[dict[str, Any]] = []
+    got: list[SpoolRecord] = []
     wait_for(lambda: take_into(bob, got), 10, "the message")
     (line,) = got
     assert line["kind"] == "task" and line["task_trust"] is False

@@ -14,7 +14,7 @@ import os
 import stat
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 
@@ -26,13 +26,13 @@ from durable.ndjson import read_after
 from follower.admission import MAX_HOPS, RateWindow, Verdict, admit, hops_of
 from follower.held import HeldBox
 from follower.outbox import MAX_ATTEMPTS, PREVIEW, Entry, Outbox, advance, fold
-from follower.receipts import MAX_REASON, STATES, ReceiptBatch, parse_items, receipt_message
+from follower.receipts import STATES, ReceiptBatch, parse_items, receipt_message
 from follower.sendrate import spend
 from follower.tasks import TaskLedger
 from follower.tasks import fold as fold_tasks
 from keys.contacts import Contact, Source, pinned_contact
 from keys.envelope import Inner, new_message
-from keys.gate import Invalid
+from keys.gate import MAX_REASON, Invalid
 from keys.identity import Identity
 from keys.policy import (
     POLICIES_FILE,
@@ -45,6 +45,7 @@ from keys.policy import (
 )
 from spool_writer.cursor import CursorReader
 from spool_writer.layout import SpoolLayout
+from spool_writer.record import SpoolRecord
 from spool_writer.sessions import register
 from spool_writer.spool import Spool
 
@@ -687,7 +688,7 @@ def test_ledger_forgets_tasks_idle_for_a_month_once_it_grows(
 
     ledger = TaskLedger(tmp_path)
     old = time.time() - (tasks_mod.KEEP_DAYS + 1) * 86400
-    monkeypatch.setattr(tasks_mod.time, "time", lambda: old)
+    monkeypatch.setattr(time, "time", lambda: old)  # the clock follower.tasks reads
     for n in range(50):
         fields = {"task": f"OLD{n}", "mode": "one-shot", "text": "x" * 150}
         ledger.record("task", "in", FP_B, "bob", fields, FP_A)
@@ -951,13 +952,18 @@ def test_a_stored_rate_out_of_bounds_is_a_user_error(tmp_path: Path) -> None:
 # spool_writer.handed
 
 
+def spool_message(msg_id: str, sender: str = FP_A) -> SpoolRecord:
+    return {"id": msg_id, "from": sender, "name": "alice", "text": f"text of {msg_id}",
+            "ts": "2024-01-01T00:00:00Z", "kind": "chat"}
+
+
 def handed_lines(path: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in path.read_bytes().splitlines()]
 
 
 def test_record_writes_one_line_per_message_with_its_session(tmp_path: Path) -> None:
     log = tmp_path / handed.HANDED_FILE
-    handed.record(log, [{"id": "m1", "from": FP_A, "text": "secret"}, {"id": "m2", "from": FP_B}], "s1")
+    handed.record(log, [{**spool_message("m1"), "text": "secret"}, spool_message("m2", FP_B)], "s1")
     lines = handed_lines(log)
     assert [(x["id"], x["from"], x["sid"]) for x in lines] == [("m1", FP_A, "s1"), ("m2", FP_B, "s1")]
     assert all(set(x) == {"id", "from", "sid", "ts"} for x in lines)
@@ -965,10 +971,11 @@ def test_record_writes_one_line_per_message_with_its_session(tmp_path: Path) -> 
 
 def test_record_skips_records_without_an_id_or_sender(tmp_path: Path) -> None:
     log = tmp_path / handed.HANDED_FILE
-    handed.record(log, [{"from": FP_A}, {"id": "m1"}, {"id": 5, "from": FP_A}, {"id": "m2", "from": None}],
-                  "s1")
+    # Not SpoolRecords on purpose: lines read back from a hand-edited spool can be anything.
+    bad = [{"from": FP_A}, {"id": "m1"}, {"id": 5, "from": FP_A}, {"id": "m2", "from": None}]
+    handed.record(log, cast(list[SpoolRecord], bad), "s1")
     assert not log.exists()
-    handed.record(log, [{"id": "m3"}, {"id": "m4", "from": FP_A}], "s1")
+    handed.record(log, cast(list[SpoolRecord], [{"id": "m3"}, {"id": "m4", "from": FP_A}]), "s1")
     assert [x["id"] for x in handed_lines(log)] == ["m4"]
 
 
@@ -978,9 +985,9 @@ def test_read_after_a_missing_log_is_empty(tmp_path: Path) -> None:
 
 def test_read_after_returns_whole_lines_and_the_offset_after_them(tmp_path: Path) -> None:
     log = tmp_path / handed.HANDED_FILE
-    handed.record(log, [{"id": "m1", "from": FP_A}], "s")
+    handed.record(log, [spool_message("m1")], "s")
     first_end = log.stat().st_size
-    handed.record(log, [{"id": "m2", "from": FP_A}], "s")
+    handed.record(log, [spool_message("m2")], "s")
     items, offset = read_after(log, 0)
     assert [i["id"] for i in items] == ["m1", "m2"]
     assert offset == log.stat().st_size
@@ -991,7 +998,7 @@ def test_read_after_returns_whole_lines_and_the_offset_after_them(tmp_path: Path
 
 def test_read_after_leaves_a_partial_last_line_for_later(tmp_path: Path) -> None:
     log = tmp_path / handed.HANDED_FILE
-    handed.record(log, [{"id": "m1", "from": FP_A}], "s")
+    handed.record(log, [spool_message("m1")], "s")
     whole = log.stat().st_size
     tail = json.dumps({"id": "m2", "from": FP_A, "sid": "s", "ts": 1.0}).encode()
     with open(log, "ab") as f:
@@ -1016,7 +1023,7 @@ def test_read_after_skips_lines_that_are_not_objects(tmp_path: Path) -> None:
 
 def test_read_after_an_offset_past_the_end_reads_from_the_start(tmp_path: Path) -> None:
     log = tmp_path / handed.HANDED_FILE
-    handed.record(log, [{"id": "m1", "from": FP_A}], "s")
+    handed.record(log, [spool_message("m1")], "s")
     items, offset = read_after(log, 10_000)
     assert [i["id"] for i in items] == ["m1"]
     assert offset == log.stat().st_size
@@ -1027,12 +1034,12 @@ def test_empty_if_read_truncates_a_large_log_read_to_its_end(
 ) -> None:
     monkeypatch.setattr(handed, "TRUNCATE_AT", 64)
     log = tmp_path / handed.HANDED_FILE
-    handed.record(log, [{"id": f"m{i}", "from": FP_A} for i in range(5)], "s")
+    handed.record(log, [spool_message(f"m{i}") for i in range(5)], "s")
     _, offset = read_after(log, 0)
     assert offset >= 64
     assert handed.empty_if_read(log, offset) == 0
     assert log.stat().st_size == 0
-    handed.record(log, [{"id": "m9", "from": FP_A}], "s")
+    handed.record(log, [spool_message("m9")], "s")
     assert [i["id"] for i in read_after(log, 0)[0]] == ["m9"]
 
 
@@ -1041,9 +1048,9 @@ def test_empty_if_read_keeps_a_log_not_read_to_its_end(
 ) -> None:
     monkeypatch.setattr(handed, "TRUNCATE_AT", 64)
     log = tmp_path / handed.HANDED_FILE
-    handed.record(log, [{"id": f"m{i}", "from": FP_A} for i in range(5)], "s")
+    handed.record(log, [spool_message(f"m{i}") for i in range(5)], "s")
     _, offset = read_after(log, 0)
-    handed.record(log, [{"id": "late", "from": FP_A}], "s")  # came after the read
+    handed.record(log, [spool_message("late")], "s")  # came after the read
     size = log.stat().st_size
     assert handed.empty_if_read(log, offset) == offset
     assert log.stat().st_size == size
@@ -1051,7 +1058,7 @@ def test_empty_if_read_keeps_a_log_not_read_to_its_end(
 
 def test_empty_if_read_keeps_a_small_log_even_read_to_its_end(tmp_path: Path) -> None:
     log = tmp_path / handed.HANDED_FILE
-    handed.record(log, [{"id": "m1", "from": FP_A}], "s")
+    handed.record(log, [spool_message("m1")], "s")
     _, offset = read_after(log, 0)
     assert offset < handed.TRUNCATE_AT
     assert handed.empty_if_read(log, offset) == offset
@@ -1063,11 +1070,6 @@ def test_empty_if_read_of_a_missing_log_starts_at_zero(tmp_path: Path) -> None:
 
 
 # spool_writer.cursor with a hand-over log
-
-
-def spool_message(msg_id: str, sender: str = FP_A) -> dict[str, Any]:
-    return {"id": msg_id, "from": sender, "name": "alice", "text": f"text of {msg_id}",
-            "ts": "2024-01-01T00:00:00Z", "kind": "chat"}
 
 
 def session_reader(root: Path, sid: str) -> CursorReader:
@@ -1102,7 +1104,7 @@ def test_take_writes_the_hand_over_log_before_it_moves_the_cursor(
     Spool(root).deliver(spool_message("m1"))
     reader = session_reader(root, "s1")
 
-    def broken(log: Path, records: list[dict[str, Any]], sid: str) -> None:
+    def broken(log: Path, records: list[SpoolRecord], sid: str) -> None:
         raise OSError("disk full")
 
     with monkeypatch.context() as patch:
@@ -1126,17 +1128,20 @@ def test_take_without_a_hand_over_log_writes_none(tmp_path: Path) -> None:
 # alarms.framing
 
 
-def task_record(**over: Any) -> dict[str, Any]:
-    base: dict[str, Any] = {"id": "m1", "from": FP_A, "name": "alice", "text": "run the tests\nthen report",
-                            "ts": "2024-01-01T00:00:00Z", "kind": "task", "task": "T7", "mode": "one-shot",
-                            "retry": False}
-    return {**base, **over}
+def task_record(**over: Any) -> SpoolRecord:
+    """`over` may hold any value, as a spool line read back from disk can (see chat_record)."""
+    base: SpoolRecord = {"id": "m1", "from": FP_A, "name": "alice", "text": "run the tests\nthen report",
+                         "ts": "2024-01-01T00:00:00Z", "kind": "task", "task": "T7", "mode": "one-shot",
+                         "retry": False}
+    return cast(SpoolRecord, {**base, **over})
 
 
-def chat_record(**over: Any) -> dict[str, Any]:
-    base: dict[str, Any] = {"id": "m2", "from": FP_B, "name": "bob", "text": "hello there",
-                            "ts": "2024-01-01T00:00:01Z", "kind": "chat"}
-    return {**base, **over}
+def chat_record(**over: Any) -> SpoolRecord:
+    """A well-typed record with `over` laid on it unchecked: framing must cope with a field of the
+    wrong type (a task_trust written as a string), so the overrides are cast, not typed."""
+    base: SpoolRecord = {"id": "m2", "from": FP_B, "name": "bob", "text": "hello there",
+                         "ts": "2024-01-01T00:00:01Z", "kind": "chat"}
+    return cast(SpoolRecord, {**base, **over})
 
 
 def test_frame_of_a_trusted_task_heads_it_as_a_task_with_how_to_reply() -> None:

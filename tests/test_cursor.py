@@ -8,7 +8,6 @@ import subprocess
 import sys
 from collections import Counter
 from pathlib import Path
-from typing import Any
 
 from spool_writer import lines
 from spool_writer.cursor import (
@@ -24,6 +23,7 @@ from spool_writer.cursor import (
     resume_at,
 )
 from spool_writer.layout import oldest_first
+from spool_writer.record import SpoolRecord
 from spool_writer.spool import Spool
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -44,7 +44,7 @@ def state_at(inode: int, data: bytes, offset: int, recent: tuple[str, ...] = ())
     return CursorState(inode, offset, len(head), head_hash(head), recent)
 
 
-def ids(records: list[dict[str, Any]]) -> list[str]:
+def ids(records: list[SpoolRecord]) -> list[str]:
     return [r["id"] for r in records]
 
 

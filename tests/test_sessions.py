@@ -9,7 +9,6 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -18,6 +17,7 @@ from spool_writer import lines
 from spool_writer.cursor import CursorReader
 from spool_writer.layout import oldest_first
 from spool_writer.process import alive, start_time
+from spool_writer.record import SpoolRecord
 from spool_writer.sessions import Host, gc, list_sessions, register, unregister
 from spool_writer.spool import Spool
 
@@ -25,7 +25,7 @@ ROOT = Path(__file__).resolve().parent.parent
 ENV = {**os.environ, "PYTHONPATH": str(ROOT)}
 
 
-def message(msg_id: str) -> dict[str, Any]:
+def message(msg_id: str) -> SpoolRecord:
     return {"id": msg_id, "from": "a" * 32, "name": "alice", "text": f"text of {msg_id}",
             "ts": "2024-01-01T00:00:00Z", "kind": "chat"}
 

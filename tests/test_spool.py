@@ -14,13 +14,14 @@ import time
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 
 from spool_writer import lines
 from spool_writer.index import DeliveredIndex
 from spool_writer.layout import oldest_first
+from spool_writer.record import SpoolRecord
 from spool_writer.sessions import register
 from spool_writer.spool import Spool
 
@@ -57,7 +58,7 @@ for start in range(0, count, 20):
 """
 
 
-def message(msg_id: str, text: str = "hello") -> dict[str, Any]:
+def message(msg_id: str, text: str = "hello") -> SpoolRecord:
     return {"id": msg_id, "from": "a" * 32, "name": "alice", "text": text,
             "ts": "2024-01-01T00:00:00Z", "kind": "chat"}
 
@@ -116,7 +117,8 @@ def test_an_id_delivered_before_is_not_written_again(tmp_path: Path) -> None:
 )
 def test_a_record_that_is_not_a_message_is_refused(tmp_path: Path, bad: dict[str, Any]) -> None:
     with pytest.raises(ValueError):
-        Spool(tmp_path / "spool").deliver(bad)
+        # Not a SpoolRecord on purpose: what `deliver` must refuse at run time.
+        Spool(tmp_path / "spool").deliver(cast(SpoolRecord, bad))
     assert not (tmp_path / "spool" / "inbox.ndjson").exists()
 
 
@@ -171,7 +173,7 @@ def killed_writer(root: Path, writer: str, tag: str, max_bytes: int, rng: random
     return max(started, default=-1) + 1
 
 
-def again(tag: str, i: int) -> dict[str, Any]:
+def again(tag: str, i: int) -> SpoolRecord:
     return {"id": f"{tag}-{i}", "from": "f" * 32, "name": "x", "text": "again",
             "ts": "2024-01-01T00:00:00Z", "kind": "chat"}
 
