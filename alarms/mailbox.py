@@ -75,8 +75,14 @@ def host_pid(names: tuple[str, ...], start: int | None = None) -> int:
     Falls back to the parent: a session whose host pid is wrong ends early and its mail goes
     back to the inbox, which is safe.
     """
+    found = find_host_pid(names, start)
+    return (os.getppid() if start is None else start) if found is None else found
+
+
+def find_host_pid(names: tuple[str, ...], start: int | None = None) -> int | None:
+    """The nearest process from `start` (default: our parent) up whose command names the host,
+    or None."""
     pid = os.getppid() if start is None else start
-    first = pid
     for _ in range(32):
         if pid <= 1:
             break
@@ -91,4 +97,4 @@ def host_pid(names: tuple[str, ...], start: int | None = None) -> int:
         if comm in names or os.path.basename(argv0) in names:
             return pid
         pid = int(raw[raw.rindex(")") + 2 :].split()[1])
-    return first
+    return None

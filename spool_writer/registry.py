@@ -60,6 +60,35 @@ class SessionRecord:
                    None if start is None else int(start), str(obj["registered"]))
 
 
+STAND_IN_PREFIX = "mcp-"
+
+
+def stand_in_sid(pid: int) -> str:
+    """The id of a session named after its host process, by a door that cannot learn the host's
+    own session id (the MCP server knows only its parent)."""
+    return f"{STAND_IN_PREFIX}{pid}"
+
+
+def same_process(a: SessionRecord, b: SessionRecord) -> bool:
+    return a.pid == b.pid and a.pid_start == b.pid_start
+
+
+def stand_ins_of(records: dict[str, SessionRecord], record: SessionRecord) -> list[str]:
+    """The stand-in sessions of `record`'s host process other than `record` itself: one host
+    process is one talk session, however many doors it uses, so they give way to it."""
+    return [sid for sid, rec in records.items()
+            if sid != record.sid and sid.startswith(STAND_IN_PREFIX) and same_process(rec, record)]
+
+
+def session_of(records: dict[str, SessionRecord], pid: int, pid_start: int | None) -> str | None:
+    """The session registered for the host process (`pid`, started at `pid_start`), a host's own
+    id before a stand-in; None when it has none."""
+    probe = SessionRecord("", Host.OTHER, pid, pid_start, "")
+    mine = sorted((sid.startswith(STAND_IN_PREFIX), sid) for sid, rec in records.items()
+                  if same_process(rec, probe))
+    return mine[0][1] if mine else None
+
+
 def load(layout: SpoolLayout) -> dict[str, SessionRecord]:
     data = read_json(layout.registry, None)
     if data is None:

@@ -29,7 +29,8 @@ from spool_writer.layout import (
 )
 from spool_writer.registry import Host, SessionRecord, parse_host
 
-__all__ = ["Host", "Registration", "SessionInfo", "gc", "list_sessions", "register", "unregister"]
+__all__ = ["Host", "Registration", "SessionInfo", "gc", "list_sessions", "register", "session_of",
+           "unregister"]
 
 DAY_S = 86400.0
 
@@ -60,7 +61,9 @@ def register(
 ) -> Registration:
     """Give session `sid` of the program `pid` its own spool, starting with the inbox's mail.
 
-    Registering a sid again (a resumed session, a new pid) keeps its spool and cursor.
+    Registering a sid again (a resumed session, a new pid) keeps its spool and cursor. A
+    stand-in session of the same host process (`registry.stand_in_sid`) gives way: its unread
+    lines come along through the inbox, and its door finds this session with `session_of`.
     """
     host, sid = parse_host(host), check_sid(sid)
     record = SessionRecord(sid, host, pid, process.identify(pid), registry.utc_now_iso())
@@ -70,15 +73,27 @@ def register(
     with flocked(layout.lock):
         index = DeliveredIndex(layout.index)
         index.refresh()
+        records = registry.load(layout)
+        for stand_in in registry.stand_ins_of(records, record):
+            _retire(layout, index, records, stand_in, max_bytes, generations)
         inbox = oldest_first(layout.inbox)
         waiting = [line for path in inbox for line in lines.read_lines(path)]
         took = handover.move(index, layout, waiting, spool, max_bytes, generations)
         lines.remove(inbox)
         _create(spool)
-        records = registry.load(layout)
         records[sid] = record  # last: until here no mail goes to this spool, so the move is alone
         registry.save(layout, records)
     return Registration(sid, host, pid, spool, took)
+
+
+def session_of(root: Path, pid: int) -> str | None:
+    """The live session registered for host process `pid` (the same process: its start time is
+    checked), else None."""
+    layout = SpoolLayout(root)
+    if not (layout.registry.exists() and process.alive(pid, None)):
+        return None
+    start = process.start_time(pid) if process.has_proc() else None
+    return registry.session_of(registry.load(layout), pid, start)
 
 
 def _create(spool: Path) -> None:

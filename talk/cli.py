@@ -450,7 +450,8 @@ app.add_typer(alarm_app, name="alarm")
 
 def mcp_command(
     session: Annotated[str | None, typer.Option(
-        "--session", help="Agent session id that gets its own copy of new mail (default: mcp-<parent pid>).",
+        "--session", help="Agent session id that gets its own copy of new mail (default: the session "
+        "another door registered for the host process, else mcp-<parent pid>).",
     )] = None,
     host: Annotated[str, typer.Option(
         "--host", help="The agent program that starts this server: claude, codex, opencode or other.",

@@ -2,8 +2,8 @@
 
 An agent host (Claude Code, Codex, opencode, any MCP client) starts `talk mcp` and calls four
 tools: send_message, list_peers, check_inbox and message_status. The server acts as one
-identity and registers one agent session, so the follower copies new mail into that
-session's spool and check_inbox hands each message on exactly once, through the cursor every
+identity and, once a tool asks for mail, one agent session, so the follower copies new mail into
+that session's spool and check_inbox hands each message on exactly once, through the cursor every
 alarm shares. stdout is the MCP channel: diagnostics go to stderr only.
 
 talk's own errors (TalkError) become tool errors carrying their one-line message; anything
@@ -26,6 +26,8 @@ from durable.errors import NotFound, TalkError
 from durable.version import version
 from follower.account import Account
 from keys.contacts import Contact
+from spool_writer.layout import check_sid
+from spool_writer.registry import parse_host
 from talk.context import open_account
 from talk.output import warn
 
@@ -68,11 +70,38 @@ def guarded(call: Callable[[], T]) -> T:
 
 
 class TalkTools:
-    """The tools of one `talk mcp` process: one identity, one agent session id."""
+    """The tools of one `talk mcp` process: one identity, one agent session.
 
-    def __init__(self, account: Account, sid: str) -> None:
+    The session is registered when a tool first asks for mail, never at start: a host that
+    starts the server only to list its tools (a health check such as `claude mcp list`) must not
+    take the inbox's mail into a session that ends a moment later. With no `sid` chosen, the
+    session is the one registered for the host process by any of its doors (a plugin's monitor
+    and this server are one session), else a stand-in named after the host process, which gives
+    way when the host's own door registers.
+    """
+
+    def __init__(self, account: Account, sid: str | None, host: str = DEFAULT_HOST,
+                 host_pid: int | None = None) -> None:
         self.account = account
-        self.sid = sid
+        self.chosen = sid
+        self.host = host
+        self.host_pid = os.getppid() if host_pid is None else host_pid
+        self._registered = False
+
+    def session(self) -> str:
+        """The session this server takes mail for, registered if it has none yet."""
+        from spool_writer.registry import stand_in_sid
+        from spool_writer.sessions import session_of
+
+        if self.chosen is not None:
+            if not self._registered:
+                register(self.account, self.chosen, self.host, self.host_pid)
+                self._registered = True
+            return self.chosen
+        found = session_of(self.account.folder / "spool", self.host_pid)
+        if found is not None:
+            return found
+        return register(self.account, stand_in_sid(self.host_pid), self.host, self.host_pid)
 
     def send_message(self, to: To, text: Text, task: AsTask = False, mode: Mode = "one-shot",
                      wait: Wait = None, timeout: Timeout = 30.0) -> dict[str, Any]:
@@ -101,7 +130,7 @@ class TalkTools:
         from alarms.framing import frame
         from alarms.mailbox import SessionMail
 
-        records = guarded(SessionMail(self.account.folder, self.sid).take)
+        records = guarded(lambda: SessionMail(self.account.folder, self.session()).take())
         if not records:
             return CallToolResult(content=[TextContent(type="text", text="no new messages")],
                                   structured_content={"messages": []})
@@ -129,15 +158,13 @@ def build_server(tools: TalkTools) -> MCPServer[Any]:
     return server
 
 
-def register(account: Account, sid: str | None, host: str) -> str:
+def register(account: Account, sid: str, host: str, host_pid: int) -> str:
     """Register the agent session so the follower copies new mail into it; returns its id.
 
     The session lives while the agent host that started this process (our parent) runs.
     """
     from alarms.mailbox import SessionMail
 
-    host_pid = os.getppid()
-    sid = sid or f"mcp-{host_pid}"
     took = SessionMail(account.folder, sid).register(host, host_pid)
     warn(f"mcp: {account.name} serving session {sid} ({host}, host pid {host_pid})"
          + (f"; took over {took} waiting message(s)" if took else ""))
@@ -146,7 +173,10 @@ def register(account: Account, sid: str | None, host: str) -> str:
 
 def serve(user: str | None, relay: str | None, passphrase_file: str | None, sid: str | None,
           host: str = DEFAULT_HOST) -> None:
-    """`talk mcp`: open the identity, register the session, serve MCP on stdin/stdout until EOF."""
+    """`talk mcp`: open the identity, serve MCP on stdin/stdout until EOF (the session is
+    registered when a tool first asks for mail)."""
     account = open_account(user, relay, passphrase_file)
-    sid = register(account, sid, host)
-    build_server(TalkTools(account, sid)).run("stdio")
+    parse_host(host)  # a bad --host or --session is an error now, not at the first tool call
+    if sid is not None:
+        check_sid(sid)
+    build_server(TalkTools(account, sid, host)).run("stdio")

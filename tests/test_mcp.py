@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import time
 from collections.abc import Coroutine
 from pathlib import Path
@@ -17,6 +18,8 @@ from mcp import Client, StdioServerParameters
 from mcp.types import CallToolResult, TextContent
 
 from durable.version import version
+from spool_writer.record import SpoolRecord
+from spool_writer.spool import Spool
 from tests.conftest import TALK, Agent, RelayProcess, make_agent
 
 SID = "s-mcp"
@@ -136,13 +139,67 @@ def test_talk_errors_are_one_line_tool_errors(tmp_path: Path, relay: RelayProces
     run(scenario())
 
 
-def test_the_session_is_registered_for_the_follower(tmp_path: Path, relay: RelayProcess) -> None:
+def test_the_session_is_registered_when_a_tool_first_asks_for_mail(
+    tmp_path: Path, relay: RelayProcess,
+) -> None:
     carol = make_agent(tmp_path, relay, "carol", None)
+
+    def sessions() -> list[tuple[str, str, bool]]:
+        listed = json.loads(carol.ok("session", "list", "--json").out)
+        return [(s["sid"], s["host"], s["alive"]) for s in listed]
 
     async def scenario() -> None:
         async with server(carol) as client:
             await ok(client, "list_peers")
-            sessions = json.loads((await asyncio.to_thread(carol.ok, "session", "list", "--json")).out)
-            assert [(s["sid"], s["host"], s["alive"]) for s in sessions] == [(SID, "other", True)]
+            assert await asyncio.to_thread(sessions) == []
+            await ok(client, "check_inbox")
+            assert await asyncio.to_thread(sessions) == [(SID, "other", True)]
 
     run(scenario())
+
+
+def waiting_in_inbox(agent: Agent, name: str) -> list[str]:
+    inbox = agent.home / name / "spool" / "inbox.ndjson"
+    return [json.loads(line)["id"] for line in inbox.read_text().splitlines()] if inbox.exists() else []
+
+
+def test_a_server_started_only_to_list_its_tools_takes_no_mail(tmp_path: Path, relay: RelayProcess) -> None:
+    """The bug: a host's health check (`claude mcp list`) starts the server, lists its tools and
+    stops it; the server had registered a session at start, taken the inbox's mail into it, and
+    left it in a session that had ended."""
+    carol = make_agent(tmp_path, relay, "carol", None)
+    Spool(carol.home / "carol" / "spool").deliver(record("m-waiting"))
+
+    async def scenario() -> None:
+        async with server(carol) as client:
+            assert {t.name for t in (await client.list_tools()).tools} == TOOLS
+
+    run(scenario())
+    assert waiting_in_inbox(carol, "carol") == ["m-waiting"]
+    assert json.loads(carol.ok("session", "list", "--json").out) == []
+
+
+def test_the_server_joins_the_session_its_host_process_already_has(
+    tmp_path: Path, relay: RelayProcess,
+) -> None:
+    """The bug: a plugin's monitor and the MCP server in one Claude Code process made two live
+    sessions, each with a copy of every message. The server's host is its parent, this process."""
+    carol = make_agent(tmp_path, relay, "carol", None)
+    carol.ok("session", "register", "--host", "claude", "--id", "claude-own", "--pid", str(os.getpid()))
+    Spool(carol.home / "carol" / "spool").deliver(record("m-once"))
+    params = StdioServerParameters(command=TALK, args=["mcp", "--host", "claude"], env=carol.env())
+
+    async def scenario() -> None:
+        async with Client(params, read_timeout_seconds=CALL_TIMEOUT_S) as client:
+            got = await ok(client, "check_inbox")
+            assert [m["id"] for m in got["messages"]] == ["m-once"]
+            assert (await ok(client, "check_inbox")) == {"messages": []}
+
+    run(scenario())
+    listed = json.loads(carol.ok("session", "list", "--json").out)
+    assert [(s["sid"], s["unread"]) for s in listed] == [("claude-own", 0)]
+
+
+def record(msg_id: str) -> SpoolRecord:
+    return {"id": msg_id, "from": "a" * 32, "name": "alice", "text": f"text of {msg_id}",
+            "ts": "2026-01-01T00:00:00Z", "kind": "chat"}

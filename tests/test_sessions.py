@@ -18,7 +18,8 @@ from spool_writer.cursor import CursorReader
 from spool_writer.layout import oldest_first
 from spool_writer.process import alive, start_time
 from spool_writer.record import SpoolRecord
-from spool_writer.sessions import Host, gc, list_sessions, register, unregister
+from spool_writer.registry import stand_in_sid
+from spool_writer.sessions import Host, gc, list_sessions, register, session_of, unregister
 from spool_writer.spool import Spool
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -272,14 +273,44 @@ def test_cli_session_register_list_unregister(home: Path, hosts: Hosts) -> None:
     assert r.returncode == 1 and "talk session list" in r.stderr and "Traceback" not in r.stderr
 
 
-def test_cli_register_defaults_to_the_calling_program_and_checks_its_input(home: Path) -> None:
-    r = talk(home, "session", "register", "--host", "codex", "--id", "s2", "--json")
+def talk_under(home: Path, program: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """`talk ARGS` run as the child of a shell script named like a host program (its process name
+    is the script's name); the script prints its own pid on stderr first."""
+    program.parent.mkdir(parents=True, exist_ok=True)
+    # Not `exec`: the script must stay the parent, as a host stays above the shell it starts.
+    program.write_text('#!/bin/sh\necho "host-pid $$" >&2\n"$@"\nstatus=$?\nexit $status\n')
+    program.chmod(0o755)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TALK_")}
+    env.update(TALK_HOME=str(home), PYTHONPATH=str(ROOT))
+    return subprocess.run([str(program), TALK, *args], capture_output=True, text=True, env=env, timeout=30)
+
+
+def test_cli_register_without_pid_finds_the_host_above_it(home: Path, tmp_path: Path) -> None:
+    """The bug: with no --pid the calling program (a shell that ends at once) was recorded, so the
+    session was gone as it began. Now the nearest process running the host is."""
+    r = talk_under(home, tmp_path / "bin" / "codex", "session", "register", "--host", "codex", "--id", "s2",
+                   "--json")
     assert r.returncode == 0, r.stderr
-    assert json.loads(r.stdout)["pid"] == os.getpid()  # this test's process ran `talk`
-    r = talk(home, "session", "register", "--host", "codex", "--id", ".hidden")
+    host = int(r.stderr.split("host-pid ")[1].split()[0])
+    assert json.loads(r.stdout)["pid"] == host != os.getpid()
+
+
+def test_cli_register_without_pid_refuses_when_no_host_runs_above(home: Path) -> None:
+    for host in ("codex", "other"):
+        r = talk(home, "session", "register", "--host", host, "--id", "s2")
+        assert r.returncode == 1 and "--pid" in r.stderr and "Traceback" not in r.stderr, r.stderr
+        assert len(r.stderr.strip().splitlines()) == 1
+    assert json.loads(talk(home, "session", "list", "--json").stdout) == []
+
+
+def test_cli_register_checks_its_input(home: Path, hosts: Hosts) -> None:
+    pid = str(hosts.start())
+    r = talk(home, "session", "register", "--host", "codex", "--id", ".hidden", "--pid", pid)
     assert r.returncode == 1 and "session id" in r.stderr
-    r = talk(home, "session", "register", "--host", "emacs", "--id", "s3")
+    r = talk(home, "session", "register", "--host", "emacs", "--id", "s3", "--pid", pid)
     assert r.returncode != 0 and "emacs" in r.stderr
+    r = talk(home, "session", "register", "--host", "codex", "--id", "s2", "--pid", pid)
+    assert r.returncode == 0, r.stderr
     r = talk(home, "session", "list")
     assert r.returncode == 0 and r.stdout.startswith("s2 ") and "running" in r.stdout
 
@@ -321,3 +352,47 @@ def test_the_start_time_is_read_past_a_program_name_with_spaces_and_parens(
     uptime = float(Path("/proc/uptime").read_text().split()[0])
     assert 0 <= uptime - started / os.sysconf("SC_CLK_TCK") < 10  # it started a moment ago
     assert alive(proc.pid, started) and not alive(proc.pid, started + 1)
+
+
+# --- one host process, one session ----------------------------------------------------------------
+
+def test_a_stand_in_gives_way_to_the_hosts_own_session_with_its_unread_mail(root: Path, hosts: Hosts) -> None:
+    """A door that cannot learn the host's session id (the MCP server) registers a stand-in named
+    after the host process; when the host's own door registers for the same process, the stand-in
+    goes and its unread mail comes along, so the process is one session and each message is
+    handed on once."""
+    pid = hosts.start()
+    stand_in = stand_in_sid(pid)
+    register(root, Host.CLAUDE, stand_in, pid)
+    Spool(root).deliver(message("m1"))
+    Spool(root).deliver(message("m2"))
+    taken = CursorReader(session_file(root, stand_in), root / "sessions" / f"{stand_in}.cursor").take()
+    assert [r["id"] for r in taken] == ["m1", "m2"]  # handed on through the stand-in: not again
+    Spool(root).deliver(message("m3"))
+    reg = register(root, Host.CLAUDE, "claude-sess", pid)
+    assert reg.took_over == 1  # m3, the one line the stand-in had not read
+    assert [s.sid for s in list_sessions(root)] == ["claude-sess"]
+    assert ids_in(session_file(root, "claude-sess")) == ["m3"]
+    assert session_of(root, pid) == "claude-sess"
+
+
+def test_a_door_finds_the_session_of_its_host_process(root: Path, hosts: Hosts) -> None:
+    pid, other = hosts.start(), hosts.start()
+    assert session_of(root, pid) is None
+    register(root, Host.CLAUDE, stand_in_sid(pid), pid)
+    assert session_of(root, pid) == stand_in_sid(pid)
+    register(root, Host.CODEX, "codex-sess", other)
+    register(root, Host.CLAUDE, "claude-sess", pid)
+    assert session_of(root, pid) == "claude-sess"
+    assert session_of(root, other) == "codex-sess"
+    hosts.stop(pid)
+    assert session_of(root, pid) is None  # a process gone has no session, whatever the registry says
+
+
+def test_sessions_with_their_own_ids_never_give_way(root: Path, hosts: Hosts) -> None:
+    """Two sessions the host named itself may share a process (a host running sub-sessions): only
+    stand-ins give way."""
+    pid = hosts.start()
+    register(root, Host.OPENCODE, "ses-a", pid)
+    register(root, Host.OPENCODE, "ses-b", pid)
+    assert sorted(s.sid for s in list_sessions(root)) == ["ses-a", "ses-b"]
