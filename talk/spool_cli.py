@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Callable
 from datetime import datetime
@@ -11,6 +10,7 @@ from typing import Annotated
 
 import typer
 
+from durable.errors import UserError
 from spool_writer.cursor import CursorState
 from spool_writer.record import SpoolRecord
 from spool_writer.registry import Host
@@ -31,6 +31,22 @@ def spool_root(user: str | None) -> Path:
     return open_account(user, None, None).folder / "spool"
 
 
+def host_process(host: Host) -> int:
+    """The host program this command runs under, found among its ancestors: the shell that runs
+    `talk` ends at once, and a session registered with its pid would be gone as it began.
+
+    Raises:
+        UserError: no ancestor runs the host (or the host is "other"): pass --pid.
+    """
+    from alarms.mailbox import find_host_pid
+
+    found = None if host is Host.OTHER else find_host_pid((host.value,))
+    if found is None:
+        raise UserError(f"no {host.value} process runs above this command; pass the host "
+                        "program's pid with --pid")
+    return found
+
+
 @session_app.command("register")
 def register_command(
     host: Annotated[Host, typer.Option("--host", help="The agent program this session runs in.")],
@@ -38,14 +54,14 @@ def register_command(
     pid: Annotated[
         int | None,
         typer.Option("--pid", help="Pid of the host program; the session lives while it runs "
-                                   "(default: the program that runs talk)."),
+                                   "(default: the nearest process above this one running the host)."),
     ] = None,
     user: User = None, as_json: Json = False,
 ) -> None:
     """Give a session its own copy of new mail (and the inbox's waiting mail) while its host runs."""
     from spool_writer.sessions import register
 
-    reg = register(spool_root(user), host, sid, os.getppid() if pid is None else pid)
+    reg = register(spool_root(user), host, sid, host_process(host) if pid is None else pid)
     took = f"; took over {reg.took_over} waiting message(s) from the inbox" if reg.took_over else ""
     result(
         {"sid": reg.sid, "host": reg.host.value, "pid": reg.pid, "spool": str(reg.spool),
