@@ -8,9 +8,12 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from durable.home import identity_names, talk_home
-from spool_writer.record import SpoolRecord
+
+if TYPE_CHECKING:  # the Codex hook's no-mail path imports this module: nothing it does not use
+    from spool_writer.record import SpoolRecord
 
 
 class NoIdentity(Exception):
