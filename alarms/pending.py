@@ -44,7 +44,6 @@ VERSION = 1
 # hook's exit, so two seconds of later activity mean it will never come.
 MARGIN_S = 2.0
 DELIVERED, LOST, WAIT = "delivered", "lost", "wait"
-SLEEP_ENV = "TALK_TEST_SLEEP_AFTER_PENDING"  # tests only: hold the output back so it can be killed
 
 
 def pending_file(sessions_dir: str, sid: str) -> str:
@@ -209,13 +208,3 @@ def reconciled(batches: list[PendingBatch], transcript: str | None) -> tuple[lis
         elif verdict == WAIT:
             kept.append(batch)
     return kept, again
-
-
-def hold_for_tests() -> None:
-    """Tests only (SLEEP_ENV): stay between recording the batch and printing it, to be killed there.
-
-    Read only once mail was taken, so a turn without mail pays nothing for it.
-    """
-    delay = os.environ.get(SLEEP_ENV)
-    if delay:
-        time.sleep(float(delay))

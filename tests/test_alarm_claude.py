@@ -14,6 +14,7 @@ import fnmatch
 import json
 import os
 import queue
+import shlex
 import signal
 import subprocess
 import sys
@@ -566,42 +567,60 @@ def test_transcript_path_is_found_by_session_id(tmp_path: Path) -> None:
     assert transcript_path("s-1", {"CLAUDE_CONFIG_DIR": str(tmp_path / "x")}) is None
 
 
-def hook_pids(root: int) -> list[int]:
-    found = []
-    for pid in descendants(root):
-        with contextlib.suppress(OSError):
-            if b"alarms.claude_hook" in Path(f"/proc/{pid}/cmdline").read_bytes():
-                found.append(pid)
-    return found
+HELD_HOOK = Path(__file__).resolve().parent / "hosts" / "held_hook.py"
+HOOK_LAUNCH = 'exec "$TALK_PYTHON" -I -m alarms.claude_hook'
+
+
+@contextlib.contextmanager
+def held_hook(plugin: Path, hold: Path) -> Iterator[None]:
+    """Inside the block the plugin's hook launcher runs talk's hook through tests/hosts/held_hook.py:
+    the same hook, held once it has taken mail (its pid in `hold`); talk's own launcher after."""
+    script = plugin / "scripts" / "claude_hook.sh"
+    text = script.read_text()
+    assert text.count(HOOK_LAUNCH) == 1, text
+    held = HOOK_LAUNCH.replace(" -m ", f" {shlex.join([str(HELD_HOOK), str(hold)])} -m ")
+    script.unlink()  # a new file: the installed copy is changed, never what it was copied from
+    script.write_text(text.replace(HOOK_LAUNCH, held))
+    try:
+        yield
+    finally:
+        script.unlink()
+        script.write_text(text)
 
 
 @pytest.mark.hosts
 def test_stop_hook_killed_after_taking_mail_hands_it_on_next_prompt_exactly_once(
     host_bin: Path, host_home: Path, host_procs: ProcessGroup, project: Path,
-    following: tuple[Agent, Agent, Path],
+    following: tuple[Agent, Agent, Path], tmp_path: Path,
 ) -> None:
     """SIGKILL between the cursor's move and Claude Code reading the Stop hook's answer: the next
     prompt of the session (`--resume`) finds the batch missing from the transcript and hands it on."""
-    from alarms.pending import MARGIN_S, SLEEP_ENV, pending_file
+    from alarms.mailbox import SessionMail
+    from alarms.pending import MARGIN_S, pending_file
 
     alice, bob, plugin = following
     needle = f"KILLED-{uuid.uuid4().hex[:8]}"
+    hold = tmp_path / "held-hook.pid"
     with FakeModel(slow_delay=0.4) as model:
         seed_claude_home(host_home, project)
         env = host_env(host_home, **claude_env(model.url))
-        claude = host_procs.start(
-            [host_bin / "claude", "-p", "SLOW_REPLY please", "--plugin-dir", plugin], cwd=project,
-            env={**env, SLEEP_ENV: "120"}, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-        )
-        model.wait_for("SLOW_REPLY", timeout=60)
-        sid = wait_for(lambda: live_session(bob), 10, "the session")["sid"]
-        alice.ok("send", "bob", f"during the turn: {needle}")
-        pending = Path(pending_file(str(bob.home / "bob" / "spool" / "sessions"), sid))
-        wait_for(pending.exists, 60, "the Stop hook to record the batch")
-        time.sleep(MARGIN_S + 0.5)  # so what Claude Code writes after the kill is well after the batch
-        (hook,) = hook_pids(claude.pid)
-        os.kill(hook, signal.SIGKILL)
-        claude.communicate(timeout=90)
+        with held_hook(plugin, hold):  # the hook takes the mail, then holds until killed
+            claude = host_procs.start(
+                [host_bin / "claude", "-p", "SLOW_REPLY please", "--plugin-dir", plugin], cwd=project,
+                env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            )
+            model.wait_for("SLOW_REPLY", timeout=60)
+            sid = wait_for(lambda: live_session(bob), 10, "the session")["sid"]
+            alice.ok("send", "bob", f"during the turn: {needle}")
+            pending = Path(pending_file(str(bob.home / "bob" / "spool" / "sessions"), sid))
+            wait_for(hold.exists, 60, "the Stop hook to take the mail")
+            # `take` has returned: the batch is recorded and the cursor moved; nothing is printed yet.
+            assert pending.exists() and SessionMail(bob.home / "bob", sid).waiting() == 0
+            time.sleep(MARGIN_S + 0.5)  # so what Claude Code writes after the kill is well after the batch
+            hook = int(hold.read_text())
+            assert hook in descendants(claude.pid)
+            os.kill(hook, signal.SIGKILL)
+            claude.communicate(timeout=90)
         assert not model.find(needle, system=True), model.summary()
         resumed = host_procs.run([host_bin / "claude", "-p", "--resume", sid, "carry on", "--plugin-dir",
                                   plugin], cwd=project, env=env, timeout=90)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import signal
 import subprocess
 import sys
@@ -538,17 +539,28 @@ def test_pending_suffix_matches_its_owner() -> None:
     assert codex_hook.PENDING_SUFFIX == pending.SUFFIX
 
 
-def hook_pids(root: int, name: str) -> list[int]:
-    from tests.hosts.procs import descendants
+HELD_HOOK = Path(__file__).resolve().parent / "hosts" / "held_hook.py"
+# What `talk install codex` does, for another command: swap it in for talk's hook, have Codex trust it.
+TRUST_COMMAND = """
+import json, sys
+from pathlib import Path
+from talk.install_codex import merged_hooks_file, record_trust, write_hooks_file
+codex, home, command = sys.argv[1], Path(sys.argv[2]), sys.argv[3]
+write_hooks_file(home / "hooks.json", merged_hooks_file(home / "hooks.json", command))
+print(json.dumps(record_trust(codex, home, home / "hooks.json", command)))
+"""
 
-    found = []
-    for pid in descendants(root):
-        try:
-            if name.encode() in Path(f"/proc/{pid}/cmdline").read_bytes():
-                found.append(pid)
-        except OSError:
-            pass
-    return found
+
+def install_held(setup: dict[str, Any], model_url: str, hold: Path) -> None:
+    """`install_into`, then talk's hook command run through tests/hosts/held_hook.py instead: the
+    same hook, held once it has taken mail (its pid in `hold`). `install_into` puts it back."""
+    python, *flags_and_args = shlex.split(install_into(setup, model_url)["command"])
+    assert flags_and_args[:3] == ["-I", "-S", HOOK], flags_and_args
+    held = shlex.join([python, "-I", "-S", str(HELD_HOOK), str(hold), *flags_and_args[2:]])
+    r = subprocess.run([PYTHON, "-c", TRUST_COMMAND, str(setup["codex"]), str(setup["codex_home"]), held],
+                       env=setup["env"], cwd=setup["project"], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert len(json.loads(r.stdout)) == 3, r.stdout
 
 
 @pytest.mark.hosts
@@ -557,28 +569,31 @@ def test_stop_hook_killed_after_taking_mail_hands_it_on_next_run_exactly_once(
 ) -> None:
     """SIGKILL between the cursor's move and Codex reading the Stop hook's answer: the next run of
     the session (a resume) finds the batch missing from the rollout and hands it on, once."""
-    from alarms.pending import MARGIN_S, SLEEP_ENV, pending_file
+    from alarms.pending import MARGIN_S, pending_file
     from tests.hosts.fake_model import FakeModel
+    from tests.hosts.procs import descendants
 
     s = codex_setup
+    hold = tmp_path / "held-hook.pid"
     with FakeModel(slow_delay=0.6) as model:
-        install_into(s, model.url)
+        install_held(s, model.url, hold)  # the hook takes the mail, then holds until killed
         log = tmp_path / "codex.log"
-        env = {**s["env"], SLEEP_ENV: "120"}  # the hook records the batch, then waits to be killed
         proc = host_procs.start([s["codex"], "exec", "--skip-git-repo-check", "work on it SLOW_REPLY"],
-                                cwd=s["project"], env=env, stdout=log, stderr=log)
+                                cwd=s["project"], env=s["env"], stdout=log, stderr=log)
         model.wait_for("SLOW_REPLY", timeout=60)
         sid = codex_session(s["bob"])["sid"]
         msg_id = s["alice"].ok("send", "bob", "PEER-KILLED-HOOK: rebase again", "--json").json()["id"]
         pending = Path(pending_file(str(s["folder"] / "spool" / "sessions"), sid))
-        # The hook records the batch, then moves the cursor: wait for both, in either order.
-        _wait(lambda: pending.exists() and SessionMail(s["folder"], sid).waiting() == 0, 60,
-              "the Stop hook to record the batch and move the cursor")
+        _wait(hold.exists, 60, "the Stop hook to take the mail")
+        # `take` has returned: the batch is recorded and the cursor moved; nothing is printed yet.
+        assert pending.exists() and SessionMail(s["folder"], sid).waiting() == 0
         time.sleep(MARGIN_S + 0.5)  # so what Codex writes after the kill is well after the batch
-        (hook,) = hook_pids(proc.pid, "codex_hook.py")
+        hook = int(hold.read_text())
+        assert hook in descendants(proc.pid)
         os.kill(hook, signal.SIGKILL)
         proc.wait(timeout=120)
         assert model.count("PEER-KILLED-HOOK") == 0 and not model.find(msg_id, system=True), model.summary()
+        install_into(s, model.url)  # talk's own hook for the next runs
         resumed = host_procs.run([s["codex"], "exec", "resume", "--skip-git-repo-check", sid, "carry on"],
                                  cwd=s["project"], env=s["env"], timeout=120)
         assert resumed.returncode == 0, resumed.stderr
