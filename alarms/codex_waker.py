@@ -45,6 +45,7 @@ POLL_S = 0.1
 RETRY_S = 30.0
 IDLE_EXIT_S = 60.0
 QUEUE_TIMEOUT_S = 30.0
+ERROR_PAUSE_S = 5.0
 
 log = logging.getLogger("talk.alarm.codex")
 
@@ -195,7 +196,9 @@ def run(folder: Path) -> int:
                 log.info("no live Codex TUI session for %.0f s: exiting", IDLE_EXIT_S)
                 return 0
         except Exception:
-            log.exception("look failed; trying again")
+            # A damaged registry, a full disk: say so once in a while, not ten times a second.
+            log.exception("look failed; trying again in %.0f s", ERROR_PAUSE_S)
+            time.sleep(ERROR_PAUSE_S)
         time.sleep(POLL_S)
 
 
