@@ -1,12 +1,20 @@
-"""The Codex alarm: one hook command for SessionStart, UserPromptSubmit and Stop.
+"""The Codex alarm: one hook command for SessionStart, UserPromptSubmit, PostToolUse and Stop.
 
 Codex runs it with the hook payload (JSON) on stdin and reads one JSON object from stdout:
 
-    SessionStart        registers the session (host codex, pid of the codex process), then
+    SessionStart        registers the session (host codex: the process that shows the thread,
+                        `alarms.codex_host`), then
     UserPromptSubmit    hands waiting mail on as added context (registers first if needed):
-                        {"hookSpecificOutput": {"hookEventName": EVENT, "additionalContext": TEXT}}
+    PostToolUse         {"hookSpecificOutput": {"hookEventName": EVENT, "additionalContext": TEXT}}
+                        (after a tool call: mail reaches the model in the middle of a turn)
     Stop                with mail waiting, {"decision": "block", "reason": TEXT}: Codex runs one
-                        more turn whose input is TEXT; with none, {} lets the turn end.
+                        more turn whose input is TEXT; with none, {} lets the turn end. The last
+                        resort: a turn without tool calls gives PostToolUse no chance.
+
+A session whose host has gone (a TUI quit while Codex's app-server daemon runs a turn queued
+for its thread) is given nothing: nobody would read it. An idle TUI session is woken by
+`alarms.codex_waker`, which the hook starts when the session registers and again whenever it
+finds the waker gone.
 
 Mail is taken through the session's shared cursor, which moves *before* the text is printed:
 the next Stop finds nothing and lets Codex stop, so a block can never repeat. A hook killed
@@ -35,33 +43,39 @@ if TYPE_CHECKING:
     from pathlib import Path
     from typing import Any
 
+    from alarms.mailbox import SessionMail
+
 SESSION_START = "SessionStart"
 USER_PROMPT_SUBMIT = "UserPromptSubmit"
+POST_TOOL_USE = "PostToolUse"
 STOP = "Stop"
-CONTEXT_EVENTS = (SESSION_START, USER_PROMPT_SUBMIT)
+CONTEXT_EVENTS = (SESSION_START, USER_PROMPT_SUBMIT, POST_TOOL_USE)
 HOST = "codex"
 HOST_NAMES = ("codex",)
 LOG_NAME = "codex-hook.log"
 LOG_MAX_BYTES = 256 * 1024
 CURSOR_VERSION = 1  # spool_writer.cursor.VERSION, the state file format `caught_up` reads
 PENDING_SUFFIX = ".pending.json"  # alarms.pending.SUFFIX: its presence leaves the fast path
+TUIS_FOLDER, WAKER_LOCK = "codex", "waker.lock"  # alarms.codex_tuis.FOLDER and LOCK
 
 
-def parse_hook(raw: str) -> tuple[str, str, str | None]:
-    """The event, session id and transcript path (None if absent) of a hook payload; ValueError
-    if it is not one."""
+def parse_hook(raw: str) -> tuple[str, str, str | None, str | None]:
+    """The event, session id, transcript path and cwd (None if absent) of a hook payload;
+    ValueError if it is not one."""
     data = json.loads(raw)
     if not isinstance(data, dict):
         raise ValueError("hook payload is not a JSON object")
     event, sid, transcript = data.get("hook_event_name"), data.get("session_id"), data.get("transcript_path")
     if not isinstance(event, str) or not isinstance(sid, str) or not sid:
         raise ValueError("hook payload lacks hook_event_name or session_id")
-    return event, sid, transcript if isinstance(transcript, str) and transcript else None
+    cwd = data.get("cwd")
+    return (event, sid, transcript if isinstance(transcript, str) and transcript else None,
+            cwd if isinstance(cwd, str) and cwd else None)
 
 
 def parse_payload(raw: str) -> tuple[str, str]:
     """The event and session id of a hook payload; ValueError if it is not one."""
-    event, sid, _ = parse_hook(raw)
+    event, sid, _, _ = parse_hook(raw)
     return event, sid
 
 
@@ -146,31 +160,100 @@ def fast_identity(env: dict[str, str]) -> str | None:
 
 def handle(raw: str, env: dict[str, str]) -> dict[str, Any]:
     """Register if due, take the session's new mail, and say what Codex should do with it."""
-    event, sid, transcript = parse_hook(raw)
+    event, sid, transcript, cwd = parse_hook(raw)
     if event not in (*CONTEXT_EVENTS, STOP):
         return {}
     fast = fast_identity(env)
     if event != SESSION_START and fast is not None and nothing_new(fast, sid):
+        if waker_gone(fast, sid):
+            from alarms.codex_tuis import start_waker
+
+            start_waker(fast)
         return {}
     from alarms.mailbox import identity_folder
 
-    return deliver(identity_folder(env), event, sid, transcript)
+    return deliver(identity_folder(env), event, sid, transcript, cwd)
 
 
-def deliver(folder: Path, event: str, sid: str, transcript: str | None = None) -> dict[str, Any]:
+def waker_gone(folder: str | Path, sid: str) -> bool:
+    """A TUI session (it has a waker record) whose waker does not hold its lock; one stat for
+    other sessions (`alarms.codex_tuis`)."""
+    if not safe_sid(sid) or not os.path.exists(os.path.join(folder, TUIS_FOLDER, sid + ".json")):
+        return False
+    import fcntl
+
+    try:
+        lock = os.path.join(folder, TUIS_FOLDER, WAKER_LOCK)
+        fd = os.open(lock, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError:
+        return True
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return False
+    finally:
+        os.close(fd)
+    return True
+
+
+def deliver(folder: Path, event: str, sid: str, transcript: str | None = None,
+            cwd: str | None = None) -> dict[str, Any]:
     """Lost batches again (see `alarms.pending`), then new mail, as Codex's answer to `event`."""
     from alarms import pending
-    from alarms.mailbox import SessionMail, host_pid
+    from alarms.mailbox import SessionMail
 
     mail = SessionMail(folder, sid)
-    if should_register(event, mail.registered()):
-        mail.register(HOST, host_pid(HOST_NAMES))
+    if not attach(mail, event, transcript, cwd):
+        return {}
     records = pending.take(mail.layout, mail.sid, transcript, record=transcript is not None)
     if not records:
         return {}
     from alarms.framing import frame
 
     return output_for(event, frame(records))
+
+
+def host_alive(mail: SessionMail) -> bool:
+    """Whether the session is registered with a host process that still runs."""
+    from spool_writer import registry
+
+    record = registry.load(mail.layout).get(mail.sid)
+    return record is not None and record.alive()
+
+
+def attach(mail: SessionMail, event: str, transcript: str | None, cwd: str | None) -> bool:
+    """Register the session with its host when due; False when no running process shows the
+    thread (nothing may be handed over then: it would reach a turn nobody watches)."""
+    if not should_register(event, mail.registered()) and host_alive(mail):
+        return True
+    from alarms.codex_host import find_host, host_is_tui
+    from alarms.mailbox import host_pid
+
+    host = find_host(host_pid(HOST_NAMES), mail.sid, cwd, dict(os.environ))
+    if host is None:
+        return False
+    mail.register(HOST, host)
+    if transcript is not None and host_is_tui(host):
+        watch(mail, host, transcript, cwd)
+    return True
+
+
+def watch(mail: SessionMail, host: int, transcript: str, cwd: str | None) -> None:
+    """Tell the waker about a TUI session, and start the waker if none runs."""
+    from alarms import codex_tuis
+    from alarms.codex_host import home_of
+
+    folder = mail.layout.root.parent
+    home = home_of(dict(os.environ))
+    try:
+        codex_bin = os.readlink(f"/proc/{host}/exe")
+    except OSError:
+        return  # no program to queue with: the session goes without idle wake
+    if home is None:
+        return
+    codex_tuis.save(folder, codex_tuis.TuiSession(mail.sid, codex_bin, home, cwd or os.getcwd(), transcript))
+    if waker_gone(folder, mail.sid):
+        codex_tuis.start_waker(folder)
 
 
 def log_folder(env: dict[str, str]) -> Path | None:

@@ -1,4 +1,7 @@
-"""Wake an idle Codex thread when peer mail waits for it, through `codex app-server`.
+"""Wake an idle Codex thread when peer mail waits for it, through an app-server talk started.
+
+For a thread this process runs through its own `codex app-server` (a TUI's threads are woken by
+`alarms.codex_waker`, with `codex queue`).
 
 Hooks run only when a turn does, so mail that arrives while a thread sits idle would wait for
 the user's next prompt. The waker starts a turn whose only input is a fixed nudge; the
@@ -13,13 +16,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from alarms.codex_waker import NUDGE
+
 if TYPE_CHECKING:
     from pathlib import Path
 
     from alarms.codex_rpc import AppServer
     from alarms.mailbox import SessionMail
 
-NUDGE = "[talk] new peer mail is waiting; it will be shown to you now"
 IDLE = "idle"
 
 

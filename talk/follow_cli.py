@@ -169,7 +169,7 @@ def render_missing(row: dict[str, Any]) -> str:
 # Which door wakes each kind of session (see alarms/).
 ALARMS = {
     "claude": "Claude Code plugin monitor, Stop hook as backstop",
-    "codex": "Codex hooks (SessionStart, UserPromptSubmit, Stop)",
+    "codex": "Codex hooks (SessionStart, UserPromptSubmit, PostToolUse, Stop)",
     "opencode": "talk alarm opencode (prompt_async)",
 }
 

@@ -1,6 +1,7 @@
 """`talk install codex`: put talk's hook into Codex's hooks.json and record Codex's trust in it.
 
-The hook (alarms/codex_hook.py) runs for SessionStart, UserPromptSubmit and Stop. The command
+The hook (alarms/codex_hook.py) runs for SessionStart, UserPromptSubmit, PostToolUse and Stop
+(PostToolUse with no matcher: after every tool call, so mail reaches a busy turn). The command
 names the interpreter that runs talk by its absolute path, with `-I -S`: a `python3` found
 through a pyenv shim costs ~100 ms on every turn, and site-packages are not needed (the hook
 imports only the standard library and talk's own folders, which it finds beside itself).
@@ -31,7 +32,7 @@ from durable.files import replace_file
 from talk.options import Json, User
 from talk.output import result, warn
 
-EVENTS = ("SessionStart", "UserPromptSubmit", "Stop")
+EVENTS = ("SessionStart", "UserPromptSubmit", "PostToolUse", "Stop")
 HOOK_TIMEOUT_S = 10
 STATUS_MESSAGE = "Checking talk mail"
 SCRIPT_MARK = "codex_hook.py"
@@ -193,7 +194,8 @@ def install_codex_command(
     user: User = None,
     as_json: Json = False,
 ) -> None:
-    """Install talk's Codex hooks (mail at session start, with each prompt, and at the end of a turn)."""
+    """Install talk's Codex hooks (mail at session start, with each prompt, after each tool call, and at
+    the end of a turn)."""
     home = (codex_home or Path(os.environ.get("CODEX_HOME") or Path.home() / ".codex")).expanduser().resolve()
     hooks_file = home / "hooks.json"
     command = hook_command(sys.executable, hook_script(), os.environ.get("TALK_HOME"),
@@ -206,7 +208,7 @@ def install_codex_command(
         raise UserError(
             "NO codex program found (give --codex-bin PATH or put codex on PATH), so the hooks are NOT "
             "trusted yet and Codex will skip them without a word: start Codex, run /hooks and approve "
-            "the three talk hooks, or run `talk install codex --codex-bin PATH` again"
+            "the four talk hooks, or run `talk install codex --codex-bin PATH` again"
         )
     keys = record_trust(found, home, hooks_file, command)
     result({"hooks_file": str(hooks_file), "command": command, "trusted": keys},

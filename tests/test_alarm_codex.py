@@ -371,7 +371,7 @@ def install_into(setup: dict[str, Any], model_url: str) -> dict[str, Any]:
     r = install_codex(args, setup["env"], setup["project"])
     assert r.returncode == 0, r.stderr
     out: dict[str, Any] = json.loads(r.stdout)
-    assert len(out["trusted"]) == 3 and out["hooks_file"] == str(setup["codex_home"] / "hooks.json")
+    assert len(out["trusted"]) == len(EVENTS) and out["hooks_file"] == str(setup["codex_home"] / "hooks.json")
     return out
 
 

@@ -7,7 +7,11 @@ requests in which it was new (in the trailing user turn). "Delivered exactly onc
 `count(needle) == 1`; `len(find(needle))` only says how many requests carried it.
 
 A request whose trailing user turn contains SLOW_REPLY is streamed with `slow_delay`
-seconds between events, so a test can inject while a turn is running.
+seconds between events, so a test can inject while a turn is running. With `tool_command` set,
+a Responses request that offers tools and whose trailing user turn contains RUN_TOOL is
+answered with a call of Codex's shell tool (`exec_command`) running that command: the turn
+then has a tool-call boundary, and the request after it (carrying the tool's output) gets the
+text answer.
 """
 
 from __future__ import annotations
@@ -27,6 +31,8 @@ Request = dict[str, Any]
 Reply = Callable[[Request], str]
 
 SLOW_MARKER = "SLOW_REPLY"
+TOOL_MARKER = "RUN_TOOL"
+SHELL_TOOL = "exec_command"
 
 
 def default_reply(request: Request) -> str:
@@ -36,9 +42,11 @@ def default_reply(request: Request) -> str:
 class FakeModel:
     """`with FakeModel() as model:` serves at `model.url`; `model.requests` is what it received."""
 
-    def __init__(self, slow_delay: float = 1.5, reply: Reply = default_reply) -> None:
+    def __init__(self, slow_delay: float = 1.5, reply: Reply = default_reply,
+                 tool_command: str | None = None) -> None:
         self.slow_delay = slow_delay
         self.reply = reply
+        self.tool_command = tool_command
         self._requests: list[Request] = []
         self._changed = threading.Condition()
         self._server: _Server | None = None
@@ -221,7 +229,15 @@ class _Handler(BaseHTTPRequestHandler):
         args = (self.fake.reply(request), str(body.get("model", "fake-model")), request["n"], 42)
         if body.get("stream"):
             slow = SLOW_MARKER in request["last_user_text"]
-            self._stream(events(*args), self.fake.slow_delay if slow else 0.0)
+            command = self.fake.tool_command
+            # Only a request that offers tools may get a call (Codex's title request offers none).
+            if (path == "/v1/responses" and command is not None and body.get("tools")
+                    and TOOL_MARKER in request["last_user_text"]):
+                arguments = json.dumps({"cmd": command})
+                stream = wire.responses_tool_events(SHELL_TOOL, arguments, *args[1:])
+            else:
+                stream = events(*args)
+            self._stream(stream, self.fake.slow_delay if slow else 0.0)
         else:
             self._json(200, whole(*args))
 

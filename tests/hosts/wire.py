@@ -115,6 +115,35 @@ def responses_events(text: str, model: str, n: int, input_tokens: int) -> list[E
     return [(d["type"], {**d, "sequence_number": i}) for i, d in enumerate(datas)]
 
 
+def responses_tool_events(name: str, arguments: str, model: str, n: int, input_tokens: int) -> list[Event]:
+    """One function call as the Responses API streams it: the item, its arguments, the end."""
+    rid, fid = f"resp_fake{n}", f"fc_fake{n}"
+    item = {"id": fid, "type": "function_call", "status": "completed", "arguments": arguments,
+            "call_id": f"call_fake{n}", "name": name}
+    usage = {
+        "input_tokens": input_tokens, "input_tokens_details": {"cached_tokens": 0},
+        "output_tokens": 1, "output_tokens_details": {"reasoning_tokens": 0},
+        "total_tokens": input_tokens + 1,
+    }
+
+    def response(status: str, output: list[Any], **more: Any) -> dict[str, Any]:
+        return {"id": rid, "object": "response", "created_at": int(time.time()), "status": status,
+                "model": model, "output": output, **more}
+
+    ref = {"item_id": fid, "output_index": 0}
+    datas: list[dict[str, Any]] = [
+        {"type": "response.created", "response": response("in_progress", [])},
+        {"type": "response.in_progress", "response": response("in_progress", [])},
+        {"type": "response.output_item.added", "output_index": 0,
+         "item": {**item, "status": "in_progress", "arguments": ""}},
+        {"type": "response.function_call_arguments.delta", **ref, "delta": arguments},
+        {"type": "response.function_call_arguments.done", **ref, "arguments": arguments},
+        {"type": "response.output_item.done", "output_index": 0, "item": item},
+        {"type": "response.completed", "response": response("completed", [item], usage=usage)},
+    ]
+    return [(d["type"], {**d, "sequence_number": i}) for i, d in enumerate(datas)]
+
+
 def responses_body(text: str, model: str, n: int, input_tokens: int) -> dict[str, Any]:
     completed = responses_events(text, model, n, input_tokens)[-1][1]
     assert isinstance(completed, dict)
