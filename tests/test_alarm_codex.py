@@ -24,7 +24,8 @@ import pytest
 
 from alarms import codex_hook
 from alarms.codex_hook import caught_up, env_from_args, output_for, parse_payload, safe_sid, should_register
-from alarms.codex_wake import NUDGE, should_wake
+from alarms.codex_wake import should_wake
+from alarms.codex_waker import NUDGE
 from alarms.mailbox import SessionMail
 from spool_writer.cursor import CursorReader, lock_path
 from spool_writer.layout import SpoolLayout, flocked

@@ -27,6 +27,7 @@ from alarms.codex_tuis import TuiSession
 from alarms.codex_turns import TurnLog, Turns, advance
 from alarms.codex_waker import NUDGE, RETRY_S, Nudge, Waker, queue_argv, should_nudge
 from alarms.mailbox import SessionMail
+from spool_writer.record import SpoolRecord
 from spool_writer.spool import Spool
 from tests.conftest import wait_for
 
@@ -174,7 +175,7 @@ def stand_in_codex(tmp_path: Path) -> tuple[Path, Path]:
     return script, calls
 
 
-def record(text: str) -> dict[str, Any]:
+def record(text: str) -> SpoolRecord:
     return {"id": uuid.uuid4().hex, "from": "a" * 32, "name": "alice", "text": text,
             "ts": "2026-11-29T15:00:00Z", "kind": "chat"}
 
