@@ -177,7 +177,9 @@ def handle(raw: str, env: dict[str, str]) -> dict[str, Any]:
 
 def waker_gone(folder: str | Path, sid: str) -> bool:
     """A TUI session (it has a waker record) whose waker does not hold its lock; one stat for
-    other sessions (`alarms.codex_tuis`)."""
+    other sessions (`alarms.codex_tuis`). The look is `durable.locks.held_by_other`'s, written
+    out: every Codex turn runs this, and importing durable would cost the hook's start-up more
+    than the look itself."""
     if not safe_sid(sid) or not os.path.exists(os.path.join(folder, TUIS_FOLDER, sid + ".json")):
         return False
     import fcntl
