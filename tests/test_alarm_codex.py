@@ -556,7 +556,8 @@ def install_held(setup: dict[str, Any], model_url: str, hold: Path) -> None:
     """`install_into`, then talk's hook command run through tests/hosts/held_hook.py instead: the
     same hook, held once it has taken mail (its pid in `hold`). `install_into` puts it back."""
     python, *flags_and_args = shlex.split(install_into(setup, model_url)["command"])
-    assert flags_and_args[:3] == ["-I", "-S", HOOK], flags_and_args
+    # The installed hook: the repository's under an editable install, site-packages' otherwise.
+    assert flags_and_args[:2] == ["-I", "-S"] and flags_and_args[2].endswith("codex_hook.py"), flags_and_args
     held = shlex.join([python, "-I", "-S", str(HELD_HOOK), str(hold), *flags_and_args[2:]])
     r = subprocess.run([PYTHON, "-c", TRUST_COMMAND, str(setup["codex"]), str(setup["codex_home"]), held],
                        env=setup["env"], cwd=setup["project"], capture_output=True, text=True, timeout=120)
