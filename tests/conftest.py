@@ -205,3 +205,12 @@ def wait_for(check: Callable[[], bool], timeout: float, what: str) -> None:
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {timeout} s waiting for {what}")
         time.sleep(0.05)
+
+
+@pytest.fixture
+def folder(tmp_path: Path) -> Path:
+    """An identity folder `bob` as the alarms find it (they read no keys: only the spool)."""
+    home = tmp_path / "talk-home"
+    (home / "bob").mkdir(parents=True)
+    (home / "bob" / "identity.json").write_text("{}")
+    return home / "bob"

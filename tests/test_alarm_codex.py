@@ -174,15 +174,6 @@ def test_trust_plan_picks_only_talks_hooks_in_that_file(tmp_path: Path) -> None:
 
 # --- the hook as a process, on a real spool ---------------------------------------------------
 
-@pytest.fixture
-def folder(tmp_path: Path) -> Path:
-    """An identity folder as the hook finds it (it reads no keys: only the spool)."""
-    home = tmp_path / "talk-home"
-    (home / "bob").mkdir(parents=True)
-    (home / "bob" / "identity.json").write_text("{}")
-    return home / "bob"
-
-
 def record(text: str) -> SpoolRecord:
     return {"id": uuid.uuid4().hex, "from": "a" * 32, "name": "alice", "text": text,
             "ts": "2026-11-29T15:00:00Z", "kind": "chat"}

@@ -149,14 +149,6 @@ def test_post_tool_use_hands_mail_on_as_added_context() -> None:
 # --- the waker, with a stand-in codex program --------------------------------------------------------
 
 @pytest.fixture
-def folder(tmp_path: Path) -> Path:
-    home = tmp_path / "talk-home"
-    (home / "bob").mkdir(parents=True)
-    (home / "bob" / "identity.json").write_text("{}")
-    return home / "bob"
-
-
-@pytest.fixture
 def tui() -> Iterator[subprocess.Popen[bytes]]:
     """A process standing in for a running TUI: the session lives while it does."""
     p = subprocess.Popen([PYTHON, "-c", "import time; time.sleep(300)"])
