@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# talk's Claude Code monitor. Each stdout line reaches the session as an event and starts a
-# turn, so this prints exactly one line per peer message and nothing else (diagnostics go to
-# stderr). The work is done by `python -m alarms.claude_monitor`; this finds the session and
-# the interpreter.
+# talk's Claude Code monitor. It writes peer mail to the session's inbox socket; without one,
+# each stdout line reaches the session as an event and starts a turn, so it prints one short
+# notice per arrival and nothing else (diagnostics go to stderr). The work is done by
+# `python -m alarms.claude_monitor`; this finds the session and the interpreter.
 #
 # $1 is the session id as substituted into the monitor's command; when it is missing or still
 # a literal "${...}", CLAUDE_CODE_SESSION_ID from the environment is used. Without either,

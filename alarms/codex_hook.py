@@ -40,6 +40,7 @@ import sys
 
 TYPE_CHECKING = False  # not typing.TYPE_CHECKING: importing typing costs a turn ~3 ms
 if TYPE_CHECKING:
+    from collections.abc import Callable
     from pathlib import Path
     from typing import Any
 
@@ -273,16 +274,18 @@ def log_folder(env: dict[str, str]) -> Path | None:
         return home if home.is_dir() else None
 
 
-def log_error(env: dict[str, str], exc: BaseException) -> None:
-    """Append one line about `exc`; past LOG_MAX_BYTES the old log becomes `.1` (one kept)."""
+def log_error(env: dict[str, str], exc: BaseException, name: str = LOG_NAME) -> None:
+    """Append one line about `exc` to the log `name`; past LOG_MAX_BYTES the old log becomes
+    `.1` (one kept). The Gemini CLI and Copilot CLI hooks log through here too, under their own
+    names."""
     import time
 
     folder = log_folder(env)
     if folder is None:
         return
-    path = folder / LOG_NAME
+    path = folder / name
     if path.exists() and path.stat().st_size > LOG_MAX_BYTES:
-        os.replace(path, path.with_name(LOG_NAME + ".1"))
+        os.replace(path, path.with_name(name + ".1"))
     line = f"{time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())} {type(exc).__name__}: {exc}\n"
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o600)
     try:
@@ -293,14 +296,21 @@ def log_error(env: dict[str, str], exc: BaseException) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     env = env_from_args(sys.argv[1:] if argv is None else argv, dict(os.environ))
+    return answer(lambda: handle(sys.stdin.read(), env), env)
+
+
+def answer(handle_it: Callable[[], dict[str, Any]], env: dict[str, str], log_name: str = LOG_NAME) -> int:
+    """Print what `handle_it` returns as the hook's one JSON line, and exit 0 whatever happens:
+    a hook that fails must never stop its host's turn. A failure prints `{}` and is logged.
+    The Gemini CLI and Copilot CLI hooks answer through here too."""
     try:
-        out = handle(sys.stdin.read(), env)
+        out = handle_it()
     except Exception as exc:
         out = {}
         import contextlib
 
-        with contextlib.suppress(Exception):  # nowhere to say it; Codex must still get its {}
-            log_error(env, exc)
+        with contextlib.suppress(Exception):  # nowhere to say it; the host must still get its {}
+            log_error(env, exc, log_name)
     try:
         sys.stdout.write(json.dumps(out, ensure_ascii=False) + "\n")
         sys.stdout.flush()

@@ -7,6 +7,8 @@ and a few file reads.
 from __future__ import annotations
 
 import os
+import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -70,6 +72,26 @@ class SessionMail:
         if not spool.exists():
             return 0
         return CursorReader(spool, self.layout.cursor_file(self.sid)).count_unread()
+
+
+RETRY_S = 5.0
+
+
+def connect(sid: str, host: str, pid: int, alive: Callable[[], bool],
+            say: Callable[[str], None], retry: float = RETRY_S) -> SessionMail | None:
+    """Register the session, retried while no identity exists yet; None if the host ended first."""
+    told = False
+    while alive():
+        try:
+            mail = SessionMail(identity_folder(), sid)
+            mail.register(host, pid)
+            return mail
+        except NoIdentity as exc:
+            if not told:
+                say(f"{exc}; waiting for `talk init` (retrying every {retry:g} s)")
+                told = True
+        time.sleep(retry)
+    return None
 
 
 def host_pid(names: tuple[str, ...], start: int | None = None) -> int:

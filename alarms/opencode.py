@@ -4,9 +4,17 @@
 
 `talk alarm opencode` starts it detached (setsid, no terminal). It finds the opencode session
 (or creates one titled "talk"), registers it with talk as host `opencode` with the session id
-as sid, then every `POLL_S` moves new spool mail into its outbox and posts it to
-`POST /session/{id}/prompt_async`: one framed block per batch. opencode queues a prompt that
-arrives while a turn runs and sends it right after the running step.
+as sid, then every `POLL_S` moves new spool mail into its outbox and posts it at once to
+`POST /session/{id}/prompt_async`: one framed block per batch. Into an idle session the post
+starts a run; into a busy one (opencode 1.18.33) it joins the running loop, which reads the
+session's messages again before each model request, so the mail is in the next request: after
+the current tool call or streamed reply, within the same run.
+
+It follows the session's busy/idle state on opencode's event stream (`alarms.opencode_events`;
+it polls `GET /session/status` while the stream is down) to close the one gap in that: a
+message stored as a run winds down is left unanswered. Each accepted batch waits in the outbox
+until the session, idle again, shows it taken into a run, and is posted again if not
+(`alarms.opencode_verdict`).
 
 Which pid the session is registered with: the `--pid` given while it runs, else the process
 listening on the URL's port (the opencode server), else the alarm's own. A session lives as
@@ -38,17 +46,30 @@ from pathlib import Path
 from alarms.framing import frame
 from alarms.mailbox import SessionMail
 from alarms.opencode_api import OpencodeClient, OpencodeError, OpencodeRefused
-from alarms.opencode_outbox import Prompt, PromptOutbox, PromptOutboxState, accepted, new_prompt
+from alarms.opencode_events import EventFollower, Run
+from alarms.opencode_outbox import Prompt, PromptOutbox, PromptOutboxState, accepted, new_prompt, settled
 from alarms.opencode_status import HOST, AlarmFiles, AlarmStatus, State, start_log
+from alarms.opencode_verdict import WINDOW, Verdict, verdict
+from alarms.pending import records_by_id
 from alarms.procnet import pid_listening_on
 from durable.backoff import Backoff
 from durable.daemon import setup_logging
 from durable.locks import hold_for_life
+from durable.receipt_states import Receipt
+from spool_writer import handed as handed_log
 from spool_writer.record import SpoolRecord
 
 POLL_S = 0.1  # reading an unchanged spool costs a stat and a lock: cheap, and mail lands within 2 s
 RETRY = Backoff(base_s=0.25, cap_s=5.0)  # a local server: probing it is cheap, and mail should not wait long
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
+# A post is judged once the session went idle after it, or, without that sign (the event stream
+# down, or a post opencode never stored into an idle session), once the session is idle this
+# long after it. Not less: a fresh opencode instance can take seconds between storing the first
+# message and starting its run. Judging early costs only a needless repost (the same upsert).
+# Each repost of the same prompt doubles the wait, so a prompt opencode keeps dropping is not a
+# hot loop.
+SETTLE_S = 5.0
+STATUS_POLL_S = 1.0  # how often `GET /session/status` is read while the event stream is down
 
 log = logging.getLogger("talk.alarm.opencode")
 
@@ -62,6 +83,17 @@ def choose_pid(given: int | None, given_alive: bool, server: int | None, own: in
 
 def is_loopback(host: str) -> bool:
     return host in LOOPBACK or host.startswith("127.")
+
+
+def due(idle: bool, idles_now: int, post: tuple[float, int, int] | None, now: float) -> bool:
+    """Whether a posted prompt is judged now. `post`: (when posted, idles counted just before,
+    reposts so far), None when it was posted before this process started."""
+    if not idle:
+        return False
+    if post is None:
+        return True
+    at, idles_before, reposts = post
+    return idles_now > idles_before or now - at >= SETTLE_S * 2 ** min(reposts, 5)
 
 
 # --- the daemon -----------------------------------------------------------------------------
@@ -78,25 +110,42 @@ class OpencodeAlarm:
         self.sid = sid
         self.given_pid = given_pid
         self.mail = SessionMail(folder, sid)
-        self.reader = CursorReader(self.mail.layout.session_file(sid), self.mail.layout.cursor_file(sid),
-                                   handed=self.mail.layout.handed, sid=sid)
+        # No receipt when the cursor moves: mail in the outbox has reached nothing yet. A batch
+        # earns `written` when opencode accepts the post and `delivered` once opencode shows it
+        # stored and taken into a run (`_receipt`).
+        self.reader = CursorReader(self.mail.layout.session_file(sid), self.mail.layout.cursor_file(sid))
         self.outbox = PromptOutbox(self.files.outbox)
         self.registered: tuple[int, int | None] | None = None  # (pid, start time)
         self.failures = 0
         self.status = AlarmStatus(pid=os.getpid(), url=client.url, session=sid, since=time.time())
         self.stop = threading.Event()
+        self.wake = threading.Event()  # set on stop and on every change of the session's state
+        self.events = EventFollower(client, sid, self.wake, self.stop)
+        self.posts: dict[str, tuple[float, int, int]] = {}  # message id -> (at, idles before, reposts)
+        self.polled: tuple[float, bool] = (0.0, False)  # (when, idle) of the last status poll
 
     def run(self) -> None:
         self._save_status()
         log.info("alarm for opencode session %s at %s (pid %d)", self.sid, self.client.url, os.getpid())
-        pending = self.outbox.load().pending
-        if pending is not None:
-            log.info("retrying %d message(s) left in the outbox as %s", len(pending.ids), pending.message_id)
+        state = self.outbox.load()
+        if state.pending is not None:
+            log.info("retrying %d message(s) left in the outbox as %s", len(state.pending.ids),
+                     state.pending.message_id)
+        if state.posted:
+            log.info("%d posted batch(es) to check once the session is idle", len(state.posted))
+        self.events.start()
         while not self.stop.is_set():
-            self.stop.wait(self.step())
+            delay = self.step()
+            if delay > 0:
+                self.wake.wait(delay)
+            self.wake.clear()
         self.status.state = State.STOPPED.value
         self._save_status()
         log.info("stopped")
+
+    def halt(self) -> None:
+        self.stop.set()
+        self.wake.set()
 
     def step(self) -> float:
         from durable.errors import TalkError
@@ -107,10 +156,13 @@ class OpencodeAlarm:
             state = self.outbox.load()
             if state.pending is None:
                 state = self.outbox.fill(self.reader, self._batch)
-            if state.pending is None:
-                return POLL_S
-            self._deliver(state)
-            return 0.0  # more mail may be waiting
+            if state.pending is not None:
+                self._deliver(state)
+                return 0.0  # more mail may be waiting
+            self._note_run()
+            if state.posted:
+                self._judge(state)
+            return POLL_S
         except (OpencodeError, TalkError, OSError) as exc:
             return self._failed(exc)
 
@@ -119,16 +171,70 @@ class OpencodeAlarm:
 
     def _deliver(self, state: PromptOutboxState) -> None:
         assert state.pending is not None
-        self.client.prompt_async(self.sid, state.pending.body())
+        self._post(state.pending, 0)
         self.outbox.save(accepted(state))
+        self._receipt(state.pending, Receipt.WRITTEN)
         n = len(state.pending.ids)
-        log.info("delivered %d message(s) as %s: %s", n, state.pending.message_id,
-                 ", ".join(state.pending.ids))
+        log.info("delivered %d message(s) as %s (session %s): %s", n, state.pending.message_id,
+                 self.events.activity.run, ", ".join(state.pending.ids))
         self.failures = 0
         self.status.delivered += n
         self.status.last_delivery = time.time()
         self.status.state = State.DELIVERING.value
         self._save_status()
+
+    def _post(self, prompt: Prompt, reposts: int) -> None:
+        idles = self.events.activity.idles  # before the post: an idle it causes must count
+        self.client.prompt_async(self.sid, prompt.body())
+        self.posts[prompt.message_id] = (time.monotonic(), idles, reposts)
+
+    def _receipt(self, prompt: Prompt, state: Receipt) -> None:
+        """Record the receipt `prompt`'s messages earned in the hand-over log the follower reads.
+        A crash before this line costs a receipt, never mail: a taken batch is judged again."""
+        layout = self.mail.layout
+        handed_log.record(layout.handed, records_by_id(layout.session_file(self.sid), prompt.ids),
+                          self.sid, state)
+
+    def _idle(self) -> bool:
+        """Whether the session is idle now: from the event stream, else from a status poll."""
+        activity = self.events.activity
+        if activity.following:
+            return activity.run == Run.IDLE
+        at, idle = self.polled
+        if time.monotonic() - at >= STATUS_POLL_S:
+            self.polled = (time.monotonic(), idle := not self.client.busy(self.sid))
+        return idle
+
+    def _judge(self, state: PromptOutboxState) -> None:
+        """Settle each posted prompt the idle session shows taken; post the others again."""
+        idles, now = self.events.activity.idles, time.monotonic()
+        ready = [p for p in state.posted if due(self._idle(), idles, self.posts.get(p.message_id), now)]
+        if not ready:
+            return
+        newest = self.client.newest_messages(self.sid, WINDOW)
+        for prompt in ready:
+            found = verdict(prompt.message_id, self.client.stored(self.sid, prompt.message_id), newest)
+            if found == Verdict.TAKEN:
+                state = settled(state, prompt.message_id)
+                self.posts.pop(prompt.message_id, None)
+                self._receipt(prompt, Receipt.DELIVERED)
+                self.status.taken += len(prompt.ids)
+                log.info("opencode took %s into a run", prompt.message_id)
+                continue
+            reposts = self.posts.get(prompt.message_id, (0.0, 0, 0))[2] + 1
+            log.log(logging.INFO if reposts == 1 else logging.WARNING,
+                    "%s is %s in the idle session; posting it again (try %d)",
+                    prompt.message_id, found, reposts)
+            self._post(prompt, reposts)
+        self.outbox.save(state)
+        self._save_status()
+
+    def _note_run(self) -> None:
+        activity = self.events.activity
+        run = activity.run.value if activity.following else Run.UNKNOWN.value
+        if (run, activity.following) != (self.status.run, self.status.events):
+            self.status.run, self.status.events = run, activity.following
+            self._save_status()
 
     def _failed(self, exc: Exception) -> float:
         self.failures += 1
@@ -201,7 +307,7 @@ def run(folder: Path, url: str, sid: str | None, pid: int | None, foreground: bo
         return 0
     alarm = OpencodeAlarm(folder, client, sid, pid)
     for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, lambda *_: alarm.stop.set())
+        signal.signal(sig, lambda *_: alarm.halt())
     alarm.run()
     return 0
 

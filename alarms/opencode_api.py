@@ -1,5 +1,10 @@
 """The few calls the opencode alarm makes to an `opencode serve` HTTP server (stdlib only).
 
+Verified against opencode 1.18.33: `GET /session/status` maps each busy session to
+`{"type": "busy"}` (or `"retry"`) and leaves idle ones out; `GET /session/{id}/message?limit=N`
+gives the newest N messages, oldest first; `GET /event` is a server-sent event stream of
+`data: {"type", "properties"}` lines (see `alarms.opencode_events`).
+
 Every call has a timeout: an opencode server that is still starting can accept a connection
 and answer nothing for minutes. Failures come in two kinds, because the alarm treats them
 differently: `OpencodeDown` (no answer, or a 5xx: wait and try again, keep the mail) and
@@ -95,5 +100,47 @@ class OpencodeClient:
         return True
 
     def prompt_async(self, sid: str, body: dict[str, Any]) -> None:
-        """Queue a user message; opencode answers 204 at once and runs the turn when it can."""
+        """Hand opencode a user message; it answers 204 before storing it (the store runs after).
+
+        Into an idle session this starts a run; into a busy one the message joins the running
+        loop, which reads the session's messages again before each model request.
+        """
         self.request("POST", f"/session/{urllib.parse.quote(sid)}/prompt_async", body)
+
+    def busy(self, sid: str) -> bool:
+        """Whether the session runs now (busy, or waiting to retry the model)."""
+        status = self.request("GET", "/session/status").json()
+        return isinstance(status, dict) and sid in status
+
+    def stored(self, sid: str, message_id: str) -> bool:
+        """Whether opencode has stored the message (404 when not, or not yet)."""
+        path = f"/session/{urllib.parse.quote(sid)}/message/{urllib.parse.quote(message_id)}"
+        try:
+            self.request("GET", path)
+        except OpencodeRefused as exc:
+            if exc.status == 404:
+                return False
+            raise
+        return True
+
+    def newest_messages(self, sid: str, limit: int) -> list[dict[str, Any]]:
+        """The `info` of the session's newest `limit` messages, oldest first."""
+        got = self.request("GET", f"/session/{urllib.parse.quote(sid)}/message?limit={limit}").json()
+        if not isinstance(got, list):
+            raise OpencodeDown(f"opencode at {self.url} sent no message list for session {sid}")
+        return [m["info"] for m in got if isinstance(m, dict) and isinstance(m.get("info"), dict)]
+
+    def open_events(self, timeout: float) -> http.client.HTTPResponse:
+        """`GET /event`, the server's event stream; the caller reads lines and closes it."""
+        conn = http.client.HTTPConnection(self.host, self.port, timeout=timeout)
+        try:
+            conn.request("GET", self.prefix + "/event", headers={"accept": "text/event-stream"})
+            resp = conn.getresponse()
+        except (OSError, http.client.HTTPException) as exc:
+            conn.close()
+            raise OpencodeDown(f"opencode at {self.url} did not answer GET /event: {exc!r}") from exc
+        if resp.status != 200:
+            conn.close()
+            self._check("GET", "/event", Reply(resp.status, b""))
+            raise OpencodeDown(f"opencode at {self.url} answered GET /event with HTTP {resp.status}")
+        return resp

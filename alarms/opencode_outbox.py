@@ -12,6 +12,9 @@ and opencode's 204 would lose the mail. The outbox closes that gap:
    changes nothing and starts no second turn; verified with opencode 1.18.33.
 3. After the 204 the batch's talk ids move to `recent`, so records read again because a crash
    hit between steps 1's outbox write and cursor save are recognised and dropped.
+4. The 204 comes before opencode stores the message, and a message that lands as a run ends
+   can be left unanswered; so the accepted prompt stays in `posted` until the session, idle
+   again, shows it taken, and is posted again (the same upsert) if not: `alarms.opencode_verdict`.
 
 The ids follow opencode's own shape (`msg_` + 12 hex digits of milliseconds * 0x1000 + a
 counter, then 14 characters): opencode orders a session's messages by id, so a made-up
@@ -36,6 +39,7 @@ from spool_writer.layout import flocked, generations
 from spool_writer.record import SpoolRecord
 
 RECENT = 512
+POSTED = 64  # prompts awaiting their verdict; more only if the session never goes idle
 _B62 = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
 
 
@@ -81,16 +85,19 @@ class PromptOutboxState:
     pending: Prompt | None = None
     recent: tuple[str, ...] = field(default=())
     delivered: int = 0  # batches opencode accepted, over the outbox's life
+    posted: tuple[Prompt, ...] = field(default=())  # accepted, not yet seen taken into a run
 
     def to_json(self) -> dict[str, Any]:
         return {"pending": None if self.pending is None else self.pending.to_json(),
-                "recent": list(self.recent), "delivered": self.delivered}
+                "recent": list(self.recent), "delivered": self.delivered,
+                "posted": [p.to_json() for p in self.posted]}
 
     @classmethod
     def from_json(cls, obj: dict[str, Any]) -> PromptOutboxState:
         pending = obj.get("pending")
         return cls(None if pending is None else Prompt.from_json(pending),
-                   tuple(map(str, obj.get("recent", []))), int(obj.get("delivered", 0)))
+                   tuple(map(str, obj.get("recent", []))), int(obj.get("delivered", 0)),
+                   tuple(Prompt.from_json(p) for p in obj.get("posted", [])))
 
 
 def fresh(records: Sequence[SpoolRecord], state: PromptOutboxState) -> list[SpoolRecord]:
@@ -99,12 +106,18 @@ def fresh(records: Sequence[SpoolRecord], state: PromptOutboxState) -> list[Spoo
     return [r for r in records if str(r.get("id")) not in known]
 
 
-def accepted(state: PromptOutboxState, keep: int = RECENT) -> PromptOutboxState:
-    """The state after opencode accepted the pending batch."""
+def accepted(state: PromptOutboxState, keep: int = RECENT, posted: int = POSTED) -> PromptOutboxState:
+    """The state after opencode accepted the pending batch: it awaits its verdict."""
     if state.pending is None:
         return state
     recent = (*state.recent, *state.pending.ids)[-keep:]
-    return PromptOutboxState(None, recent, state.delivered + 1)
+    return PromptOutboxState(None, recent, state.delivered + 1, (*state.posted, state.pending)[-posted:])
+
+
+def settled(state: PromptOutboxState, message_id: str) -> PromptOutboxState:
+    """The state once the prompt `message_id` was seen taken into a run."""
+    posted = tuple(p for p in state.posted if p.message_id != message_id)
+    return PromptOutboxState(state.pending, state.recent, state.delivered, posted)
 
 
 class PromptOutbox:
@@ -147,7 +160,7 @@ class PromptOutbox:
             if records and reader.handed is not None:
                 handed_log.record(reader.handed, records, reader.sid)
             if records:
-                state = PromptOutboxState(make(records), state.recent, state.delivered)
+                state = PromptOutboxState(make(records), state.recent, state.delivered, state.posted)
                 self.save(state)
             write_json(reader.state_file, taken.state.to_json())
         return state

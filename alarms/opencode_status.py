@@ -73,6 +73,9 @@ class AlarmStatus:
     state: str = State.STARTING.value
     since: float = 0.0
     delivered: int = 0  # messages opencode accepted
+    taken: int = 0  # of those, seen taken into a run (checked when the session is idle)
+    run: str = "unknown"  # the session: busy, idle, or unknown (the event stream is down)
+    events: bool = False  # following opencode's event stream (else polling its status)
     last_delivery: float | None = None
     last_error: str | None = None
     last_error_at: float | None = None
@@ -109,11 +112,12 @@ def alarm_status(folder: Path) -> list[dict[str, Any]]:
             continue
         files = AlarmFiles(folder, status.session)
         running = held_by_other(files.lock)
-        pending = PromptOutbox(files.outbox).load().pending
+        outbox = PromptOutbox(files.outbox).load()
+        pending = outbox.pending
         row = asdict(status)
         row.update(host=HOST, running=running, state=status.state if running else State.STOPPED.value,
                    outbox=len(pending.ids) if pending else 0, waiting=_waiting(folder, status.session),
-                   log=str(files.log))
+                   unsettled=sum(len(p.ids) for p in outbox.posted), log=str(files.log))
         rows.append(row)
     return rows
 
@@ -125,7 +129,8 @@ def render_alarm(row: dict[str, Any]) -> str:
         head += f" ({row['outbox']} message(s) in its outbox)" if row["outbox"] else ""
         return head + f"; start it with `talk alarm opencode --url {row['url']} --session {row['session']}`"
     text = (f"opencode alarm for session {row['session']} (pid {row['pid']}): {row['state']}, "
-            f"{row['url']}, delivered {row['delivered']}, waiting {row['waiting']}, outbox {row['outbox']}")
+            f"{row['url']}, session {row['run']}, delivered {row['delivered']}, waiting {row['waiting']}, "
+            f"outbox {row['outbox']}")
     if row.get("last_error") and row["state"] != State.DELIVERING.value:
         text += f"\n  last error: {row['last_error']}"
     return text

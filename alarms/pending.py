@@ -16,7 +16,22 @@ later alarm run for the session first reconciles that file against the host's tr
 
 Verified (Codex 0.169.0, Claude Code 2.1.328): both write a hook's additionalContext and a
 Stop hook's reason into the transcript as they take it, and Claude Code writes each monitor
-line as a `queue-operation` entry when the line arrives, before the turn it starts.
+line as a `queue-operation` entry when the line arrives, before the turn it starts. Gemini CLI
+0.61.0 appends BeforeAgent's and AfterTool's context and AfterAgent's reason to its session
+JSONL with the prompt or tool result that carries them to the model.
+
+A batch written to a host's inbox socket (door INBOX, `alarms.claude_inbox`) is held by its
+writer until the write, then by the host: it waits in the host's queue until a tool-call
+boundary or an idle moment, whatever becomes of the writer. Its marker is the frame's message
+id as the host writes it on the entry that shows the message to the model (Claude Code 2.1.332:
+`"msg_id":"…"` on the user entry of an idle turn, or on the `queued_command` attachment taken in
+mid-turn; the `queue-operation` entry at arrival carries the text but no id). Seeing it earns
+the batch its `delivered` receipt; writing it earned only `written`. A writer killed between
+its write and the hand-over to the host leaves a batch that may be handed on twice, if the
+host had not shown it by the time the transcript moved on: the window is one file write wide.
+
+A batch an alarm took but could not hand on (it did not fit, or the socket refused it) is
+released: kept with no holder, and handed on again by the next take, first.
 
 `judge` decides from values alone; `take` is the I/O around it.
 """
@@ -25,12 +40,13 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from durable.files import read_json, write_json
+from durable.receipt_states import Receipt
 from spool_writer import handed as handed_log
 from spool_writer import process
 from spool_writer.cursor import RECENT, load_state, lock_path, message_of, read_new
@@ -44,6 +60,8 @@ VERSION = 1
 # hook's exit, so two seconds of later activity mean it will never come.
 MARGIN_S = 2.0
 DELIVERED, LOST, WAIT = "delivered", "lost", "wait"
+OUTPUT, INBOX = "output", "inbox"  # doors: the alarm's own output, or the host's inbox socket
+RELEASED = 0  # the holder pid of a released batch: nobody holds it
 
 
 def pending_file(sessions_dir: str, sid: str) -> str:
@@ -56,6 +74,24 @@ def marker(msg_id: str) -> bytes:
     return f"id {msg_id}".encode()
 
 
+def inbox_id(msg_id: str) -> str:
+    """The id of the inbox frame that carries a batch starting with `msg_id`: a version-4 UUID
+    made from talk's 128 random bits, so a batch handed on again keeps its frame's id."""
+    import uuid
+
+    try:
+        raw = bytes.fromhex(msg_id)[:16].ljust(16, b"\0")
+    except ValueError:
+        import hashlib
+
+        raw = hashlib.blake2b(msg_id.encode(), digest_size=16).digest()
+    return str(uuid.UUID(bytes=raw, version=4))
+
+
+def inbox_marker(frame_id: str) -> bytes:
+    return f'"msg_id":"{frame_id}"'.encode()
+
+
 @dataclass(frozen=True)
 class PendingBatch:
     ids: tuple[str, ...]
@@ -64,17 +100,29 @@ class PendingBatch:
     start: int | None  # its start time, so a reused pid is not taken for it
     transcript: str | None  # the transcript the output was meant for, if known
     mark: int  # that transcript's size when the batch was taken: the output can only come after
+    door: str = OUTPUT
 
     def to_json(self) -> dict[str, Any]:
         return {"ids": list(self.ids), "at": self.at, "pid": self.pid, "start": self.start,
-                "transcript": self.transcript, "mark": self.mark}
+                "transcript": self.transcript, "mark": self.mark, "door": self.door}
 
     @classmethod
     def from_json(cls, obj: dict[str, Any]) -> PendingBatch:
         start, transcript = obj.get("start"), obj.get("transcript")
+        door = INBOX if obj.get("door") == INBOX else OUTPUT
         return cls(tuple(map(str, obj["ids"])), float(obj["at"]), int(obj["pid"]),
                    None if start is None else int(start), None if transcript is None else str(transcript),
-                   int(obj.get("mark", 0)))
+                   int(obj.get("mark", 0)), door)
+
+    def markers(self) -> dict[str, bytes]:
+        """What shows each id reached the model: its own marker, or the one frame's id for all."""
+        if self.door == INBOX and self.ids:
+            frame = inbox_marker(inbox_id(self.ids[0]))
+            return dict.fromkeys(self.ids, frame)
+        return {i: marker(i) for i in self.ids}
+
+    def released(self) -> bool:
+        return self.pid == RELEASED
 
 
 @dataclass(frozen=True)
@@ -139,7 +187,7 @@ def look(batches: Sequence[PendingBatch], transcript: str) -> list[Seen] | None:
     seen = []
     for b in batches:
         tail = data[max(0, b.mark - base):] if b.transcript == transcript else data
-        seen.append(Seen(frozenset(i for i in b.ids if marker(i) in tail), mtime))
+        seen.append(Seen(frozenset(i for i, m in b.markers().items() if m in tail), mtime))
     return seen
 
 
@@ -159,13 +207,25 @@ def records_by_id(spool_file: Path, ids: Iterable[str]) -> list[SpoolRecord]:
     return [found[i] for i in ids if i in found]
 
 
+# How many of a take's records go now (the rest is released) and the receipt they earn by it.
+Fit = Callable[[list[SpoolRecord]], tuple[int, Receipt | None]]
+
+
 def take(layout: SpoolLayout, sid: str, transcript: str | None, *, record: bool,
-         reconcile: bool = True) -> list[SpoolRecord]:
-    """Lost batches again, then new mail; what is returned is pending before the cursor moves.
+         reconcile: bool = True, door: str = OUTPUT, holder: int | None = None,
+         fit: Fit | None = None) -> list[SpoolRecord]:
+    """Released and lost batches again, then new mail; what is returned is pending before the
+    cursor moves.
 
     `record`: whether the caller's output will land in a transcript that can be checked (a Codex
     thread without a rollout file cannot be: its mail stays at-most-once, as before).
     `reconcile`: judge pending batches against `transcript` now (needs a transcript).
+    `door`: OUTPUT (the caller prints the batch: it earns `delivered` now) or INBOX (the caller
+    writes it to the host's inbox, then calls `written`; `delivered` when a later take finds it
+    in the transcript). `holder`: the pid that holds the batch until the host shows it, the
+    caller's own by default. `fit`: how many go now and
+    what they earn (default: all; `delivered` for OUTPUT, nothing yet for INBOX); the rest is
+    released under the same lock.
     """
     spool_file, cursor_file = layout.session_file(sid), layout.cursor_file(sid)
     if not (spool_file.exists() or generations(spool_file)):
@@ -174,37 +234,78 @@ def take(layout: SpoolLayout, sid: str, transcript: str | None, *, record: bool,
     with flocked(lock_path(cursor_file)) as fd:
         os.utime(fd)  # read now, even if nothing was new: `talk gc` must not retire the session
         batches = load(path)
-        kept, again = reconciled(batches, transcript if reconcile else None)
+        kept, again, shown = reconciled(batches, transcript if reconcile else None)
         cursor = load_state(cursor_file)
         taken = read_new(spool_file, cursor, RECENT)
         fresh = taken.records if taken is not None else []
         out = records_by_id(spool_file, again)
         known = {r["id"] for r in out}
         out += [r for r in fresh if r["id"] not in known]
+        everything = (len(out), Receipt.DELIVERED if door == OUTPUT else None)
+        n, earned = everything if fit is None or not out else fit(out)
+        out, rest = out[:n], out[n:]
+        if rest:
+            kept.append(PendingBatch(tuple(r["id"] for r in rest), time.time(), RELEASED, None, None, 0))
         if record and out:
-            kept.append(PendingBatch(tuple(r["id"] for r in out), time.time(), os.getpid(),
-                              process.start_time(os.getpid()), transcript, transcript_size(transcript)))
+            pid = os.getpid() if holder is None else holder
+            kept.append(PendingBatch(tuple(r["id"] for r in out), time.time(), pid, process.start_time(pid),
+                                     transcript, transcript_size(transcript), door))
         if kept != batches:
             save(path, kept)  # before the cursor: a crash between the two repeats nothing
-        handed_log.record(layout.handed, fresh, sid)  # for the sender's "delivered" receipt
+        # For the sender's receipt: what the host has now shown, and what this take prints.
+        handed_log.record(layout.handed, records_by_id(spool_file, shown) if shown else [], sid)
+        if earned is not None:
+            handed_log.record(layout.handed, out, sid, earned)
         if taken is not None and taken.state != cursor:
             write_json(cursor_file, taken.state.to_json())
     return out
 
 
-def reconciled(batches: list[PendingBatch], transcript: str | None) -> tuple[list[PendingBatch], list[str]]:
-    """The batches still pending, and the ids to hand on again."""
-    if not batches or transcript is None:
-        return list(batches), []
-    seen = look(batches, transcript)
+def written(layout: SpoolLayout, sid: str, records: Sequence[SpoolRecord], holder: int) -> None:
+    """`records`, taken as one batch, were written to the inbox of the host `holder`: from now
+    on the host holds the batch (until then the writer did, so a writer killed before its write
+    leaves a batch that is handed on again), and each record earns a `written` receipt."""
+    ids = tuple(r["id"] for r in records)
+    path = Path(pending_file(str(layout.sessions_dir), sid))
+    with flocked(lock_path(layout.cursor_file(sid))):
+        batches = load(path)
+        moved = [PendingBatch(b.ids, b.at, holder, process.start_time(holder), b.transcript, b.mark, b.door)
+                 if b.ids == ids else b for b in batches]
+        if moved != batches:
+            save(path, moved)
+        handed_log.record(layout.handed, list(records), sid, Receipt.WRITTEN)
+
+
+def release(layout: SpoolLayout, sid: str, records: Sequence[SpoolRecord]) -> None:
+    """Give back the batch a take returned when its caller could not hand it on: the next take
+    hands it on first, and nothing waits for it in the transcript."""
+    ids = tuple(r["id"] for r in records)
+    if not ids:
+        return
+    path = Path(pending_file(str(layout.sessions_dir), sid))
+    with flocked(lock_path(layout.cursor_file(sid))):
+        batches = [b for b in load(path) if b.ids != ids]
+        save(path, [*batches, PendingBatch(ids, time.time(), RELEASED, None, None, 0)])
+
+
+def reconciled(batches: list[PendingBatch],
+               transcript: str | None) -> tuple[list[PendingBatch], list[str], list[str]]:
+    """The batches still pending, the ids to hand on again, and inbox ids the host has now shown."""
+    again = [i for b in batches if b.released() for i in b.ids]
+    held = [b for b in batches if not b.released()]
+    if not held or transcript is None:
+        return held, again, []
+    seen = look(held, transcript)
     if seen is None:
-        return list(batches), []
+        return held, again, []
     kept: list[PendingBatch] = []
-    again: list[str] = []
-    for batch, s in zip(batches, seen, strict=True):
+    shown: list[str] = []
+    for batch, s in zip(held, seen, strict=True):
         verdict = judge(batch, s, process.alive(batch.pid, batch.start))
         if verdict == LOST:
             again += missing(batch, s)
         elif verdict == WAIT:
             kept.append(batch)
-    return kept, again
+        elif batch.door == INBOX:
+            shown += batch.ids
+    return kept, again, shown

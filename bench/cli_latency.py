@@ -25,6 +25,7 @@ interpreter is the one measured:
 
     .venv/bin/python bench/cli_latency.py [--runs 20] [--warmups 2] [--timeout 600]
                                           [--baseline OTHER/.venv/bin/talk]
+                                          [--baseline-env NAME=VALUE ...]
                                           [--inherit-bytecode-env]
 
 A table (median, p90, min in ms) goes to stderr; stdout ends with one JSON line of medians:
@@ -37,6 +38,11 @@ so the machine's other work falls on both alike. The JSON line then adds the bas
 (`baseline_send_ms`, ...) and `ratio`: per command, the median of the round-by-round ratios
 this/baseline. That ratio, not two medians from separate runs, is what says "slower" on a busy
 machine: separate runs of the same code differ by 10-20 % here.
+
+--baseline-env NAME=VALUE sets a variable in the baseline's environment only (its relay and
+identities included); without --baseline the baseline is then this same `talk`. So
+`--baseline-env TALK_RATCHET=off` compares talk with forward secrecy against talk as it was
+before it: identities that publish no ratchet keys, mail in today's envelope.
 """
 
 from __future__ import annotations
@@ -156,6 +162,13 @@ def positive_int(text: str) -> int:
     return value
 
 
+def assignment(text: str) -> tuple[str, str]:
+    name, sep, value = text.partition("=")
+    if not sep or not name:
+        raise argparse.ArgumentTypeError("expected NAME=VALUE")
+    return name, value
+
+
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--runs", type=positive_int, default=20, help="timed rounds (20)")
@@ -166,6 +179,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "--baseline", metavar="TALK",
         help="another `talk` console script (say, an older checkout's venv/bin/talk), measured "
              "round by round alongside this one; prints the ratios",
+    )
+    parser.add_argument(
+        "--baseline-env", metavar="NAME=VALUE", action="append", default=[], type=assignment,
+        help="set in the baseline's environment only (repeatable); without --baseline, the "
+             "baseline is this same talk (say, TALK_RATCHET=off: talk without forward secrecy)",
     )
     parser.add_argument(
         "--inherit-bytecode-env", action="store_true",
@@ -225,8 +243,9 @@ def main(argv: list[str] | None = None) -> int:
     worlds: list[World] = []
     try:
         worlds.append(start_world("this", talk, root / "this", env, deadline))
-        if args.baseline:
-            worlds.append(start_world("baseline", args.baseline, root / "baseline", env, deadline))
+        if args.baseline or args.baseline_env:
+            worlds.append(start_world("baseline", args.baseline or talk, root / "baseline",
+                                      {**env, **dict(args.baseline_env)}, deadline))
         run_rounds(worlds, max(0, args.warmups), args.runs)
     except BenchError as exc:
         print(f"cli_latency: error: {exc}", file=sys.stderr)
@@ -239,7 +258,8 @@ def main(argv: list[str] | None = None) -> int:
     out: dict[str, object] = {}
     for world in worlds:
         assert world.samples is not None
-        title = f"{world.label}: {world.relay.talk}\n" if len(worlds) > 1 else ""
+        settings = " ".join(f"{k}={v}" for k, v in args.baseline_env) if world.label == "baseline" else ""
+        title = f"{world.label}: {world.relay.talk} {settings}\n" if len(worlds) > 1 else ""
         print(title + report(world.samples, args.runs), file=sys.stderr)
         prefix = "" if world.label == "this" else "baseline_"
         out.update({f"{prefix}{name}_ms": round(statistics.median(world.samples[name]), 1)

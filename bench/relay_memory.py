@@ -39,9 +39,9 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from common import BenchError, Deadline, Relay, find_talk
+from common import BenchError, Deadline, Relay, find_talk, relay_env
 from nacl.public import PublicKey
-from relay_throughput import REDIS_URL, delete_redis_keys, relay_env
+from relay_throughput import REDIS_URL, delete_redis_keys
 
 from follower.client import RelayClient
 from keys.envelope import channel_tag, new_message, seal

@@ -22,8 +22,8 @@ import tempfile
 import uuid
 from pathlib import Path
 
-from common import Agent, BenchError, Deadline, Relay, befriend, find_talk, make_agent, relay_env
-from latency import bob_stop, measure, pct, wait_push_connected
+from common import Agent, BenchError, Deadline, Relay, befriend, find_talk, make_agent, pct, relay_env
+from latency import PUSH_PAUSE_S, bob_stop, measure, wait_push_connected
 from relay_throughput import delete_redis_keys
 
 
@@ -51,9 +51,9 @@ def run(args: argparse.Namespace) -> dict[str, float]:
             # Hundreds of messages a minute on purpose: above bob's default receive limit.
             bob.ok(deadline, "policy", "alice", "--receive-rate", "100000", "--yes")
             follow_through(bob, a, deadline)
-            single = measure(alice, bob, a, args.messages, deadline)
+            single = measure(alice, bob, a, args.messages, deadline, PUSH_PAUSE_S)
             follow_through(bob, b, deadline)
-            replicas = measure(alice, bob, a, args.messages, deadline)
+            replicas = measure(alice, bob, a, args.messages, deadline, PUSH_PAUSE_S)
         finally:
             bob_stop(root)
             a.stop()

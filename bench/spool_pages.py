@@ -39,6 +39,7 @@ from pathlib import Path
 from follower.channeldb import ChannelDB
 from keys.encoding import utc_now_iso
 from keys.envelope import Inner
+from spool_writer.record import SpoolRecord
 from spool_writer.sessions import register
 from spool_writer.spool import Spool
 
@@ -53,7 +54,7 @@ def run(root: Path, messages: int, page: int | None, hosts: list[int]) -> float:
     for n, pid in enumerate(hosts):
         register(root / "spool", "claude", f"s{n}", pid)
     store = ChannelDB(root)
-    records = [{"id": secrets.token_hex(16), "from": SENDER, "name": "alice",
+    records: list[SpoolRecord] = [{"id": secrets.token_hex(16), "from": SENDER, "name": "alice",
                 "text": f"message {i} " + "x" * 200, "ts": utc_now_iso(), "kind": "chat"}
                for i in range(messages)]
     step = page or 1

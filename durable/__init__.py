@@ -8,6 +8,7 @@
     daemon       liveness, status file, log, start and stop shared by talk's daemons
     printable    peer text made safe to show on a terminal and to an agent
     mesh_fields  the shapes of opencode-mesh fields (task id, mode, status) every part checks
+    message_ids  the short form of a message id, and a typed id or prefix resolved to one
     version      the project's one version, from the installed distribution
 
 Modules are imported by name (`from durable.files import replace_file`): this package loads

@@ -11,7 +11,8 @@
     │   ├── TamperedMessage        ciphertext that does not open, or opens to nonsense
     │   │   └── MalformedMessage   opened, from a contact, but a field is not of its shape
     │   │       ├── StaleMessage   dated outside the window in which replays can be told apart
-    │   │       └── ReplayedMessage  a sequence number the sender already used for another message
+    │   │       ├── ReplayedMessage  a sequence number the sender already used for another message
+    │   │       └── GroupRefused   a group update or group message the group's rule refuses
     │   └── UnknownSender          sealed by a key that no contact pins
     ├── RelayError                 3  the relay cannot be reached or answers with a failure
     └── TimedOut                   4  `--wait` gave up before the message got that far
@@ -23,6 +24,7 @@ Messages say what happened and what to do, in one line. Every part raises these 
 from __future__ import annotations
 
 __all__ = [
+    "GroupRefused",
     "InviteError",
     "KeyInUse",
     "MalformedMessage",
@@ -92,6 +94,10 @@ class MalformedMessage(TamperedMessage):
         super().__init__(message)
         self.sender = sender
         self.msg_id = msg_id
+
+
+class GroupRefused(MalformedMessage):
+    """A group control message or group message that the group's rule refuses; `str()` says why."""
 
 
 class UnknownSender(SecurityError):

@@ -101,23 +101,26 @@ def fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
-def replace_file(path: Path, data: bytes, mode: int = 0o600) -> None:
+def replace_file(path: Path, data: bytes, mode: int = 0o600, sync: bool = True) -> None:
     """Replace `path` atomically and durably: after a crash the old file or the new one is there,
     never half of one, and once this returns the new one survives a power loss (the file's
-    bytes and the rename in its folder are both synced)."""
+    bytes and the rename in its folder are both synced). Without `sync`, only a kill of the
+    process is survived: a power loss may leave the old file, or an empty or partial new one."""
     # A fresh name, created exclusively: a leftover or planted file of that name is never reused.
     tmp = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
     fd = open_private(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
+            if sync:
+                f.flush()
+                os.fsync(f.fileno())
         os.replace(tmp, path)  # rename replaces a link at `path`; it never writes through it
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
-    fsync_dir(path.parent)
+    if sync:
+        fsync_dir(path.parent)
 
 
 def sweep_temp_files(folder: Path) -> int:

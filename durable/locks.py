@@ -21,16 +21,18 @@ LIFE_LOCK_PATIENCE_S = 2.0
 
 
 @contextlib.contextmanager
-def locked(path: Path, shared: bool = False) -> Iterator[int]:
+def locked(path: Path, shared: bool = False, wait: bool = True) -> Iterator[int]:
     """Hold an flock on `path` (created 0600) for the block; yields the lock's descriptor.
+    With `wait` False, a lock another holder has is not waited for.
 
     Raises:
         UserError: `path` is a symbolic link.
+        BlockingIOError: `wait` is False and another holder has the lock.
         OSError: the lock file cannot be opened or created.
     """
     fd = open_private(path, os.O_RDWR | os.O_CREAT)
     try:
-        fcntl.flock(fd, fcntl.LOCK_SH if shared else fcntl.LOCK_EX)
+        fcntl.flock(fd, (fcntl.LOCK_SH if shared else fcntl.LOCK_EX) | (0 if wait else fcntl.LOCK_NB))
         yield fd
     finally:
         os.close(fd)

@@ -25,8 +25,9 @@ from collections.abc import Callable
 from contextlib import AbstractContextManager
 from functools import cached_property
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple, cast
 
+from durable.errors import UserError
 from follower.client import RelayClient
 from keys.contacts import ContactBook
 from keys.identity import Identity
@@ -34,6 +35,7 @@ from keys.invites import InviteBook
 from keys.keystore import IdentityRecord, unlock
 
 if TYPE_CHECKING:
+    from follower.group_mail import GroupMail
     from follower.inbound import Dedup, Emit, Inbox, Report
     from follower.outbox import Outbox
     from follower.receipts import ReceiptBatch
@@ -118,6 +120,12 @@ class Account:
     @cached_property
     def invites(self) -> InviteBook:
         return InviteBook(self.folder)
+
+    @cached_property
+    def groups(self) -> GroupMail:
+        from follower.group_mail import GroupMail
+
+        return GroupMail(self)
 
     @cached_property
     def outbox(self) -> Outbox:
@@ -236,7 +244,8 @@ class Account:
 
         Raises:
             NotFound: no such contact, or the relay has no mailbox for it.
-            UserError: the minute's send rate to this contact is spent, or the task is malformed.
+            UserError: the text is empty, the minute's send rate to this contact is spent, or
+                the task is malformed.
             RelayError: the relay refused the message for good (the outbox marks it dropped).
             (and what `identity` raises)
         """
@@ -245,6 +254,8 @@ class Account:
         from follower.sendrate import spend
         from keys.policy import PolicyBook
 
+        if not text.strip():
+            raise UserError("the message is empty; give the text to send (or - to read it from stdin)")
         contact = self.contacts.get(name)
         body, task_id = text, None
         if task:
@@ -305,9 +316,10 @@ class Account:
             raise TimedOut(f"{exc} (message {msg_id} was sent: do not send it again)") from exc
 
     def receive(self, emit: Emit, peers: list[str] | None = None) -> Report:
-        """Take the mail waiting on the relay (from `peers`, else every contact), hand each new
-        message to `emit`, then ack it. What earlier sends left queued goes first. The report's
-        notes and refusals are for the person who ran it; refusals were quarantined.
+        """Take the mail waiting on the relay (from `peers`, else every contact), keep each new
+        message in the receive log (`follower.receivelog`, what `talk show` reads beside the
+        spool), hand it to `emit`, then ack it. What earlier sends left queued goes first. The
+        report's notes and refusals are for the person who ran it; refusals were quarantined.
 
         Raises:
             UserError: a follower is running for this identity (it takes the mail into the spool).
@@ -317,6 +329,7 @@ class Account:
         from durable.errors import UserError
         from follower.channeldb import ChannelDB, SpoolDedup, last_spooled, receiving
         from follower.outbound import send_queued
+        from follower.receivelog import ReceiveLog
         from follower.state import running_pid
 
         pid = running_pid(self.folder)
@@ -327,12 +340,18 @@ class Account:
         chosen = [self.contacts.get(p) for p in peers] if peers else None
         self.identity()
         send_queued(self.client, self.outbox)  # what an earlier send left queued goes now
+        log = ReceiveLog(self.folder)
+
+        def kept(record: dict[str, Any]) -> None:
+            log.add(record)  # before it is printed, so before its ack (see follower.receivelog)
+            emit(record)
+
         # One reader at a time: a second `talk receive` waits, then finds taken what the first took.
         with receiving(self.folder):
             store = ChannelDB(self.folder)
             try:
                 seen = SpoolDedup(store, last_spooled(self.folder).__contains__)
-                report = self.inbox(seen, handed_state="delivered").receive(emit, chosen)
+                report = self.inbox(seen, handed_state="delivered").receive(kept, chosen)
             finally:
                 store.close()
         if self.client.republished_at is not None:
@@ -414,10 +433,11 @@ class Account:
         return self.send(name, text, hops=hops)
 
     def held_ids(self, which: str) -> list[str]:
-        """The held messages `which` names: "all", an id, or a unique prefix of one.
+        """The held messages `which` names: "all", an id, or an unambiguous prefix of one.
 
         Raises:
-            NotFound: no held message matches, or a prefix (6 characters at least) matches several.
+            UserError: `which` is no id, or a prefix of several.
+            NotFound: no held message has that id.
         """
         from follower.held import HeldBox
 
@@ -443,20 +463,26 @@ class Account:
         return self._settle_held(ids, "dropped")
 
     def _settle_held(self, ids: list[str], state: str) -> int:
+        import time
+
         from follower.held import HeldBox
         from follower.receipts import ReceiptBatch
         from keys.policy import PolicyBook
-        from spool_writer.spool import Spool
+        from spool_writer.spool import Spool, utc_stamp
 
         box = HeldBox(self.folder)
         entries = box.all()
         batch = ReceiptBatch()
         spool = Spool(self.folder / "spool") if state == "spooled" else None
         trust = PolicyBook(self.folder)
+        released = utc_stamp(time.time())
         for msg_id in ids:
             record = entries[msg_id]["record"]
             if spool is not None:
-                spool.deliver(record)  # first: a crash before the removal below leaves a copy, not a loss
+                # It arrived when it was held, and keeps that time; the release is noted beside it.
+                # First: a crash before the removal below leaves a copy, not a loss.
+                arrived = utc_stamp(float(entries[msg_id]["held_at"]))
+                spool.deliver(cast("SpoolRecord", {**record, "released": released}), received=arrived)
             contact = self.contacts.by_fingerprint(str(record.get("from")))
             if contact is not None:
                 batch.add(contact, msg_id, state, "" if state == "spooled" else "dropped by the recipient")

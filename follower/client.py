@@ -330,6 +330,38 @@ class RelayClient:
         except (KeyError, TypeError, ValueError) as exc:
             raise RelayError(f"the relay served a malformed key bundle for {fp}: {exc}") from exc
 
+    def publish_ratchet(self, signer: Signer, publication: dict[str, Any]) -> int:
+        """Publish ratchet keys (`keys.ratchet_card.Publication`); how many one-time keys wait.
+
+        Raises:
+            RelayError: unreachable, a refusal, or an answer without the count.
+        """
+        body = json.dumps(publication).encode()
+        data = self.request("PUT", f"{API}/ratchet/{signer.fingerprint}", body, signer=signer)
+        left = data.get("one_time_left")
+        if not isinstance(left, int) or isinstance(left, bool) or left < 0:
+            raise RelayError(f"the relay at {self.url} did not say how many ratchet keys it holds",
+                             code=MALFORMED)
+        return left
+
+    def claim_ratchet(self, fp: str) -> dict[str, Any]:
+        """One of `fp`'s ratchet keys with its card, not yet checked against any pin.
+
+        Raises:
+            RelayError: unreachable, or a refusal (404 not_found: none published).
+        """
+        return self.request("POST", f"{API}/ratchet/{fp}/claim", lane=f"mailbox {fp}")
+
+    def ratchet_card(self, fp: str) -> dict[str, Any]:
+        """`fp`'s published ratchet card, `{"card": ...}`, not yet checked against any pin; no
+        key is taken out.
+
+        Raises:
+            RelayError: unreachable, or a refusal (404 not_found: none published, or a relay
+                that predates the route).
+        """
+        return self.request("GET", f"{API}/ratchet/{fp}/card", lane=f"mailbox {fp}")
+
     def deposit(self, fp: str, tag: str, blob: bytes) -> str:
         data = self.request("POST", f"{API}/mail/{fp}/{tag}", blob,
                             content_type="application/octet-stream", lane=f"mailbox {fp}")

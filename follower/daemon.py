@@ -25,7 +25,7 @@ from follower.channeldb import ChannelDB, SpoolDedup, receiving
 from follower.inbound import LINGER_S
 from follower.push import PushListener
 from follower.receipts import ReceiptBatch
-from follower.state import FollowConfig, FollowStatus
+from follower.state import FollowConfig, FollowStatus, following
 from follower.upkeep import Upkeep, follower_delay
 from keys.contacts import Contact
 from spool_writer.doorbell import Doorbell, bell_path
@@ -78,7 +78,10 @@ class Follower:
         if self.spool.deliver(cast(SpoolRecord, record)):
             self.status.delivered += 1
 
-    def peers(self) -> list[Contact]:
+    def peers(self) -> list[Contact] | None:
+        """The contacts to take mail from; None: every contact, as the contact book holds them now."""
+        if self.config.every:
+            return None
         chosen = []
         for name in self.config.peers:
             try:
@@ -142,8 +145,8 @@ class Follower:
             Doorbell(bell_path(self.spool.layout.handed), self.on_ring).start()
         except (OSError, TalkError) as exc:  # the drain meets it again and keeps it in the status
             self.record_error(exc)
-        log.info("following %s on %s (pid %d)", ", ".join(self.config.peers), self.client.url,
-                 os.getpid())
+        log.info("following %s on %s (pid %d)", following(self.config.peers, self.config.every),
+                 self.client.url, os.getpid())
         try:
             self.loop()
         finally:
@@ -167,7 +170,7 @@ class Follower:
             if self.reload:
                 self.reload = False
                 self.config = FollowConfig.load(self.folder)
-                self.status.peers = list(self.config.peers)
+                self.status.peers, self.status.every = list(self.config.peers), self.config.every
             if self.wake.is_set() or time.monotonic() >= next_drain:
                 self.wake.clear()
                 try:

@@ -11,9 +11,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from durable.errors import NotFound
 from durable.files import read_json, write_json
 from durable.locks import folder_locked
+from durable.message_ids import resolve
 
 HELD_FILE = "held.json"
 
@@ -38,16 +38,16 @@ class HeldBox:
         return held
 
     def pick(self, which: str) -> list[str]:
-        """Ids named by `which`: "all", an id, or a unique prefix of one."""
+        """Ids named by `which`: "all", or an id or unambiguous prefix of one (`message_ids`).
+
+        Raises:
+            UserError: `which` is no id, or a prefix of several.
+            NotFound: no held message has that id.
+        """
         held = self.all()
         if which == "all":
             return list(held)
-        if which in held:
-            return [which]
-        found = [i for i in held if len(which) >= 6 and i.startswith(which)]
-        if len(found) != 1:
-            raise NotFound(f"no held message {which!r}; see `talk held`")
-        return found
+        return [resolve(which, held, "held message", "`talk held` lists them")]
 
     def remove(self, ids: list[str]) -> list[dict[str, Any]]:
         """Take these out of the box; returns their entries (those still there)."""

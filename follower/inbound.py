@@ -19,18 +19,27 @@ from collections.abc import Callable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from enum import StrEnum
+from functools import cached_property
 from pathlib import Path
 from typing import Any, Protocol
 
 from nacl.public import PublicKey
 
-from durable.errors import MalformedMessage, NotFound, SecurityError, TamperedMessage
+from durable.errors import (
+    GroupRefused,
+    MalformedMessage,
+    NotFound,
+    RelayError,
+    SecurityError,
+    TamperedMessage,
+)
+from follower import admission, group_inbound
 from follower import receipts as receipts_mod
 from follower.admission import RateWindow, admit, hops_of
 from follower.client import Fetched, RelayClient
 from follower.held import HeldBox
-from follower.outbound import send
-from follower.outbox import Outbox
+from follower.outbound import resend_in_new_session, send
+from follower.outbox import Entry, Outbox
 from follower.quarantine import Quarantine
 from follower.receipts import ReceiptBatch
 from follower.sequence import Decision, Verdict, refuse_if_out_of_window, spool_fields
@@ -39,11 +48,18 @@ from keys import mesh
 from keys.contacts import Contact, ContactBook, Source, peer_name, pinned_contact
 from keys.encoding import utc_now_iso
 from keys.envelope import Inner, open_blob, pair_tags
+from keys.group_sessions import NO_GROUP_KEY, GroupSessions
 from keys.identity import Identity
 from keys.invites import InviteBook, InviteCode, InviteState, open_request, state_of
 from keys.policy import Policy, PolicyBook, Rule
+from keys.ratchet_account import RatchetAccount
+from keys.ratchet_card import RatchetKeyError, verify_card
+from keys.ratchet_envelope import is_ratchet, olm_part, unwrap
+from keys.ratchet_inflight import Inflight
+from keys.ratchet_sessions import Busy, Page, SessionStore
 
 Emit = Callable[[dict[str, Any]], None]
+NO_SESSION = "no session"  # the refusal's reason starts so: the sender starts a new session
 LINGER_S = 0.002  # the follower's pause before acking a page that was not full
 
 
@@ -67,6 +83,7 @@ class Outcome(StrEnum):
     HELD = "held"  # kept aside by policy or rate, not handed on
     DECLINED = "declined"  # refused by policy or the hop limit (the sender gets a receipt)
     RECEIPT = "receipt"  # a receipt for our own mail: into the outbox
+    CONTROL = "control"  # a group change: into the group book, never handed on
 
 
 @dataclass
@@ -99,6 +116,8 @@ class Inbox:
     rates: RateWindow = field(default_factory=RateWindow)
     receipts: ReceiptBatch = field(default_factory=ReceiptBatch)
     _tags: dict[bytes, tuple[str, str]] = field(default_factory=dict, repr=False)
+    # The Olm messages of the page being taken, opened and not yet committed (`_take_page`).
+    _opened: Page | None = field(default=None, repr=False)
 
     def tags_to_us(self, contact: Contact) -> tuple[str, str]:
         """(chat tag, receipt tag) of mail from `contact` to us. Each costs a key agreement and
@@ -156,25 +175,57 @@ class Inbox:
         while more or taken:
             mail, more = self.client.fetch(self.identity, tags, limit, ack=taken)
             taken = []
-            fresh = [m for m in mail if m.id not in handled]
-            with self.page():
-                for item in fresh:
-                    handled.add(item.id)
-                    outcome = self.take(item, invites, receipts, emit, report)
-                    if self.batch_acks:
-                        taken.append(item.id)
-                    else:
-                        self.client.ack(self.identity, [item.id])
-                    report.delivered += outcome is Outcome.DELIVERED
-                    report.duplicates += outcome is Outcome.DUPLICATE
-                    report.held += outcome is Outcome.HELD
-                    report.receipts += outcome is Outcome.RECEIPT
+            rest = [m for m in mail if m.id not in handled]
+            fresh = bool(rest)
+            while rest:
+                done = self._take_page(rest, invites, receipts, emit, report)
+                rest = rest[len(done):]
+                handled.update(done)
+                if self.batch_acks:
+                    taken += done
+                else:
+                    self.client.ack(self.identity, done)
             if not fresh and not taken:
                 break  # the relay keeps serving what we acked: stop rather than spin
             if taken and not more and self.linger_s:
                 # What came is handed on already; pausing before the fetch that acks it lets the
                 # next page gather under load (one request for many messages, not one each).
                 time.sleep(self.linger_s)
+
+    def _take_page(self, items: list[Fetched], invites: dict[str, InviteCode],
+                   receipts: dict[str, Contact], emit: Emit, report: Report) -> list[str]:
+        """Take `items` (only the first, without `batch_acks`); the ids taken, durable and
+        committed, ready to ack.
+
+        The page is made durable (`page`), then the session store commits the ratchet steps of
+        every Olm message in it (`keys.ratchet_sessions`, whose order this is), and only then is
+        anything acked. The page ends early, before an item, when that item needs a session lock
+        the page may not wait for (`Busy`): the next page takes it first. `Busy` comes before an
+        item opens anything (a message's opening is its first step that touches the sessions),
+        so an item it stops is taken whole by the next page."""
+        done: list[str] = []
+        with self.sessions.page() as opened:
+            self._opened = opened
+            try:
+                with self.page():
+                    for item in items:
+                        try:
+                            outcome = self.take(item, invites, receipts, emit, report)
+                        except Busy:
+                            if not done:  # a page that holds nothing waits instead: never here
+                                raise
+                            break
+                        done.append(item.id)
+                        report.delivered += outcome is Outcome.DELIVERED
+                        report.duplicates += outcome is Outcome.DUPLICATE
+                        report.held += outcome is Outcome.HELD
+                        report.receipts += outcome is Outcome.RECEIPT
+                        if not self.batch_acks:
+                            break
+                opened.commit()
+            finally:
+                self._opened = None
+        return done
 
     def take(self, item: Fetched, invites: dict[str, InviteCode], receipts: dict[str, Contact],
              emit: Emit, report: Report) -> Outcome:
@@ -205,6 +256,53 @@ class Inbox:
         return open_blob(item.blob, self.identity.box_secret, self.identity.fingerprint,
                          self.contacts.with_box_key, lambda c: c.fingerprint)
 
+    def open_ratchet(self, contact: Contact, outer: Inner) -> Inner | None:
+        """The message an Olm envelope from `contact` carries, opened in the page's sessions and
+        held there until the page is durable (`_take_page` commits it); None: a duplicate.
+
+        Raises:
+            Busy: the sessions with `contact` (or the account) are held elsewhere: not now.
+            TamperedMessage: a card the pinned key did not sign, a pre-key message without one,
+                or a message no session opens (the refusal names it, so its sender is told).
+            gate.Invalid: the message it carried fails the gate.
+        """
+        part = olm_part(outer)
+        curve = b""
+        if part.card is not None:
+            try:
+                curve = verify_card(part.card, contact.fingerprint, contact.sign_key).curve25519
+            except RatchetKeyError as exc:
+                raise TamperedMessage(f"a ratchet message from {contact.name} carries a card its "
+                                      f"pinned key did not sign ({exc}) and was refused") from exc
+        elif part.message.to_pre_key() is not None:
+            raise TamperedMessage(f"a ratchet pre-key message from {contact.name} carries no card")
+        assert self._opened is not None, "a ratchet message is opened within a page (`_take_page`)"
+        try:
+            opening = self._opened.open(contact.fingerprint, curve, outer.id, part.message, part.card)
+        except TamperedMessage as exc:
+            raise MalformedMessage(f"{NO_SESSION}: {exc}", contact, outer.id) from exc
+        if opening.duplicate:
+            return None
+        return unwrap(outer, opening.plaintext)
+
+    def _not_while_holding(self, what: str) -> None:
+        """Session locks are taken per open file: one this process's page holds, taken again
+        here (a send, `forget`), would wait for the page, and so forever. End the page first.
+
+        Raises:
+            Busy: the page holds session locks.
+        """
+        if self._opened is not None and self._opened.holding:
+            raise Busy(f"{what} waits for the next page")
+
+    @cached_property
+    def sessions(self) -> SessionStore:
+        return SessionStore(RatchetAccount(self.folder, self.identity))
+
+    @cached_property
+    def group_sessions(self) -> GroupSessions:
+        return GroupSessions(RatchetAccount(self.folder, self.identity))
+
     def take_receipt(self, item: Fetched, expected: Contact) -> Outcome:
         contact, inner = self.open(item)
         if contact.fingerprint != expected.fingerprint or inner.kind != receipts_mod.KIND:
@@ -214,16 +312,52 @@ class Inbox:
         # A peer may speak only of mail we sent to that peer.
         items = [i for i in receipts_mod.parse_items(inner)
                  if i[0] in mine and mine[i[0]].to == contact.fingerprint]
+        lost = [i for i, state, reason in items if state == "refused" and reason.startswith(NO_SESSION)]
+        if lost:
+            self._not_while_holding("a receipt that starts a new session")
         outbox.receipts(items)
+        for _, state, reason in items:
+            if state == "refused" and reason.startswith(NO_GROUP_KEY):
+                group_inbound.lacking_key(self.folder, self.group_sessions, contact, reason)
+        inflight = Inflight(self.folder, self.identity)
+        inflight.drop([i for i, _, _ in items if i not in lost])
+        if lost:
+            # The peer lost the session these went in: the next message starts a new one.
+            self.sessions.forget(contact.fingerprint)
+            self.recover(contact, outbox, [mine[i] for i in lost], inflight)
         return Outcome.RECEIPT
+
+    def recover(self, contact: Contact, outbox: Outbox, refused: list[Entry], inflight: Inflight) -> None:
+        """Send each message its receiver could not open for want of a session again, once, in a
+        new session and under its own id (the receiver's dedup keeps it to one hand-over); one
+        already sent again, or no longer kept, stays refused."""
+        for entry in refused:
+            inner = None if entry.recovered else inflight.take(entry.id)
+            if inner is None:
+                inflight.drop([entry.id])
+                continue
+            try:
+                resend_in_new_session(self.identity, self.client, contact, outbox, inner)
+            except (SecurityError, RelayError, NotFound):
+                continue  # the outbox says why (dropped), or it stays refused; the receipt is taken
 
     def take_message(self, item: Fetched, emit: Emit, report: Report) -> Outcome:
         contact, inner = self.open(item)
         if inner.kind == receipts_mod.KIND:  # never on a chat channel; never answered
             raise TamperedMessage(f"a receipt from {contact.name} came on a chat channel and was dropped")
-        # Receipts answer what people and agents write; automatic notes (a contact accepted) need none.
-        answer = inner.kind == "chat"
+        # Receipts answer what people and agents write, and group changes (kept in the outbox until
+        # answered); automatic notes (a contact accepted) need none.
+        answer = inner.kind in ("chat", "group")
         now = time.time()
+        if is_ratchet(inner):
+            opened = self.open_ratchet(contact, inner)
+            if opened is None:  # the session store knows its id: no ratchet step, no second hand-over
+                if self.seen.judge(contact.fingerprint, inner, now).verdict is not Verdict.DUPLICATE:
+                    self.seen.record(contact.fingerprint, inner, now)  # what a kill left unrecorded
+                if answer:
+                    self.receipts.add(contact, inner.id, "duplicate", "already received")
+                return Outcome.DUPLICATE
+            inner = opened
         order = self.seen.judge(contact.fingerprint, inner, now)
         if order.verdict is Verdict.DUPLICATE:
             if answer:
@@ -235,6 +369,17 @@ class Inbox:
             exc.sender, exc.msg_id = contact, inner.id  # so its sender hears of the refusal
             raise
         rule = PolicyBook(self.folder).rule(contact)
+        group: dict[str, Any] = {}
+        if "group" in inner.extra:
+            try:
+                if inner.kind == "group":
+                    return self.take_control(contact, inner, rule, report, now)
+                inner, group = group_inbound.open_group_message(self.folder, contact, inner,
+                                                                self.group_sessions)
+            except GroupRefused as exc:
+                self.seen.record(contact.fingerprint, inner, now)  # it came: not missing
+                exc.sender, exc.msg_id = contact, inner.id
+                raise
         hops = hops_of(inner.extra.get("hops"))
         if hops is None:
             raise TamperedMessage(f"a message from {contact.name} carries a malformed hop list")
@@ -244,12 +389,14 @@ class Inbox:
             self.receipts.add(contact, inner.id, "refused", verdict.reason)
             report.notes.append(f"refused a message from {contact.name}: {verdict.reason}")
             return Outcome.DECLINED
+        if group:
+            verdict = self.loop_check(group, verdict, report)
         block = task_block(inner)
         # The ledger hears of a task, result or question before it is held or handed on: a crash
         # in between shows the message again, and the task then reads as a retry (one retry too
         # many at worst, never a task the ledger missed).
         retry = TaskLedger(self.folder).received(contact.fingerprint, contact.name, block, inner.id)
-        record = {**spool_line(contact, inner, rule, hops, block, retry), **spool_fields(order)}
+        record = {**spool_line(contact, inner, rule, hops, block, retry), **group, **spool_fields(order)}
         if verdict.action is Policy.HOLD:
             HeldBox(self.folder).hold(record, verdict.reason)
             self.seen.record(contact.fingerprint, inner, now)
@@ -263,10 +410,40 @@ class Inbox:
             self.receipts.add(contact, inner.id, self.handed_state)
         return Outcome.DELIVERED
 
+    def loop_check(self, group: dict[str, Any], verdict: admission.Verdict,
+                   report: Report) -> admission.Verdict:
+        """The loop guard's word on a group message about to be handed on: held while its group
+        is held here; the note that makes the hold tells a person (`follower.loop_guard`)."""
+        from follower import loop_guard
+
+        guard = loop_guard.LoopGuard(self.folder)
+        by = loop_guard.claimed_author(group["by"])
+        decision = guard.note(group["group_id"], by, loop_guard.Way.RECEIVED)
+        if decision is loop_guard.Decision.TRIPPED:
+            report.notes.append(loop_guard.notice(group["group"], guard.states()[group["group_id"]].count))
+        if decision is loop_guard.Decision.HELD and verdict.action is not Policy.HOLD:
+            return admission.Verdict(Policy.HOLD, loop_guard.held_reason(group["group"]))
+        return verdict
+
+    def take_control(self, contact: Contact, inner: Inner, rule: Rule, report: Report, now: float) -> Outcome:
+        """A group control message: it changes the book, and is never shown as chat.
+
+        Raises:
+            GroupRefused: the group's rule, or the contact's policy, refuses it.
+        """
+        if rule.policy is Policy.REFUSE:
+            raise GroupRefused(f"a group change from {contact.name}, whose mail this side refuses")
+        report.notes.append(group_inbound.take_control(self.folder, self.identity.fingerprint, contact, inner,
+                                         self.group_sessions))
+        self.seen.record(contact.fingerprint, inner, now)
+        self.receipts.add(contact, inner.id, self.handed_state)
+        return Outcome.CONTROL
+
     def take_request(self, item: Fetched, code: InviteCode, emit: Emit, report: Report) -> Outcome:
         """A joiner's contact request: pin the joiner, tell it, hand the news on, remember the
         request's id — in that order, so a crash anywhere before the id is remembered takes the
         request again, and a second telling is all it costs."""
+        self._not_while_holding("a contact request, answered in a new session")
         joined = self.pin_joiner(item, code, report)
         if isinstance(joined, Outcome):
             return joined

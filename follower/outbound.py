@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import secrets
 import time
 from pathlib import Path
@@ -13,6 +14,7 @@ from nacl.public import PublicKey
 from durable.errors import InviteError, NotFound, PinMismatch, RelayError, UserError
 from follower.client import MALFORMED, RelayClient
 from follower.outbox import Outbox
+from follower.ratchet_send import ratchet_inner
 from follower.seqcounter import next_seq
 from keys.contacts import Contact, ContactBook, Source, peer_name, pinned_contact
 from keys.encoding import b64d, b64e
@@ -20,6 +22,8 @@ from keys.envelope import Inner, channel_tag, new_message, seal
 from keys.identity import Identity, KeyBundle, check_name
 from keys.invites import InviteBook, InviteCode, box_proof, new_code, parse_code, seal_request
 from keys.policy import PolicyBook
+from keys.ratchet_envelope import plaintext_of
+from keys.ratchet_inflight import Inflight
 
 
 def checked_bundle(client: RelayClient, fp: str) -> KeyBundle:
@@ -78,14 +82,15 @@ def verify_contact(book: ContactBook, client: RelayClient, contact: Contact) -> 
 
 def send(identity: Identity, client: RelayClient, contact: Contact, text: str,
          kind: str = "chat", outbox: Outbox | None = None, folder: Path | None = None,
-         **extra: Any) -> Inner:
+         shown: tuple[str, dict[str, Any]] | None = None, **extra: Any) -> Inner:
     """Seal and deposit one message; sealing refuses an oversize text before any network use.
 
     The message carries the next number of this identity's count of messages to `contact`,
     kept in the identity folder (`folder`, else the outbox's), so the peer can tell a dropped,
     late or replayed message. With an outbox, the sealed message is recorded before it leaves
     (a crash then still knows it, and a resend repeats the same id and number) and marked
-    stored once the relay has it.
+    stored once the relay has it. `shown` is what the outbox keeps of a message whose words
+    travel elsewhere than its text (a group message's): the text to preview, and fields to list.
 
     Raises:
         Queued: (only with an outbox) the relay could not take it now; it stays queued.
@@ -98,25 +103,67 @@ def send(identity: Identity, client: RelayClient, contact: Contact, text: str,
         raise ValueError("send needs the identity folder (folder= or outbox=) to number the message")
     with next_seq(home, contact.fingerprint) as seq:
         inner = new_message(identity.fingerprint, contact.fingerprint, text, kind, seq, **extra)
-        blob = seal(inner, identity.box_secret, peer)
+        blob = _sealed(identity, client, contact, home, inner, outbox is not None)
     tag = channel_tag(identity.box_secret, peer, contact.fingerprint)
-    if outbox is not None:
-        outbox.sent(inner.id, contact.fingerprint, contact.name, kind, text, tag, b64e(blob),
-                    **{k: v for k, v in extra.items() if k in ("task", "hops")})
+    if outbox is None:
+        deposit(client, contact.fingerprint, contact.name, tag, blob)
+        return inner
+    preview, noted = shown if shown is not None else (text, {})
+    outbox.sent(inner.id, contact.fingerprint, contact.name, kind, preview, tag, b64e(blob),
+                **{k: v for k, v in extra.items() if k in ("task", "hops")}, **noted)
+    _deposit_recorded(client, contact, outbox, inner, tag, blob)
+    return inner
+
+
+def _deposit_recorded(client: RelayClient, contact: Contact, outbox: Outbox, inner: Inner,
+                      tag: str, blob: bytes) -> None:
+    """Deposit a message the outbox already records, and record how that went.
+
+    Raises:
+        Queued: the relay could not take it now; it stays queued.
+        RelayError, NotFound: the relay refused it for good (the outbox marks it dropped).
+    """
     try:
         deposit(client, contact.fingerprint, contact.name, tag, blob)
     except (RelayError, NotFound) as exc:
-        if outbox is None:
-            raise
         if not retryable(exc):
             # Final: nothing is left queued to arrive later, so a caller may send again.
             outbox.receipts([(inner.id, "dropped", f"the relay refused it: {exc}")])
             raise
         outbox.queued()
         raise Queued(inner, exc) from exc
-    if outbox is not None:
-        outbox.stored(inner.id)
-    return inner
+    outbox.stored(inner.id)
+
+
+def resend_in_new_session(identity: Identity, client: RelayClient, contact: Contact,
+                          outbox: Outbox, inner: Inner) -> None:
+    """Send `inner` again, under its own id and number, after `contact` lost the session it
+    went in (the caller forgot ours, so this starts a new one from a claimed key). The outbox
+    records it as recovered, which moves the refused entry on and makes a second refusal final.
+
+    Raises:
+        PinMismatch: the relay served ratchet keys the pinned key did not sign.
+        RelayError, NotFound: the relay refused it for good (the outbox marks it dropped).
+    """
+    blob = _sealed(identity, client, contact, outbox.folder, inner, True)
+    tag = channel_tag(identity.box_secret, PublicKey(contact.box_key), contact.fingerprint)
+    outbox.recovered(inner.id, tag, b64e(blob))
+    with contextlib.suppress(Queued):  # queued: the follower or the next command deposits it
+        _deposit_recorded(client, contact, outbox, inner, tag, blob)
+
+
+def _sealed(identity: Identity, client: RelayClient, contact: Contact, home: Path, inner: Inner,
+            recorded: bool) -> bytes:
+    """`inner` sealed to `contact`, in its Olm session when it offers one. The outbox keeps this
+    very blob, so a resend repeats it and never takes another ratchet step; a message the outbox
+    records (`recorded`) also keeps what it said until it settles, so that if the contact loses
+    the session it can be sent again in a new one (`resend_in_new_session`)."""
+    sealed = ratchet_inner(identity, client, contact, home, inner)
+    if sealed is None:
+        sealed = inner
+    elif recorded:
+        Inflight(home, identity).keep(inner, plaintext_of(inner))
+    return seal(sealed, identity.box_secret, PublicKey(contact.box_key))
 
 
 class Queued(Exception):

@@ -1,9 +1,16 @@
 """The sender's outbox: every message sent, and how far it got.
 
-An append-only log of events (sent, stored, resent, a receipt's state) folded into one entry per
+An append-only log of events (sent, stored, resent, recovered, a receipt's state) folded into one entry per
 message. States only move forward:
 
-    sent → stored → held → spooled → delivered        (refused / expired / dropped: final)
+    sent → stored → held → spooled → written → delivered        (refused / expired / dropped: final)
+
+`written` (an alarm handed it to a door that gives no verdict) is not final: `delivered` may
+follow when the host confirms the message reached its model whole.
+
+`recovered`: the receiver refused the message because it lost the Olm session it went in
+("no session"); it was sealed again in a new session, under the same id, and is on its way
+again. It happens once per message: a second refusal is final.
 
 `duplicate` (the peer already had it: a resend crossed a lost receipt) counts as spooled. The
 sealed blob is kept until the message is spooled, so a resend repeats the very same message id
@@ -35,6 +42,7 @@ from typing import Any
 
 from durable.files import open_private, replace_file
 from durable.locks import locked
+from durable.message_ids import resolve
 from durable.ndjson import append_records, append_to, json_lines, read_records
 from keys import gate
 
@@ -48,7 +56,7 @@ SETTLE_AFTER_S = 2 * 86400
 RECENT_BYTES = 256 * 1024  # of the history's tail, for `talk outbox` without --all
 PREVIEW = 200
 RANK = {"sent": 0, "stored": 1, "held": 2, "refused": 2.5, "expired": 2.5, "dropped": 2.5,
-        "spooled": 3, "delivered": 4}
+        "spooled": 3, "written": 3.5, "delivered": 4}
 REFUSALS = frozenset({"refused", "expired", "dropped"})  # final, and the message never got through
 RECEIPT_STATES = frozenset(gate.RECEIPT_STATES)
 RESEND_AFTER_S = 30.0
@@ -70,6 +78,7 @@ class Entry:
     last_attempt: float = 0.0
     tag: str = ""
     blob: str = ""
+    recovered: float = 0.0  # when it was sent again in a new session (its receiver lost the old)
     extra: dict[str, Any] = field(default_factory=dict)
 
     def public(self) -> dict[str, Any]:
@@ -106,25 +115,44 @@ def advance(entry: Entry, state: str, reason: str, ts: float) -> None:
     entry.state, entry.reason, entry.updated = state, reason, ts
 
 
-def fold(events: list[dict[str, Any]]) -> dict[str, Entry]:
-    entries: dict[str, Entry] = {}
+def fold(events: list[dict[str, Any]], entries: dict[str, Entry] | None = None) -> dict[str, Entry]:
+    """The entries `events` describe; with `entries`, folded into those (a reader following the
+    log folds only its new events). A snapshot of a message already known (after a compaction,
+    or the crash that leaves one in both files) only moves that entry forward."""
+    entries = {} if entries is None else entries
     for event in events:
         kind, msg_id = event.get("ev"), event.get("id")
         if not isinstance(msg_id, str):
             continue
         if kind in ("sent", "entry"):
-            entries.setdefault(msg_id, _entry(event))
+            known = entries.get(msg_id)
+            if known is None:
+                entries[msg_id] = _entry(event)
+            elif kind == "entry":
+                advance(known, str(event.get("state", "")), str(event.get("reason", "")),
+                        float(event.get("updated", 0)))
             continue
         entry = entries.get(msg_id)
         if entry is None:
             continue
         ts = float(event.get("ts", 0))
-        if kind == "resent":
+        if kind == "recovered":
+            _recover(entry, event, ts)
+        elif kind == "resent":
             entry.attempts += 1
             entry.last_attempt = ts
         elif kind in ("stored", "receipt"):
             advance(entry, str(event.get("state", "stored")), str(event.get("reason", "")), ts)
     return entries
+
+
+def _recover(entry: Entry, event: dict[str, Any], ts: float) -> None:
+    """Sent again in a new session after a "no session" refusal: on its way once more, once."""
+    if entry.recovered or entry.state not in REFUSALS:
+        return
+    entry.state, entry.reason, entry.updated = "sent", "sent again in a new session", ts
+    entry.tag, entry.blob = str(event.get("tag", "")), str(event.get("blob", ""))
+    entry.recovered = entry.last_attempt = ts
 
 
 def _entry(event: dict[str, Any]) -> Entry:
@@ -183,6 +211,10 @@ class Outbox:
         """Note that a message waits to be deposited (see QUEUED_MARK)."""
         self.queued_mark.touch(mode=0o600)
 
+    def recovered(self, msg_id: str, tag: str, blob: str) -> None:
+        """`msg_id` is sent again, sealed anew as `blob`, after its receiver lost the session."""
+        self._append([{"ev": "recovered", "id": msg_id, "tag": tag, "blob": blob, "ts": time.time()}])
+
     def resent(self, msg_id: str) -> None:
         self._append([{"ev": "resent", "id": msg_id, "ts": time.time()}])
 
@@ -204,16 +236,27 @@ class Outbox:
         return fold(read_records(self.history) + read_records(self.path))
 
     def find(self, msg_id: str) -> Entry | None:
-        """An entry by its id or a unique prefix of it (at least 6 characters); the history is
-        read only for an id the working log does not know."""
+        """The entry of the message `msg_id`; the history is read only for an id the working
+        log does not know."""
         for read in (self.entries, self.everything):
-            entries = read()
-            if msg_id in entries:
-                return entries[msg_id]
-            matches = [e for i, e in entries.items() if len(msg_id) >= 6 and i.startswith(msg_id)]
-            if matches:
-                return matches[0] if len(matches) == 1 else None
+            entry = read().get(msg_id)
+            if entry is not None:
+                return entry
         return None
+
+    def pick(self, typed: str) -> Entry:
+        """The entry a person named by its id or an unambiguous prefix (`message_ids`); a
+        prefix reads the whole history, where it may begin another id too.
+
+        Raises:
+            UserError: `typed` is no id, or a prefix of several.
+            NotFound: no message sent from here has that id.
+        """
+        entry = self.find(typed)
+        if entry is not None:
+            return entry
+        entries = self.everything()
+        return entries[resolve(typed, entries, "sent message", "`talk outbox` lists them")]
 
 
 def _compacted_size(fd: int) -> int:

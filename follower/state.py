@@ -29,6 +29,7 @@ class FollowConfig:
     peers: list[str] = field(default_factory=list)
     interval: float = DEFAULT_INTERVAL_S
     push: bool = True
+    every: bool = False  # every contact, those made later too; `peers` is then unused
 
     @classmethod
     def load(cls, folder: Path) -> FollowConfig:
@@ -37,10 +38,16 @@ class FollowConfig:
             peers=list(raw.get("peers", [])),
             interval=float(raw.get("interval", DEFAULT_INTERVAL_S)),
             push=bool(raw.get("push", True)),
+            every=raw.get("every") is True,
         )
 
     def save(self, folder: Path) -> None:
         write_json(folder / CONFIG_FILE, asdict(self))
+
+
+def following(peers: list[str], every: bool) -> str:
+    """What a follower takes mail from, in words."""
+    return "every contact" if every else ", ".join(peers) or "no contact"
 
 
 @dataclass
@@ -48,6 +55,7 @@ class FollowStatus:
     pid: int = 0
     relay: str = ""
     peers: list[str] = field(default_factory=list)
+    every: bool = False  # every contact, whatever `peers` says
     since: float = 0.0
     last_contact: float | None = None
     last_error: str | None = None

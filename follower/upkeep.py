@@ -1,4 +1,5 @@
-"""The follower's side jobs between fetches: delivered receipts, held mail expiry, resends.
+"""The follower's side jobs between fetches: delivered receipts, held mail expiry, resends,
+and keeping our ratchet keys on the relay (`follower.ratchet_keys`).
 
 Each is at-least-once: a receipt is sent before the offset that produced it is saved, a held
 message leaves the box only after its sender was told, a resend is logged before it goes.
@@ -11,12 +12,14 @@ fetch, sets their time.
 
 from __future__ import annotations
 
+import logging
 import os
 import time
 from collections.abc import Callable
 from functools import partial
 from pathlib import Path
 
+from durable.errors import TalkError
 from durable.files import read_json, write_json
 from durable.ndjson import read_after
 from follower.backoff import DEPOSIT_DELAY_ENV, deposit_delay
@@ -24,14 +27,19 @@ from follower.client import RelayClient
 from follower.held import HeldBox
 from follower.outbound import resend_due, send_queued
 from follower.outbox import RESEND_AFTER_S, Outbox
+from follower.ratchet_keys import publish_ratchet_keys
+from follower.ratchet_send import ratchet_enabled
 from follower.receipts import ReceiptBatch
 from keys.contacts import ContactBook
 from keys.identity import Identity
 from keys.policy import HOLD_HOURS
+from keys.ratchet_account import RatchetAccount
 from spool_writer import handed
 from spool_writer.layout import SpoolLayout
 
 OFFSET_FILE = "handed.offset"
+RATCHET_EVERY_S = 300.0  # how often the relay is asked how many of our one-time keys are left
+log = logging.getLogger("talk.follower")
 
 
 def env_float(name: str, default: float) -> float:
@@ -64,12 +72,16 @@ class Upkeep:
         self.resend_after = env_float("TALK_RESEND_AFTER", RESEND_AFTER_S)
         self.slow_every = min(5.0, self.resend_after)  # the outbox is folded at most this often
         self.next_slow = time.monotonic() + self.delay()
+        self.ratchet = RatchetAccount(folder, identity)
+        self.ratchet_every = env_float("TALK_RATCHET_EVERY", RATCHET_EVERY_S)
+        self.next_ratchet = 0.0  # at the first run: a follower start publishes
+        self.fresh_fallback = True
         # Read once; this process is the only one that moves it (one follower per identity).
         saved = read_json(self.folder / OFFSET_FILE, {})
         self.offset = int(saved.get("offset", 0)) if isinstance(saved, dict) else 0
 
     def report_delivered(self) -> int:
-        """`delivered` receipts for what alarms handed to agents since last time."""
+        """`written` and `delivered` receipts for what alarms handed to agents since last time."""
         items, end = read_after(self.log, self.offset)
         if end == self.offset:
             return 0
@@ -77,13 +89,13 @@ class Upkeep:
         # not by a fetch, so sending at once tells the relay nothing about our fetches; and a
         # sender waiting for `delivered` hears of it in milliseconds, not seconds.
         batch = ReceiptBatch()
-        told: set[str] = set()
+        told: set[tuple[str, str]] = set()
         for item in items:
             contact = self.contacts.by_fingerprint(str(item.get("from")))
-            msg_id = str(item.get("id"))
-            if contact is not None and msg_id not in told:
-                told.add(msg_id)
-                batch.add(contact, msg_id, "delivered")
+            msg_id, state = str(item.get("id")), handed.state_of(item)
+            if contact is not None and (msg_id, state) not in told:
+                told.add((msg_id, state))
+                batch.add(contact, msg_id, state.value)
         if batch.flush(self.identity, self.client):
             return 0  # not told: read these lines again next time
         self.offset = handed.empty_if_read(self.log, end)
@@ -110,6 +122,23 @@ class Upkeep:
         outbox = Outbox(self.folder)
         return send_queued(self.client, outbox) + resend_due(self.client, outbox, now, self.resend_after)
 
+    def refresh_ratchet(self) -> int | None:
+        """Top up our ratchet keys on the relay, with a fresh fallback key on this follower's
+        first run; how many one-time keys wait there (None: not published, or turned off by
+        TALK_RATCHET=off). A failure is logged, not raised: peers then write without forward
+        secrecy, which must not show as the follower's error (nor on a relay that has no key
+        directory)."""
+        if not ratchet_enabled():
+            return None
+        try:
+            left = publish_ratchet_keys(self.client, self.ratchet, self.identity,
+                                        new_fallback=self.fresh_fallback)
+        except (TalkError, OSError) as exc:  # OSError: the account's file (a full disk, say)
+            log.info("ratchet keys not published: %s", exc)
+            return None
+        self.fresh_fallback = False
+        return left
+
     def run(self, now: float | None = None) -> None:
         """Queued and delivered receipts every tick (an agent's sender may be waiting); the
         rest less often, at a random point of each round."""
@@ -120,6 +149,9 @@ class Upkeep:
             self.next_slow = time.monotonic() + self.slow_every + self.delay()
             self.expire_held(now)
             self.resend(now)
+        if time.monotonic() >= self.next_ratchet:
+            self.next_ratchet = time.monotonic() + self.ratchet_every
+            self.refresh_ratchet()
 
     def finish(self) -> None:
         """On the way out: what is still queued goes now, rather than never."""

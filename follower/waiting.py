@@ -21,7 +21,7 @@ from follower.outbox import RANK, REFUSALS, RESEND_AFTER_S
 if TYPE_CHECKING:
     from follower.account import Account
 
-WAITABLE = ("stored", "spooled", "delivered")
+WAITABLE = ("stored", "spooled", "written", "delivered")
 POLL_S = 0.1  # without a push stream: fetch receipts this often
 FALLBACK_S = 2.0  # with one: fetch anyway this often, in case a wake-up was lost
 STAT_S = 0.01  # a follower writes the receipts: look at the outbox file this often

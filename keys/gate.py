@@ -1,8 +1,9 @@
 """The one gate for what peers send: every field checked to a strict shape on arrival.
 
 Whatever a contact, a joiner or the relay hands over is hostile until it passes here: the inner
-envelope of a message, a contact request, the name a joiner picks, the items of a receipt, and
-the header values of opencode-mesh tasks and blocks. A value either matches its shape exactly
+envelope of a message, a contact request, the name a joiner picks, the items of a receipt, a
+group block (a group message or a change of members), and the header values of opencode-mesh
+tasks and blocks. A value either matches its shape exactly
 (full matches: no trailing newline slips past a `$`) or the whole message is refused with
 `Invalid`, whose reason names the field; nothing is half used. Fields the gate does not know are
 dropped, never passed on, so a sender can add nothing that the receiver would act on.
@@ -16,20 +17,25 @@ from typing import Any
 
 from durable.mesh_fields import is_task_id
 from durable.printable import is_printable, printable
+from durable.receipt_states import Receipt
 
 HEX32 = re.compile(r"[0-9a-f]{32}")
 # RFC 3339 in UTC as talk writes it: a "Z" offset, optional fraction of up to 9 digits.
 TS = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d{1,9})?Z")
 EARLIEST = datetime(2024, 1, 1, tzinfo=UTC).timestamp()
 MAX_FUTURE_S = 3600  # how far ahead of our clock a sender's clock may run
-KINDS = ("chat", "receipt", "contact_accepted")
+KINDS = ("chat", "receipt", "contact_accepted", "group")
 MAX_TEXT = 65536  # the largest padded envelope: a longer text cannot have been sealed by talk
 MAX_HOPS_LISTED = 64  # more than any forward chain a peer accepts (admission refuses past 4)
 MAX_SEQ = 2**53  # JSON numbers are exact up to here in every language
 MAX_HEADER_VALUE = 256
-RECEIPT_STATES = ("held", "spooled", "delivered", "refused", "expired", "dropped", "duplicate")
+RECEIPT_STATES = tuple(state.value for state in Receipt)
 MAX_RECEIPTS = 1000
 MAX_REASON = 300
+MAX_GROUP_MEMBERS = 64
+MAX_GROUP_KEY = 1024  # a Megolm session key is 229 bytes, about 306 in base64
+SESSION_ID = re.compile(r"[A-Za-z0-9+/]{43}")  # a Megolm session id: an Ed25519 key, unpadded base64
+WRITERS = ("person", "agent")
 
 
 class Invalid(ValueError):
@@ -96,7 +102,79 @@ def check_receipts(value: object) -> list[dict[str, str]]:
     return items
 
 
-_EXTRA = {"hops": check_hops, "seq": check_seq, "receipts": check_receipts}
+def check_olm(value: object) -> dict[str, Any]:
+    """An Olm message riding the envelope (`keys.ratchet_envelope`): its type (0 pre-key,
+    1 normal), its body in base64, and, on a pre-key message, the sender's card as an object
+    (checked against the pin by the receiver, `keys.ratchet_card.verify_card`)."""
+    if not isinstance(value, dict):
+        raise Invalid("olm is not an object")
+    kind, body, card = value.get("type"), value.get("body"), value.get("card")
+    if type(kind) is not int or kind not in (0, 1):
+        raise Invalid("olm's type is not 0 or 1")
+    if not isinstance(body, str) or not 0 < len(body) <= 2 * MAX_TEXT:
+        raise Invalid("olm's body is not a string of base64")
+    if card is not None and not isinstance(card, dict):
+        raise Invalid("olm's card is not an object")
+    return {"type": kind, "body": body, **({"card": card} if card is not None else {})}
+
+
+def _group_name(value: object) -> str:
+    from durable.errors import UserError
+    from keys.identity import check_name  # the rule for every name talk keeps, in one place
+
+    try:
+        return check_name(value if isinstance(value, str) else "")
+    except UserError as exc:
+        raise Invalid("group's name is not a valid name") from exc
+
+
+def _b64(value: object, most: int, what: str) -> str:
+    if not isinstance(value, str) or not 0 < len(value) <= most or B64.fullmatch(value) is None:
+        raise Invalid(f"group's {what} is not base64 of at most {most} characters")
+    return value
+
+
+B64 = re.compile(r"[A-Za-z0-9+/]+={0,2}")
+
+
+def check_group(value: object) -> dict[str, Any]:
+    """A group block (`follower.group_mail`): on a chat message, one Megolm message
+    {"id", "name", "gm", "session", "body", "key"?, "by"}; on a message of kind "group", a
+    control message {"op": "update", "id", "name", "owner", "members", "version"} or
+    {"op": "leave", "id"}. Which one a kind must carry, `check_inner` says."""
+    if not isinstance(value, dict):
+        raise Invalid("group is not an object")
+    block: dict[str, Any] = {"id": check_id(value.get("id"), "group's id")}
+    op = value.get("op")
+    if op == "leave":
+        return {"op": op, **block}
+    if op == "update":
+        members = value.get("members")
+        if (not isinstance(members, list) or not 0 < len(members) <= MAX_GROUP_MEMBERS
+                or not all(map(is_hex32, members)) or len(set(members)) != len(members)):
+            raise Invalid(f"group's members are not 1 to {MAX_GROUP_MEMBERS} distinct fingerprints")
+        version = value.get("version")
+        if type(version) is not int or not 0 < version <= MAX_SEQ:
+            raise Invalid("group's version is not a positive integer")
+        return {"op": op, **block, "name": _group_name(value.get("name")),
+                "owner": check_id(value.get("owner"), "group's owner"), "members": list(members),
+                "version": version}
+    if op is not None:
+        raise Invalid("group's op is not update or leave")
+    session = value.get("session")
+    if not isinstance(session, str) or SESSION_ID.fullmatch(session) is None:
+        raise Invalid("group's session is not a session id")
+    if value.get("by") not in WRITERS:
+        raise Invalid("group's by is not person or agent")
+    block.update(name=_group_name(value.get("name")), gm=check_id(value.get("gm"), "group's gm"),
+                 session=session, body=_b64(value.get("body"), 2 * MAX_TEXT, "body"), by=value["by"])
+    if "key" in value:
+        block["key"] = _b64(value["key"], MAX_GROUP_KEY, "key")
+    return block
+
+
+_EXTRA = {"hops": check_hops, "seq": check_seq, "receipts": check_receipts, "olm": check_olm,
+          "group": check_group}
 
 
 def check_inner(data: object, now: float) -> dict[str, Any]:
@@ -116,6 +194,12 @@ def check_inner(data: object, now: float) -> dict[str, Any]:
         extra["task"] = data["task"]
     if kind == "receipt" and "receipts" not in extra:
         raise Invalid("a receipt carries no items")
+    # A group message rides a chat, a control message is a "group"; an Olm envelope carries its
+    # kind outside and its fields inside, checked when it opens.
+    if "olm" not in extra and ("group" in extra or kind == "group"):
+        control = {"chat": False, "group": True}.get(str(kind))
+        if "group" not in extra or ("op" in extra["group"]) is not control:
+            raise Invalid("a group block does not fit the message's kind")
     return {"id": check_id(data.get("id")), "from": check_id(data.get("from"), "from"),
             "to": check_id(data.get("to"), "to"), "ts": check_ts(data.get("ts"), now),
             "kind": str(kind), "text": check_text(data.get("text")), "extra": extra}

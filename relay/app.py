@@ -10,6 +10,13 @@
     POST /v1/mail/{fp}/ack                 owner: {"ids": [...]} → delete them
     POST /v1/mail/{fp}/purge               owner: {"tags": [...]?} → register those tags, then
                                            delete all mail under tags never registered
+    PUT  /v1/ratchet/{fp}                  owner: {"card", "fallback"?, "one_time": [...]}, each
+                                           signed by the owner's published key (`keys.ratchet_card`)
+                                           → {"one_time_left": n}
+    POST /v1/ratchet/{fp}/claim            anyone: {"card", "key", "kind"}: a one-time key, each
+                                           handed out once, else the fallback key
+    GET  /v1/ratchet/{fp}/card             anyone: {"card"}, the published card alone; no key is
+                                           taken out (what `talk verify` shows before any session)
     POST /v1/invites/{fp}                  owner: open an invite slot {"tag", "expires"}
     POST /v1/invites/{fp}/revoke           owner: {"tag"}
     POST /v1/redeem/{tag}                  anyone: the one contact request an invite admits
@@ -49,6 +56,7 @@ from starlette.websockets import WebSocket, WebSocketDisconnect
 from durable.version import version
 from keys.encoding import b64e, is_hex32
 from keys.identity import KeyBundle
+from keys.ratchet_card import RatchetKeyError, verify_publication
 from keys.wire import (
     AUTH_WINDOW_S,
     NONCE_HEADER,
@@ -302,13 +310,54 @@ class Relay:
         await self.store.put_bundle(fp, json.dumps(bundle.to_json()))
         return JSONResponse({"fingerprint": fp})
 
-    async def get_keys(self, request: Request) -> Response:
+    async def lookup(
+        self, request: Request, read: Callable[[str], Awaitable[str | None]], missing: str
+    ) -> str:
+        """What `read` holds for the path's fingerprint, one key lookup spent; 404 `missing`."""
         fp = _path_hex(request, "fp")
         self.admit(request, self.lookups, "key lookups from this client")
-        stored = await self.store.get_bundle(fp)
+        stored = await read(fp)
         if stored is None:
-            raise not_found("no keys published for this fingerprint")
+            raise not_found(missing)
+        return stored
+
+    async def get_keys(self, request: Request) -> Response:
+        stored = await self.lookup(request, self.store.get_bundle, "no keys published for this fingerprint")
         return Response(stored, media_type="application/json")
+
+    async def put_ratchet(self, request: Request) -> Response:
+        """Keep the owner's ratchet keys, once every one is signed by its published key: nobody
+        can publish keys for someone else, and a relay's own store holds only checked ones."""
+        fp, body = await self.owner_request(request)
+        sign_key = await self.sign_key(fp)
+        if sign_key is None:  # deleted between the auth and now
+            raise unknown_mailbox("its owner has not published keys on this relay")
+        most = self.config.max_ratchet_keys
+        try:
+            keys = verify_publication(_json_object(body), fp, sign_key, most)
+        except RatchetKeyError as exc:
+            raise bad_request(f"invalid ratchet keys: {exc}") from exc
+        fallback = None if keys.fallback is None else json.dumps(keys.fallback.to_json())
+        one_time = [(k.key_id, json.dumps(k.to_json())) for k in keys.one_time]
+        left = await self.store.put_ratchet(fp, json.dumps(keys.card.to_json()), fallback, one_time, most)
+        if left is None:
+            raise ApiError(507, "keys_full", f"the relay keeps at most {most} one-time ratchet keys "
+                           "per identity; publish fewer")
+        return JSONResponse({"one_time_left": left})
+
+    async def claim_ratchet(self, request: Request) -> Response:
+        fp = _path_hex(request, "fp")
+        self.admit(request, self.lookups, "key lookups from this client")
+        claimed = await self.store.claim_ratchet(fp)
+        if claimed is None or claimed.key is None:
+            raise not_found("no ratchet keys published for this fingerprint")
+        return JSONResponse({"card": json.loads(claimed.card), "key": json.loads(claimed.key),
+                             "kind": "one_time" if claimed.one_time else "fallback"})
+
+    async def get_ratchet_card(self, request: Request) -> Response:
+        card = await self.lookup(request, self.store.ratchet_card,
+                                 "no ratchet keys published for this fingerprint")
+        return JSONResponse({"card": json.loads(card)})
 
     async def deposit(self, request: Request) -> Response:
         fp, tag = _path_hex(request, "fp"), _path_hex(request, "tag")
@@ -603,6 +652,9 @@ def routes(relay: Relay) -> list[BaseRoute]:
         Route("/v1/mail/{fp}/ack", relay.ack, methods=["POST"]),
         Route("/v1/mail/{fp}/purge", relay.purge, methods=["POST"]),
         Route("/v1/mail/{fp}/{tag}", relay.deposit, methods=["POST"]),
+        Route("/v1/ratchet/{fp}", relay.put_ratchet, methods=["PUT"]),
+        Route("/v1/ratchet/{fp}/claim", relay.claim_ratchet, methods=["POST"]),
+        Route("/v1/ratchet/{fp}/card", relay.get_ratchet_card, methods=["GET"]),
         Route("/v1/invites/{fp}", relay.open_invite, methods=["POST"]),
         Route("/v1/invites/{fp}/revoke", relay.revoke_invite, methods=["POST"]),
         Route("/v1/redeem/{tag}", relay.redeem, methods=["POST"]),

@@ -54,6 +54,7 @@ class RelayConfig:
     # Mail under tags the owner never named in a fetch: a quota of its own, so junk under
     # random tags cannot fill the room meant for the owner's contacts (see relay.store).
     max_unknown_messages: int = 200
+    max_ratchet_keys: int = 100  # one-time ratchet keys waiting per identity (507 above)
     max_known_tags: int = MOST_TAGS  # tags one mailbox may register; beyond, new names stay unknown
     behind_proxy: bool = False  # take the client address from X-Forwarded-For (relay.limits)
     trusted_proxies: tuple[Network, ...] = ()  # hops skipped from the right of X-Forwarded-For
@@ -66,5 +67,5 @@ class RelayConfig:
     def __post_init__(self) -> None:
         if self.max_blob <= 0 or self.ttl_s <= 0 or self.max_mailbox_messages <= 0:
             raise ValueError("relay limits must be positive")
-        if self.max_streams_per_mailbox <= 0 or self.max_unknown_messages <= 0:
+        if min(self.max_streams_per_mailbox, self.max_unknown_messages, self.max_ratchet_keys) <= 0:
             raise ValueError("relay limits must be positive")

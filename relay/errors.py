@@ -4,7 +4,7 @@
     ├── 400 bad_request       malformed JSON, wrong types, bad fingerprints or tags
     ├── 401 unauthorized      missing, stale or replayed owner signature
     ├── 403 forbidden         a signature that is not the mailbox owner's
-    ├── 404 not_found         unknown route, keys or invite
+    ├── 404 not_found         unknown route, keys or invite; no ratchet key left to claim
     ├── 404 unknown_mailbox   no keys published for the mailbox a deposit or owner request names
                               (an owner's client publishes them again and retries)
     ├── 408 timeout           a request head or body slower than the relay waits for
@@ -17,6 +17,8 @@
     ├── 431 headers_too_large a request head over the byte or header-count limit
     ├── 507 mailbox_full      the quota the deposit counts against (the owner's channels, or
     │                         channels it never read) is full; retry later
+    ├── 507 keys_full         a publication would leave more one-time ratchet keys waiting than
+    │                         the relay keeps for one identity
     ├── 500 internal          a bug; never for bad input
     ├── 503 busy              the process is at its connection cap
     └── 503 store_unavailable the store does not answer (any route); see Retry-After

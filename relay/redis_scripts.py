@@ -13,6 +13,8 @@ Per mailbox FP under PREFIX:
     PREFIX known:FP      set    the tags the owner registered (never shrinks; capped in size)
     PREFIX junk:FP       hash   n, bytes: the mail under tags not registered (its own quota)
     PREFIX utags:FP      set    tags not registered that hold mail (what an owner purge deletes)
+    PREFIX ratchet:FP    hash   card, fallback, high (the highest one-time key id ever published)
+    PREFIX otk:FP        zset   one-time keys waiting to be claimed, scored by id
 Shared:
     PREFIX seq           string the last mail id handed out (INCR: unique across replicas)
     PREFIX age           zset   "FP ID" scored by creation time (what purge sweeps)
@@ -245,4 +247,37 @@ return 1
 REVOKE_INVITE = """
 if redis.call('HGET', KEYS[1], 'fp') ~= ARGV[1] then return 0 end
 return redis.call('DEL', KEYS[1])
+"""
+
+# KEYS: ratchet:FP, otk:FP. ARGV: card, fallback ("" keeps the stored one), most, then id, key
+# pairs. Keys at or below the highest id ever published are dropped (already handed out, or
+# here); -1 and nothing stored when the rest would not fit under `most`.
+PUT_RATCHET = """
+local high = tonumber(redis.call('HGET', KEYS[1], 'high') or '-1')
+local top, fresh = high, {}
+for i = 4, #ARGV, 2 do
+  local id = tonumber(ARGV[i])
+  if id > high then
+    fresh[#fresh + 1] = ARGV[i]
+    fresh[#fresh + 1] = ARGV[i + 1]
+    if id > top then top = id end
+  end
+end
+if redis.call('ZCARD', KEYS[2]) + #fresh / 2 > tonumber(ARGV[3]) then return -1 end
+redis.call('HSET', KEYS[1], 'card', ARGV[1], 'high', string.format('%d', top))
+if ARGV[2] ~= '' then redis.call('HSET', KEYS[1], 'fallback', ARGV[2]) end
+for i = 1, #fresh, 2 do redis.call('ZADD', KEYS[2], fresh[i], fresh[i + 1]) end
+return redis.call('ZCARD', KEYS[2])
+"""
+
+# KEYS: ratchet:FP, otk:FP. Returns false (no card), or {card, key, 1} for a one-time key taken
+# out, {card, fallback, 0} once none are left, {card} when there is no fallback either.
+CLAIM_RATCHET = """
+local card = redis.call('HGET', KEYS[1], 'card')
+if not card then return false end
+local popped = redis.call('ZPOPMIN', KEYS[2])
+if popped[1] then return {card, popped[1], 1} end
+local fallback = redis.call('HGET', KEYS[1], 'fallback')
+if fallback then return {card, fallback, 0} end
+return {card}
 """

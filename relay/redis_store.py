@@ -21,7 +21,7 @@ from redis.asyncio import Redis
 
 from relay import redis_scripts
 from relay.redis_link import connect, guarded
-from relay.store import MOST_TAGS, Deposited, DepositOutcome, Mail, RedeemOutcome
+from relay.store import MOST_TAGS, Claimed, Deposited, DepositOutcome, Mail, RedeemOutcome
 
 PURGE_BATCH = 500  # blobs per purge script call, so one sweep never blocks Redis for long
 INVITE_GRACE_S = 86400  # a used or expired slot answers "used"/"expired" this long, as in SQLite
@@ -60,6 +60,8 @@ class RedisStore:
         self._register = register(redis_scripts.REGISTER)
         self._purge_unknown = register(redis_scripts.PURGE_UNKNOWN)
         self._revoke_invite = register(redis_scripts.REVOKE_INVITE)
+        self._put_ratchet = register(redis_scripts.PUT_RATCHET)
+        self._claim_ratchet = register(redis_scripts.CLAIM_RATCHET)
 
     def _key(self, *parts: str) -> str:
         return self.prefix + ":".join(parts)
@@ -146,6 +148,29 @@ class RedisStore:
     ) -> RedeemOutcome:
         args: list[Any] = [self.prefix, tag, blob, _num(now), max_messages, max_bytes]
         return RedeemOutcome((await self._redeem(args=args)).decode())
+
+    @guarded
+    async def put_ratchet(
+        self, fp: str, card: str, fallback: str | None, one_time: list[tuple[int, str]], most: int
+    ) -> int | None:
+        pairs = [part for key_id, key in one_time for part in (str(key_id), key)]
+        keys = [self._key("ratchet", fp), self._key("otk", fp)]
+        left = int(await self._put_ratchet(keys=keys, args=[card, fallback or "", most, *pairs]))
+        return None if left < 0 else left
+
+    @guarded
+    async def ratchet_card(self, fp: str) -> str | None:
+        value = await self.redis.hget(self._key("ratchet", fp), "card")
+        return None if value is None else _text(value)
+
+    @guarded
+    async def claim_ratchet(self, fp: str) -> Claimed | None:
+        answer = await self._claim_ratchet(keys=[self._key("ratchet", fp), self._key("otk", fp)])
+        if answer is None:
+            return None
+        if len(answer) == 1:
+            return Claimed(_text(answer[0]), None, False)
+        return Claimed(_text(answer[0]), _text(answer[1]), bool(answer[2]))
 
     @guarded
     async def purge(self, now: float, ttl: float) -> int:

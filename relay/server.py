@@ -53,8 +53,22 @@ def fit_connections(limits: HttpLimits, open_files: int) -> HttpLimits:
     return dataclasses.replace(limits, max_connections=room)
 
 
+class RelayServer(uvicorn.Server):
+    """uvicorn's server, telling `on_stopped` once its graceful shutdown is done (uvicorn then
+    re-raises the signal that stopped it, so nothing after `run` would get to say so)."""
+
+    def __init__(self, config: uvicorn.Config, on_stopped: Callable[[], None] = lambda: None) -> None:
+        super().__init__(config)
+        self.on_stopped = on_stopped
+
+    async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
+        await super().shutdown(sockets)
+        self.on_stopped()
+
+
 def build_server(
-    host: str, port: int, spec: StoreSpec | Path, config: RelayConfig, metrics_port: int | None = None
+    host: str, port: int, spec: StoreSpec | Path, config: RelayConfig, metrics_port: int | None = None,
+    on_stopped: Callable[[], None] = lambda: None,
 ) -> uvicorn.Server:
     """`spec` may be a bare path: the SQLite file (what `talk demo` runs on).
 
@@ -83,7 +97,7 @@ def build_server(
         # whether that header is trusted is the relay's call (`behind_proxy`), made in one place.
         proxy_headers=False,
     )
-    return uvicorn.Server(uv_config)
+    return RelayServer(uv_config, on_stopped)
 
 
 def listen(host: str, port: int) -> socket.socket:
@@ -101,9 +115,10 @@ def listen(host: str, port: int) -> socket.socket:
 
 def serve(
     host: str, port: int, spec: StoreSpec, config: RelayConfig, metrics_port: int | None = None,
-    on_ready: Callable[[], None] = lambda: None,
+    on_ready: Callable[[], None] = lambda: None, on_stopped: Callable[[], None] = lambda: None,
 ) -> None:
-    """Bind, check the store, then (`on_ready`: the "listening" line) serve until stopped.
+    """Bind, check the store, then (`on_ready`: the "listening" line) serve until stopped
+    (`on_stopped`: the last line).
 
     Raises:
         UserError: the port or the store cannot be had; nothing was said to be listening.
@@ -111,7 +126,7 @@ def serve(
     sock = listen(host, port)
     try:
         check_reachable(spec)
-        server = build_server(host, port, spec, config, metrics_port)
+        server = build_server(host, port, spec, config, metrics_port, on_stopped)
     except BaseException:
         sock.close()
         raise

@@ -24,7 +24,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
-from relay.store import MOST_TAGS, Deposited, DepositOutcome, Mail, RedeemOutcome
+from relay.store import MOST_TAGS, Claimed, Deposited, DepositOutcome, Mail, RedeemOutcome
 
 T = TypeVar("T")
 
@@ -43,6 +43,12 @@ CREATE TABLE IF NOT EXISTS known (
 CREATE TABLE IF NOT EXISTS nonces (
     fp TEXT NOT NULL, nonce TEXT NOT NULL, seen REAL NOT NULL, PRIMARY KEY (fp, nonce)
 );
+CREATE TABLE IF NOT EXISTS ratchet_cards (
+    fp TEXT PRIMARY KEY, card TEXT NOT NULL, fallback TEXT, high INTEGER NOT NULL
+);
+CREATE TABLE IF NOT EXISTS ratchet_keys (
+    fp TEXT NOT NULL, id INTEGER NOT NULL, key TEXT NOT NULL, PRIMARY KEY (fp, id)
+) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS invites (
     tag TEXT PRIMARY KEY, fp TEXT NOT NULL, expires REAL NOT NULL, used INTEGER NOT NULL DEFAULT 0
 );
@@ -307,6 +313,47 @@ class SqliteStore:
             self.db.execute("UPDATE invites SET used = 1 WHERE tag = ?", (tag,))
             self._insert(fp, tag, blob, now, known)
             return RedeemOutcome.STORED
+
+    async def put_ratchet(
+        self, fp: str, card: str, fallback: str | None, one_time: list[tuple[int, str]], most: int
+    ) -> int | None:
+        def op() -> int | None:
+            row = self.db.execute("SELECT high FROM ratchet_cards WHERE fp = ?", (fp,)).fetchone()
+            high = -1 if row is None else int(row[0])
+            fresh = dict((key_id, key) for key_id, key in one_time if key_id > high)
+            if self._ratchet_left(fp) + len(fresh) > most:
+                return None
+            self.db.execute(
+                "INSERT INTO ratchet_cards (fp, card, fallback, high) VALUES (?, ?, ?, ?) "
+                "ON CONFLICT (fp) DO UPDATE SET card = excluded.card, "
+                "fallback = COALESCE(excluded.fallback, fallback), high = excluded.high",
+                (fp, card, fallback, max([high, *fresh])),
+            )
+            self.db.executemany("INSERT INTO ratchet_keys (fp, id, key) VALUES (?, ?, ?)",
+                                [(fp, key_id, key) for key_id, key in fresh.items()])
+            return self._ratchet_left(fp)
+
+        return await self._grouped(op)
+
+    def _ratchet_left(self, fp: str) -> int:
+        return int(self.db.execute("SELECT COUNT(*) FROM ratchet_keys WHERE fp = ?", (fp,)).fetchone()[0])
+
+    async def ratchet_card(self, fp: str) -> str | None:
+        row = self.db.execute("SELECT card FROM ratchet_cards WHERE fp = ?", (fp,)).fetchone()
+        return row[0] if row else None
+
+    async def claim_ratchet(self, fp: str) -> Claimed | None:
+        def op() -> Claimed | None:
+            row = self.db.execute("SELECT card, fallback FROM ratchet_cards WHERE fp = ?", (fp,)).fetchone()
+            if row is None:
+                return None
+            taken = self.db.execute(
+                "DELETE FROM ratchet_keys WHERE fp = ? AND id = "
+                "(SELECT MIN(id) FROM ratchet_keys WHERE fp = ?) RETURNING key", (fp, fp),
+            ).fetchone()
+            return Claimed(row[0], taken[0], True) if taken else Claimed(row[0], row[1], False)
+
+        return await self._grouped(op)
 
     async def purge(self, now: float, ttl: float) -> int:
         with self.db:

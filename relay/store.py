@@ -58,6 +58,14 @@ class RedeemOutcome(StrEnum):
     MAILBOX_FULL = "mailbox_full"
 
 
+class Claimed(NamedTuple):
+    """What a claim of an identity's ratchet keys hands out (`Store.claim_ratchet`)."""
+
+    card: str
+    key: str | None  # a one-time key, else the fallback key; None when neither was published
+    one_time: bool
+
+
 class Store(Protocol):
     async def put_bundle(self, fp: str, bundle: str) -> None: ...
 
@@ -119,6 +127,26 @@ class Store(Protocol):
     async def redeem_invite(
         self, tag: str, blob: bytes, now: float, max_messages: int, max_bytes: int
     ) -> RedeemOutcome: ...
+
+    async def put_ratchet(
+        self, fp: str, card: str, fallback: str | None, one_time: list[tuple[int, str]], most: int
+    ) -> int | None:
+        """Keep the owner's ratchet card (replacing the last), its fallback key if one is given
+        (likewise), and those of the one-time keys, given as (id, key), whose id is above every
+        id published for `fp` before: a retried or replayed publication never puts back a key
+        that was handed out. Returns how many one-time keys are waiting; None, storing nothing,
+        when that would be more than `most`. Already-checked signatures are the caller's job."""
+        ...
+
+    async def ratchet_card(self, fp: str) -> str | None:
+        """`fp`'s published ratchet card, taking nothing out; None when it published none."""
+        ...
+
+    async def claim_ratchet(self, fp: str) -> Claimed | None:
+        """Hand out `fp`'s card with its oldest one-time key, deleting that key in the same
+        step, so no two claims ever get the same one; the fallback key (kept) once none are
+        left. None when `fp` published no card."""
+        ...
 
     async def purge(self, now: float, ttl: float) -> int:
         """Delete expired mail, nonces and invite slots; return how many blobs went."""

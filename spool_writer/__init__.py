@@ -6,11 +6,11 @@ at most once per id. Every alarm reads its session's spool with a `CursorReader`
 imports only the standard library and the leaf package `durable` (errors, private files,
 locks, NDJSON appends): hooks import it on every agent turn.
 
-    record     SpoolRecord: the fields of one spool line, and who writes each
+    record     SpoolRecord: the fields of one spool line, who writes each, what a whole one is
     layout     where the files are, their modes, the folder lock
     lines      whole-line appends, rotation, reading complete lines back
     index      the delivered ids, and deliveries a crash cut short
-    spool      Spool: deliver, knows
+    spool      Spool: deliver, knows; utc_stamp, the spool's way of writing a time
     registry   sessions.json and the Host enum
     process    is a host process still the one that registered?
     handover   moving unread mail between spools

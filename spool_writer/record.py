@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import Required, TypedDict
 
-__all__ = ["REQUIRED", "SpoolRecord"]
+__all__ = ["REQUIRED", "SpoolRecord", "fault"]
 
 # Functional form: "from" is a keyword, so it cannot be a class attribute.
 SpoolRecord = TypedDict("SpoolRecord", {
@@ -27,13 +27,20 @@ SpoolRecord = TypedDict("SpoolRecord", {
     "ts": Required[str],  # follower: when the sender says it sent it (ISO 8601); a note's own time
     "kind": Required[str],  # follower: "chat", "contact_accepted", or the mesh kind keys.mesh read in chat
     # Added on delivery.
-    "received": str,  # spool_writer (Spool.deliver): when the line was written, UTC ISO 8601
+    "received": str,  # spool_writer (Spool.deliver): when the line was written, UTC ISO 8601; for
+    # held mail, when it was held (it arrived then)
+    "released": str,  # follower (Account.release): when held mail was let through, UTC ISO 8601
     # The receiver's own findings, never copied from the envelope (follower).
     "hops": list[str],  # follower: fingerprints it was forwarded through, oldest first; absent if direct
     "gap": int,  # follower (follower.sequence): earlier messages from this sender it showed to be missing
     "late": bool,  # follower (follower.sequence): it came after later ones from the same sender
     "retry": bool,  # follower, on a task: this sender sent this task id before (follower.tasks)
     "task_trust": bool,  # follower, on a task: the receiver's policy trusts the sender for tasks
+    # A group message (follower.group_inbound): the text is the group message's, opened.
+    "group": str,  # follower: the receiver's own name for the group
+    "group_id": str,  # follower: the group's id (32 hex)
+    "gm": str,  # follower: the group message's id, the same in every member's copy
+    "by": str,  # follower: "person" or "agent", as the sender says who wrote it
     # What keys.mesh parsed from the text (follower); which ones depend on `kind`.
     "task": str,  # every mesh kind: the task id (durable.mesh_fields.TASK_ID)
     "mode": str,  # task: how to run it, one of durable.mesh_fields.MODES
@@ -53,3 +60,20 @@ SpoolRecord = TypedDict("SpoolRecord", {
 # The fields every record has, in the order a missing-field error names them; a test keeps
 # this equal to SpoolRecord.__required_keys__.
 REQUIRED = ("id", "from", "name", "text", "ts", "kind")
+
+
+def fault(obj: object) -> str | None:
+    """What keeps `obj` (a line read back) from being a whole record to show, or None.
+
+    The fields every record has must be strings, and so must `received` where present; the
+    optional ones are left to the reader that uses them.
+    """
+    if not isinstance(obj, dict):
+        return "not a JSON object"
+    missing = [k for k in REQUIRED if k not in obj]
+    if missing:
+        return f"lacks {', '.join(missing)}"
+    wrong = [k for k in (*REQUIRED, "received") if k in obj and not isinstance(obj[k], str)]
+    if wrong:
+        return f"{', '.join(wrong)} not text"
+    return None

@@ -23,7 +23,11 @@ VERSION = 1
 class Host(StrEnum):
     CLAUDE = "claude"
     CODEX = "codex"
+    COPILOT = "copilot"
+    GEMINI = "gemini"
     OPENCODE = "opencode"
+    PI = "pi"
+    QWEN = "qwen"
     OTHER = "other"
 
 

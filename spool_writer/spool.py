@@ -44,8 +44,12 @@ def check_record(record: SpoolRecord) -> str:
 
 
 def received_now() -> str:
-    now = time.time()
-    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(now)) + f".{int(now % 1 * 1e6):06d}Z"
+    return utc_stamp(time.time())
+
+
+def utc_stamp(epoch: float) -> str:
+    """`epoch` as the spool writes times: UTC ISO 8601 to the microsecond."""
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(epoch)) + f".{int(epoch % 1 * 1e6):06d}Z"
 
 
 class Spool:
@@ -82,8 +86,9 @@ class Spool:
                 self.index.drop()
                 raise
 
-    def deliver(self, record: SpoolRecord) -> bool:
+    def deliver(self, record: SpoolRecord, received: str | None = None) -> bool:
         """Append `record` to every live session's spool (or the inbox); False if it came before.
+        Its `received` is now, or `received` for mail that arrived earlier (held mail).
 
         Each line is written with one write and fsynced; the id goes into the index last, so a
         kill at any point is repaired by delivering the same record again.
@@ -94,7 +99,7 @@ class Spool:
             self.index.refresh()
             if self.index.delivered(msg_id):
                 return False
-            line = lines.encode({**record, "received": received_now()})
+            line = lines.encode({**record, "received": received or received_now()})
             for target in self.targets():
                 self._append_once(target, msg_id, line)
             self.index.mark_delivered(msg_id)

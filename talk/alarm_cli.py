@@ -2,6 +2,7 @@
 
 Wiring only: the daemon is `alarms.opencode`. One alarm per opencode session; asking again for
 a session (or, without --session, for a server URL) that already has a live alarm reports it.
+`opencode_wiring` is the alarm's line in `talk doctor`.
 """
 
 from __future__ import annotations
@@ -12,19 +13,23 @@ from typing import Annotated, Any
 
 import typer
 
+from talk.help_format import TalkTyper
 from talk.options import Json, User
 from talk.output import result
+from talk.wiring import State, Wiring
 
-alarm_app = typer.Typer(
+alarm_app = TalkTyper(
     help="Alarms: wake an agent session when mail arrives (opencode: a daemon posting to its server).",
     no_args_is_help=True,
 )
-stop_app = typer.Typer(help="Stop an alarm daemon.", no_args_is_help=True)
+stop_app = TalkTyper(help="Stop an alarm daemon.", no_args_is_help=True)
 alarm_app.add_typer(stop_app, name="stop")
 
-Url = Annotated[str, typer.Option("--url", help="The opencode server, e.g. http://127.0.0.1:4096.")]
+Url = Annotated[str, typer.Option(
+    "--url", metavar="URL", help="The opencode server, e.g. http://127.0.0.1:4096.")]
 SessionOpt = Annotated[
-    str | None, typer.Option("--session", help="opencode session id (default: create one titled 'talk').")
+    str | None, typer.Option(
+        "--session", metavar="ID", help="opencode session id (default: create one titled 'talk').")
 ]
 
 
@@ -72,7 +77,8 @@ def opencode(
     url: Url,
     session: SessionOpt = None,
     pid: Annotated[
-        int | None, typer.Option("--pid", help="Pid the session lives with (default: the opencode server's).")
+        int | None, typer.Option(
+            "--pid", metavar="PID", help="Pid the session lives with (default: the opencode server's).")
     ] = None,
     foreground: Annotated[bool, typer.Option(help="Run in this terminal instead of detaching.")] = False,
     user: User = None, as_json: Json = False,
@@ -106,6 +112,40 @@ def _report(pid: int, sid: str, url: str, started: bool, human: str, as_json: bo
     result({"pid": pid, "session": sid, "url": url, "started": started}, human, as_json)
 
 
+@alarm_app.command("qwen")
+def qwen(
+    qwen_home: Annotated[
+        Path | None,
+        typer.Option("--qwen-home", help="Qwen Code's home (default: the one `talk install qwen` used)."),
+    ] = None,
+    user: User = None, as_json: Json = False,
+) -> None:
+    """Start the Qwen Code door now (its SessionStart hook, from `talk install qwen`, also does)."""
+    from alarms.qwen import ensure, installed_home, require_installed
+    from alarms.qwen_registry import qwen_home as default_home
+
+    folder = _folder(user)
+    require_installed(folder)  # refuse early, with the fix
+    home = qwen_home or installed_home(folder) or default_home()
+    pid = ensure(folder, home.expanduser().resolve())
+    result({"pid": pid}, f"Qwen door running (pid {pid})", as_json)
+
+
+@stop_app.command("qwen")
+def stop_qwen(user: User = None, as_json: Json = False) -> None:
+    """Stop the Qwen Code door (mail stays in its outbox and the spool)."""
+    from alarms.qwen_status import running_pid
+    from durable import daemon
+
+    folder = _folder(user)
+    pid = running_pid(folder)
+    if pid is None or pid <= 0:
+        result({"stopped": None}, "no Qwen door is running", as_json)
+        return
+    daemon.stop([pid], lambda: running_pid(folder) is not None, "Qwen door")
+    result({"stopped": pid}, f"stopped the Qwen door (pid {pid})", as_json)
+
+
 @stop_app.command("opencode")
 def stop_opencode(session: SessionOpt = None, user: User = None, as_json: Json = False) -> None:
     """Stop the opencode alarm of one session (default: every opencode alarm of this identity)."""
@@ -123,3 +163,21 @@ def stop_opencode(session: SessionOpt = None, user: User = None, as_json: Json =
     result({"stopped": stopped},
            "\n".join(f"stopped the opencode alarm of session {r['session']} (pid {r['pid']})" for r in rows),
            as_json)
+
+
+def opencode_wiring(folder: Path) -> Wiring:
+    """The opencode alarms of an identity, for `talk doctor`: one stopped while mail waits for its
+    session is a problem; one stopped with nothing waiting is a session that ended."""
+    from alarms.opencode_status import alarm_status
+
+    rows = alarm_status(folder)
+    if not rows:
+        return Wiring("opencode", State.ABSENT, "no alarm started (talk alarm opencode --url URL starts one)")
+    stuck = [r for r in rows if not r["running"] and (r["outbox"] or r["waiting"] > 0)]
+    if stuck:
+        r = stuck[0]
+        return Wiring("opencode", State.INCOMPLETE,
+                      f"the alarm for session {r['session']} is not running and mail waits for it",
+                      f"talk alarm opencode --url {r['url']} --session {r['session']}")
+    running = sum(1 for r in rows if r["running"])
+    return Wiring("opencode", State.WIRED, f"{running} alarm(s) running, {len(rows) - running} stopped")

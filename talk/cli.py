@@ -11,29 +11,55 @@ import typer
 from talk import conversation_cli
 from talk.alarm_cli import alarm_app
 from talk.command_specs import MODE, PEER, TASK, TIMEOUT, WAIT
+from talk.doctor import doctor
 from talk.follow_cli import follow, quarantine, status, stop
+from talk.group_cli import group_app
+from talk.help_format import TalkTyper
 from talk.install_claude import install_claude_command
 from talk.install_codex import install_codex_command
+from talk.install_copilot import install_copilot_command, uninstall_copilot_command
+from talk.install_gemini import install_gemini_command, uninstall_gemini_command
+from talk.install_pi import install_pi_command, uninstall_pi_command
+from talk.install_qwen import install_qwen_command, uninstall_qwen_command
 from talk.options import Json, PassFile, Relay, User, option
 from talk.output import LOUD_NO_PASSPHRASE, emit_json, result, warn
 from talk.purge import purge
+from talk.show_cli import show_command
 from talk.spool_cli import gc_command, log_command, session_app
 
 if TYPE_CHECKING:
     from follower.account import Account
     from keys.contacts import Contact
+    from keys.identity import Identity
     from relay.config import RelayConfig
 
-app = typer.Typer(
+app = TalkTyper(
     name="talk",
     help="End-to-end encrypted mail between coding agents, through a relay that forgets.",
     no_args_is_help=True,
-    add_completion=False,
+    add_completion=True,  # --install-completion / --show-completion for bash, zsh, fish
     pretty_exceptions_enable=False,
+    context_settings={"help_option_names": ["-h", "--help"]},  # subcommands inherit it
 )
-invite_app = typer.Typer(help="Invite codes: one-time, expiring first contact.")
+invite_app = TalkTyper(help="Invite codes: one-time, expiring first contact.")
 app.add_typer(invite_app, name="invite")
 
+
+
+def _print_version(asked: bool) -> None:
+    if asked:
+        from durable.version import version
+
+        typer.echo(f"talk {version()}")
+        raise typer.Exit()
+
+
+@app.callback()
+def talk_options(
+    version: Annotated[bool, typer.Option("--version", "-V", is_eager=True, callback=_print_version,
+                                          help="Print talk's version and exit.")] = False,
+) -> None:
+    """End-to-end encrypted mail between coding agents, through a relay that forgets."""
 
 
 def _account(user: str | None, relay: str | None, passphrase_file: str | None) -> Account:
@@ -60,18 +86,21 @@ def init(
     from follower.client import RelayClient, check_relay_url
     from keys import keystore
     from keys.identity import Identity
-    from talk.context import passphrase_from, relay_url
+    from talk.context import on_terminal, passphrase_from, relay_url, typed_passphrase
 
     has_file = bool(passphrase_file or os.environ.get("TALK_PASSPHRASE_FILE"))
-    if has_file == no_passphrase:
+    if (has_file and no_passphrase) or not (has_file or no_passphrase or on_terminal()):
         raise UserError(
             "choose one: --passphrase-file PATH (or TALK_PASSPHRASE_FILE) to encrypt the keys, "
             "or --no-passphrase to store them unencrypted"
         )
     url = check_relay_url(relay_url(relay))
+    passphrase = passphrase_from(passphrase_file)
+    if passphrase is None and not no_passphrase:  # on a terminal, with no file: typed, twice
+        passphrase = typed_passphrase(f"a passphrase for {name}'s keys: ", twice=True)
     identity = Identity.generate(name)
     home = keystore.talk_home()
-    folder = keystore.create(home, identity, passphrase_from(passphrase_file), url)
+    folder = keystore.create(home, identity, passphrase, url)
     if no_passphrase:
         warn(LOUD_NO_PASSPHRASE.format(name=name, path=folder / IDENTITY_FILE))
     try:
@@ -81,11 +110,29 @@ def init(
             f"created {name} ({identity.fingerprint}) but its keys are NOT published: "
             f"{exc.message}. Run `talk publish -u {name}` once the relay is up"
         ) from exc
+    _publish_ratchet_keys(url, folder, identity)
     result(
         {"name": name, "fingerprint": identity.fingerprint, "relay": url, "home": str(folder)},
         f"created {name}: fingerprint {identity.fingerprint}\nkeys published on {url}",
         as_json,
     )
+
+
+def _publish_ratchet_keys(url: str, folder: Path, identity: Identity) -> None:
+    """Best effort: the follower publishes them at its start in any case, and a contact whose
+    keys are missing is written to without forward secrecy until they are there."""
+    import contextlib
+
+    from durable.errors import TalkError
+    from follower.client import RelayClient
+    from follower.ratchet_keys import publish_ratchet_keys
+    from follower.ratchet_send import ratchet_enabled
+    from keys.ratchet_account import RatchetAccount
+
+    if not ratchet_enabled():
+        return
+    with contextlib.suppress(TalkError, OSError):
+        publish_ratchet_keys(RelayClient(url), RatchetAccount(folder, identity), identity, new_fallback=True)
 
 
 @app.command()
@@ -113,6 +160,38 @@ def show_id(user: User = None, relay: Relay = None, as_json: Json = False) -> No
 
 
 @app.command()
+def whoami(user: User = None, as_json: Json = False) -> None:
+    """List the identities in TALK_HOME and say which one commands act as without -u."""
+    import os
+
+    from durable.errors import TalkError
+    from keys import keystore
+
+    home = keystore.talk_home()
+    names = keystore.list_identities(home) if home.is_dir() else []
+    chosen = user or os.environ.get("TALK_USER") or None
+    try:
+        default: str | None = keystore.choose_identity(home, chosen) if names or chosen else None
+    except TalkError:
+        if chosen:
+            raise  # a -u or TALK_USER naming no identity here is the user's mistake to hear about
+        default = None  # several, and nothing picks one
+    rows = []
+    for name in names:
+        record = keystore.load(home / name)
+        rows.append({"name": name, "fingerprint": record.fingerprint, "relay": record.relay,
+                     "passphrase": record.protected, "default": name == default})
+    if not rows:
+        lines = [f"no identity in {home}; create one with `talk init NAME`"]
+    else:
+        lines = [f"{'*' if r['default'] else ' '} {r['name']}  {r['fingerprint']}  {r['relay']}"
+                 + ("" if r["passphrase"] else "  (keys not encrypted)") for r in rows]
+        if default is None:
+            lines.append("several identities and none chosen: pick one with -u NAME or TALK_USER")
+    result({"home": str(home), "default": default, "identities": rows}, "\n".join(lines), as_json)
+
+
+@app.command()
 def add(
     fingerprint: Annotated[str, typer.Argument(help="The peer's 32-hex fingerprint.")],
     name: Annotated[str, typer.Option("--name", help="Local name for this contact.")],
@@ -132,10 +211,14 @@ def verify(
     yes: conversation_cli.Yes = False, user: User = None, relay: Relay = None, as_json: Json = False,
 ) -> None:
     """Check a contact's keys on the relay against the pin, record the check in trust.log and
-    print the safety number. Accepting a held contact's mail asks on a terminal, else needs --yes."""
+    print the safety number; the ratchet card its session rides on (or, before any session, the
+    one it published on the relay) is checked against the pin too, and shown with whether mail
+    to it has forward secrecy. Accepting a held contact's mail asks on a terminal, else needs
+    --yes."""
     from keys.policy import PolicyBook, raised_by_verify
 
     account = _account(user, relay, None)
+    secrecy = _secrecy(account, account.contacts.get(name))
     contact = account.verify(name)
     book = PolicyBook(account.folder)
     rule = book.rule(contact)
@@ -152,31 +235,70 @@ def verify(
         note = (f"{contact.name}'s mail is still {rule.policy.value}: run `talk verify {contact.name} --yes` "
                 f"(or `talk policy {contact.name} {wanted.value} --yes`) to accept it")
     _print_pinned(account, contact, as_json, {"verified_at": contact.verified_at, "policy": rule.policy.value,
-                                        "policy_raised": raised})
+                                              "policy_raised": raised, **secrecy[0]}, secrecy[1])
     if note:
         warn(note)
 
 
+def _secrecy(account: Account, contact: Contact) -> tuple[dict[str, Any], str]:
+    """What `talk verify` says of forward secrecy with `contact`: JSON fields, and a text. The
+    card comes from the session if there is one, else from the relay; either must be signed by
+    the pinned key.
+
+    Raises:
+        PinMismatch: the card is not one the pinned key signed.
+    """
+    from durable.errors import RelayError
+    from follower.ratchet_keys import published_card
+    from follower.ratchet_send import vouched_card
+    from keys.encoding import b64e
+
+    card = vouched_card(account.folder, contact)
+    if card is not None:
+        head = "forward secrecy: yes; ratchet identity keys, signed by the pinned key:"
+        source = "session"
+    else:
+        try:
+            card = published_card(account.client, contact)
+        except RelayError as exc:
+            return ({"forward_secrecy": False, "ratchet_card": None, "ratchet_card_from": None,
+                     "ratchet_card_error": str(exc)},
+                    f"forward secrecy: no (no ratchet session with {contact.name} yet, and its ratchet "
+                    f"keys could not be read from the relay: {exc}; mail to {contact.name} has none until "
+                    "they can be)")
+        head = (f"forward secrecy: not yet (the next message to {contact.name} starts a session); ratchet "
+                "identity keys published on the relay, signed by the pinned key:")
+        source = "relay"
+    keys = {"curve25519": b64e(card.curve25519), "ed25519": b64e(card.ed25519)}
+    return ({"forward_secrecy": source == "session", "ratchet_card": keys, "ratchet_card_from": source,
+             "ratchet_card_error": None},
+            f"{head}\n  curve25519 {keys['curve25519']}\n  ed25519    {keys['ed25519']}")
+
+
 def _print_pinned(account: Account, contact: Contact, as_json: bool,
-                  more: dict[str, Any] | None = None) -> None:
+                  more: dict[str, Any] | None = None, after: str = "") -> None:
     from keys.safety import safety_number
 
     number = safety_number(account.record.fingerprint, contact.fingerprint)
     result(
         {"name": contact.name, "fingerprint": contact.fingerprint, "safety_number": number, **(more or {})},
         f"{contact.name} pinned: {contact.fingerprint}\n"
-        f"safety number (read it aloud; {contact.name} must see the same):\n  {number}",
+        f"safety number (read it aloud; {contact.name} must see the same):\n  {number}"
+        + (f"\n{after}" if after else ""),
         as_json,
     )
 
 
 @app.command()
 def contacts(user: User = None, as_json: Json = False) -> None:
-    """List contacts and their pinned fingerprints."""
+    """List contacts, their pinned fingerprints, and whether mail to each has forward secrecy."""
+    from follower.ratchet_send import forward_secret
+
     account = _account(user, None, None)
     items = account.contacts.all()
     rows = [{"name": c.name, "fingerprint": c.fingerprint, "source": c.source.value,
-             "verified": c.verified_at is not None} for c in items]
+             "verified": c.verified_at is not None,
+             "forward_secrecy": forward_secret(account.folder, c.fingerprint)} for c in items]
     if as_json:
         emit_json(rows)
         return
@@ -184,12 +306,13 @@ def contacts(user: User = None, as_json: Json = False) -> None:
         result({}, "no contacts yet: `talk invite`, `talk join CODE` or `talk add FP --name N`", False)
     for row in rows:
         mark = "verified" if row["verified"] else row["source"]
-        result({}, f"{row['name']:<20} {row['fingerprint']}  ({mark})", False)
+        secrecy = "forward secrecy" if row["forward_secrecy"] else "no forward secrecy"
+        result({}, f"{row['name']:<20} {row['fingerprint']}  ({mark}; {secrecy})", False)
 
 
 @app.command()
 def send(
-    name: Annotated[str, typer.Argument(help="Contact name (or fingerprint).")],
+    name: Annotated[str, typer.Argument(help="Contact name (or fingerprint), or @GROUP for a group.")],
     text: Annotated[str, typer.Argument(help="Message text; - reads stdin.")],
     wait: Annotated[str | None, option(WAIT)] = None,
     timeout: Annotated[float, option(TIMEOUT)] = 30.0,
@@ -209,7 +332,10 @@ def receive(
     peer: Annotated[list[str] | None, option(PEER)] = None,
     user: User = None, relay: Relay = None, passphrase_file: PassFile = None,
 ) -> None:
-    """Print waiting messages as NDJSON, then acknowledge (delete) them on the relay."""
+    """Print waiting messages as NDJSON, then acknowledge (delete) them on the relay.
+
+    `talk show` lists them afterwards, beside what you sent; no agent's alarm gets them again.
+    """
     from talk import mail
 
     mail.receive(user, relay, passphrase_file, peer)
@@ -218,7 +344,8 @@ def receive(
 @invite_app.callback(invoke_without_command=True)
 def invite(
     ctx: typer.Context,
-    expires: Annotated[float, typer.Option("--expires", help="Days until the code expires.")] = 7.0,
+    expires: Annotated[float, typer.Option(
+        "--expires", metavar="DAYS", help="Days until the code expires.")] = 7.0,
     user: User = None, relay: Relay = None, passphrase_file: PassFile = None, as_json: Json = False,
 ) -> None:
     """Create a single-use invite code (default: expires in 7 days)."""
@@ -280,42 +407,46 @@ def join(
 
 @app.command("relay")
 def run_relay(
-    host: Annotated[str, typer.Option(help="Address to listen on.")] = "127.0.0.1",
-    port: Annotated[int, typer.Option(help="Port to listen on.")] = 8765,
+    host: Annotated[str, typer.Option(metavar="ADDRESS", help="Address to listen on.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(metavar="PORT", help="Port to listen on.")] = 8765,
     store: Annotated[str | None, typer.Option(
-        help="sqlite:PATH or redis://HOST:PORT/DB[?prefix=talk:] (env TALK_RELAY_STORE; "
+        metavar="STORE", help="sqlite:PATH or redis://HOST:PORT/DB[?prefix=talk:] (env TALK_RELAY_STORE; "
         "default: sqlite:TALK_HOME/relay.db). Replicas share mail through one Redis.",
     )] = None,
-    db: Annotated[Path | None, typer.Option(help="SQLite file: short for --store sqlite:PATH.")] = None,
+    db: Annotated[Path | None, typer.Option(
+        metavar="PATH", help="SQLite file: short for --store sqlite:PATH.")] = None,
     ttl: Annotated[float, typer.Option(
-        envvar="TALK_RELAY_TTL", help="Seconds undelivered mail is kept.")] = 7 * 86400,
+        envvar="TALK_RELAY_TTL", metavar="SECONDS",
+        help="Seconds undelivered mail is kept.")] = 7 * 86400,
     max_blob: Annotated[int | None, typer.Option(
-        min=1, envvar="TALK_RELAY_MAX_BLOB", help="Largest accepted blob, bytes (413 above).")] = None,
-    purge_interval: Annotated[float, typer.Option(help="Seconds between expiry sweeps.")] = 60.0,
+        min=1, envvar="TALK_RELAY_MAX_BLOB", metavar="BYTES",
+        help="Largest accepted blob, bytes (413 above).")] = None,
+    purge_interval: Annotated[float, typer.Option(
+        metavar="SECONDS", help="Seconds between expiry sweeps.")] = 60.0,
     max_mailbox: Annotated[int | None, typer.Option(
         min=1, envvar="TALK_RELAY_MAX_MAILBOX",
         help="Most undelivered messages per mailbox (507 above).")] = None,
     rate_per_client: Annotated[str, typer.Option(
-        envvar="TALK_RELAY_RATE_PER_CLIENT",
+        envvar="TALK_RELAY_RATE_PER_CLIENT", metavar="RATE",
         help="Deposits per client address: N/S[:BURST] (429 above), or off.")] = "50/1:200",
     rate_per_tag: Annotated[str, typer.Option(
-        envvar="TALK_RELAY_RATE_PER_TAG",
+        envvar="TALK_RELAY_RATE_PER_TAG", metavar="RATE",
         help="Deposits per channel tag: N/S[:BURST] (429 above), or off.")] = "20/1:100",
     max_streams: Annotated[int, typer.Option(
         min=1, envvar="TALK_RELAY_MAX_STREAMS",
         help="Open push streams per mailbox on this process (429 above).")] = 8,
     rate_publish: Annotated[str, typer.Option(
-        envvar="TALK_RELAY_RATE_PUBLISH",
+        envvar="TALK_RELAY_RATE_PUBLISH", metavar="RATE",
         help="Key publications per client address: N/S[:BURST] (429 above), or off.")] = "10/60:200",
     rate_lookup: Annotated[str, typer.Option(
-        envvar="TALK_RELAY_RATE_LOOKUP",
+        envvar="TALK_RELAY_RATE_LOOKUP", metavar="RATE",
         help="Key lookups per client address: N/S[:BURST] (429 above), or off.")] = "20/1:400",
     rate_owner: Annotated[str, typer.Option(
-        envvar="TALK_RELAY_RATE_OWNER",
+        envvar="TALK_RELAY_RATE_OWNER", metavar="RATE",
         help="Owner requests (fetch, ack, session, invites, purge) per client address: "
         "N/S[:BURST] (429 above), or off.")] = "100/1:2000",
     rate_stream: Annotated[str, typer.Option(
-        envvar="TALK_RELAY_RATE_STREAM",
+        envvar="TALK_RELAY_RATE_STREAM", metavar="RATE",
         help="Push stream handshakes per client address: N/S[:BURST] (429 above), or off.")] = "2/1:60",
     max_unknown: Annotated[int, typer.Option(
         min=1, envvar="TALK_RELAY_MAX_UNKNOWN",
@@ -325,7 +456,7 @@ def run_relay(
         help="Take the client address from X-Forwarded-For: the rightmost hop that is not a "
         "--trusted-proxies address. Only behind a proxy that appends to it.")] = False,
     trusted_proxies: Annotated[str, typer.Option(
-        envvar="TALK_RELAY_TRUSTED_PROXIES",
+        envvar="TALK_RELAY_TRUSTED_PROXIES", metavar="ADDRESSES",
         help="With --behind-proxy: addresses or CIDRs of further proxies, comma-separated.")] = "",
     max_connections: Annotated[int, typer.Option(
         min=1, envvar="TALK_RELAY_MAX_CONNECTIONS",
@@ -335,15 +466,15 @@ def run_relay(
         help="Open connections from one address (503 above); 0 for no cap. "
         "Off with --behind-proxy, where all come from the proxy.")] = 512,
     max_header_bytes: Annotated[int, typer.Option(
-        min=1024, envvar="TALK_RELAY_MAX_HEADER_BYTES",
+        min=1024, envvar="TALK_RELAY_MAX_HEADER_BYTES", metavar="BYTES",
         help="Bytes of a request line and headers (431 above).")] = 64 * 1024,
     max_headers: Annotated[int, typer.Option(
         min=1, envvar="TALK_RELAY_MAX_HEADERS", help="Headers per request (431 above).")] = 100,
     header_timeout: Annotated[float, typer.Option(
-        min=0.1, envvar="TALK_RELAY_HEADER_TIMEOUT",
+        min=0.1, envvar="TALK_RELAY_HEADER_TIMEOUT", metavar="SECONDS",
         help="Seconds a client has to send a request's headers (408 and closed after).")] = 10.0,
     metrics_port: Annotated[int | None, typer.Option(
-        min=1, max=65535, envvar="TALK_RELAY_METRICS_PORT",
+        min=1, max=65535, envvar="TALK_RELAY_METRICS_PORT", metavar="PORT",
         help="Serve Prometheus metrics on 127.0.0.1:PORT (off unless given).")] = None,
 ) -> None:
     """Run a relay (SQLite file, or Redis for several replicas) until interrupted."""
@@ -378,7 +509,10 @@ def run_relay(
         if metrics_port is not None:
             warn(f"relay metrics on http://127.0.0.1:{metrics_port}/metrics")
 
-    serve(host, port, spec, config, metrics_port, on_ready=ready)
+    def stopped() -> None:
+        warn(f"relay on http://{host}:{port} stopped; what it stored stays in the store")
+
+    serve(host, port, spec, config, metrics_port, on_ready=ready, on_stopped=stopped)
 
 
 RATE_FIELDS = {"--rate-per-client": "rate_per_client", "--rate-per-tag": "rate_per_tag",
@@ -428,6 +562,7 @@ def demo() -> None:
 app.command()(follow)
 app.command()(stop)
 app.command()(status)
+app.command()(doctor)
 app.command()(quarantine)
 app.command()(conversation_cli.outbox)
 app.command()(conversation_cli.policy)
@@ -436,25 +571,38 @@ app.command()(conversation_cli.tasks)
 app.command()(conversation_cli.reply)
 app.command()(conversation_cli.forward)
 app.add_typer(session_app, name="session")
+app.add_typer(group_app, name="group")
 app.command("log")(log_command)
+app.command("show")(show_command)
 app.command("gc")(gc_command)
 app.command()(purge)
 
 # The alarms: waking agent sessions on the hosts.
-install_app = typer.Typer(help="Install talk into an agent host (hooks, plugin).", no_args_is_help=True)
+install_app = TalkTyper(help="Install talk into an agent host (hooks, plugin).", no_args_is_help=True)
 install_app.command("codex")(install_codex_command)
 install_app.command("claude")(install_claude_command)
+install_app.command("pi")(install_pi_command)
+install_app.command("copilot")(install_copilot_command)
+install_app.command("gemini")(install_gemini_command)
+install_app.command("qwen")(install_qwen_command)
 app.add_typer(install_app, name="install")
+uninstall_app = TalkTyper(help="Remove what `talk install` put into an agent host.", no_args_is_help=True)
+uninstall_app.command("pi")(uninstall_pi_command)
+uninstall_app.command("copilot")(uninstall_copilot_command)
+uninstall_app.command("gemini")(uninstall_gemini_command)
+uninstall_app.command("qwen")(uninstall_qwen_command)
+app.add_typer(uninstall_app, name="uninstall")
 app.add_typer(alarm_app, name="alarm")
 
 
 def mcp_command(
     session: Annotated[str | None, typer.Option(
-        "--session", help="Agent session id that gets its own copy of new mail (default: the session "
-        "another door registered for the host process, else mcp-<parent pid>).",
+        "--session", metavar="ID", help="Agent session id that gets its own copy of new mail (default: "
+        "the session another door registered for the host process, else mcp-<parent pid>).",
     )] = None,
     host: Annotated[str, typer.Option(
-        "--host", help="The agent program that starts this server: claude, codex, opencode or other.",
+        "--host", metavar="claude|codex|copilot|gemini|opencode|pi|qwen|other",
+        help="The agent program that starts this server.",
     )] = "other",
     user: User = None, relay: Relay = None, passphrase_file: PassFile = None,
 ) -> None:

@@ -8,11 +8,16 @@ from typing import Annotated, Any
 
 import typer
 
+from durable.message_ids import short
+from talk.help_format import TalkTyper
 from talk.options import Json, PassFile, Relay, User
 from talk.output import emit_json, result
 
-held_app = typer.Typer(help="Mail kept aside by policy or rate: list, accept or drop it.")
+held_app = TalkTyper(help="Mail kept aside by policy or rate: list, accept or drop it.")
 Yes = Annotated[bool, typer.Option("--yes", help="Do it without asking (needed off a terminal).")]
+Which = Annotated[str, typer.Argument(
+    metavar="ID|all", help="A held message's id as `talk held` shows it (or 6+ of its first characters), "
+    "or all.")]
 
 
 def _when(ts: float) -> str:
@@ -37,7 +42,8 @@ def confirm(question: str, yes: bool) -> None:
 
 
 def outbox(
-    limit: Annotated[int, typer.Option("--limit", help="Show the newest N messages (0: all read).")] = 50,
+    limit: Annotated[int, typer.Option(
+        "--limit", metavar="N", help="Show the newest N messages (0: all read).")] = 50,
     everything: Annotated[bool, typer.Option(
         "--all", help="Read the whole history, not only recent messages (slower with a long one).",
     )] = False,
@@ -46,7 +52,7 @@ def outbox(
     )] = False,
     user: User = None, relay: Relay = None, passphrase_file: PassFile = None, as_json: Json = False,
 ) -> None:
-    """List sent messages and how far each got: sent, stored, held, spooled, delivered, or refused.
+    """List sent messages and how far each got: sent, stored, held, spooled, written, delivered, or refused.
 
     Receipts waiting on the relay are fetched first (the follower's job when one runs)."""
     from talk.context import open_account
@@ -68,30 +74,39 @@ def outbox(
         why = f" ({e.reason})" if e.reason else ""
         tries = f", {e.attempts} tries" if e.attempts > 1 else ""
         text = e.text.splitlines()[0][:60] if e.text else ""
-        result({}, f"{_when(e.ts)}  {e.id[:12]}  to {e.name:<12} {e.state:<9}{tries}{why}  {text}", False)
+        result({}, f"{_when(e.ts)}  {short(e.id)}  to {e.name:<12} {e.state:<9}{tries}{why}  {text}", False)
 
 
 def message_status(folder: Any, msg_id: str, as_json: bool) -> None:
-    from durable.errors import NotFound
+    from follower.group_mail import group_status
     from follower.outbox import Outbox
 
-    entry = Outbox(folder).find(msg_id)
-    if entry is None:
-        raise NotFound(f"no sent message {msg_id!r} in the outbox; `talk outbox` lists them")
+    outbox = Outbox(folder)
+    group = group_status(outbox, msg_id)
+    if group is not None:  # a group message: one copy per member, each with its own receipts
+        lines = [f"{c['id']} to {c['name']}: {c['state']}" + (f": {c['reason']}" if c["reason"] else "")
+                 for c in group["members"]]
+        result(group, f"group message {msg_id} to @{group['group']}:\n" + "\n".join(lines), as_json)
+        return
+    entry = outbox.pick(msg_id)
     why = f": {entry.reason}" if entry.reason else ""
     result(entry.public(), f"{entry.id} to {entry.name}: {entry.state}{why} (updated {_when(entry.updated)}, "
                            f"{entry.attempts} attempt{'s' if entry.attempts != 1 else ''})", as_json)
 
 
 def policy(
-    name: Annotated[str, typer.Argument(help="Contact name (or fingerprint).")],
-    choice: Annotated[str | None, typer.Argument(help="accept, hold or refuse (omit to show).")] = None,
+    name: Annotated[str | None, typer.Argument(
+        metavar="NAME", help="Contact name (or fingerprint); omit to list every contact's.",
+        show_default=False)] = None,
+    choice: Annotated[str | None, typer.Argument(
+        metavar="accept|hold|refuse", help="What their mail may do (omit to show).")] = None,
     tasks: Annotated[bool | None, typer.Option(
         "--tasks/--no-tasks", help="Frame their task envelopes as tasks from a trusted device.")] = None,
     receive_rate: Annotated[int | None, typer.Option(
-        "--receive-rate", help="Most messages a minute taken from them; the excess is held.")] = None,
+        "--receive-rate", metavar="N", help="Most messages a minute taken from them; the excess is held.",
+    )] = None,
     send_rate: Annotated[int | None, typer.Option(
-        "--send-rate", help="Most messages a minute `talk send` sends them.")] = None,
+        "--send-rate", metavar="N", help="Most messages a minute `talk send` sends them.")] = None,
     yes: Yes = False, user: User = None, as_json: Json = False,
 ) -> None:
     """Show or set what a contact's mail may do here; every change is logged in trust.log."""
@@ -100,9 +115,17 @@ def policy(
     from talk.context import open_account
 
     account = open_account(user, None, None)
-    contact = account.contacts.get(name)
     book = PolicyBook(account.folder)
-    if choice is None and tasks is None and receive_rate is None and send_rate is None:
+    asks_a_change = not (choice is None and tasks is None and receive_rate is None and send_rate is None)
+    if name is None:
+        if asks_a_change:
+            raise UserError("name the contact to change: talk policy NAME [accept|hold|refuse] ...")
+        rows = [{"name": c.name, **book.rule(c).to_json()} for c in account.contacts.all()]
+        lines = [_rule_line(r["name"], r) for r in rows] or ["no contacts yet; see talk invite and talk join"]
+        result({"policies": rows}, "\n".join(lines), as_json)
+        return
+    contact = account.contacts.get(name)
+    if not asks_a_change:
         rule = book.rule(contact)
         result({"name": contact.name, **rule.to_json()}, _rule_line(contact.name, rule.to_json()), as_json)
         return
@@ -141,14 +164,13 @@ def held(ctx: typer.Context, user: User = None, as_json: Json = False) -> None:
     if not rows:
         result({}, "no held mail", False)
     for r in rows:
-        result({}, f"{_when(r['held_at'])}  {r['id'][:12]}  from {r['name']}: "
+        result({}, f"{_when(r['held_at'])}  {short(r['id'])}  from {r['name']}: "
                    f"{str(r['text']).splitlines()[0][:60] if r['text'] else ''}  ({r['reason']})", False)
 
 
 @held_app.command("accept")
 def held_accept(
-    which: Annotated[str, typer.Argument(help="A held message id (or prefix), or all.")],
-    yes: Yes = False, user: User = None, relay: Relay = None, passphrase_file: PassFile = None,
+    which: Which, yes: Yes = False, user: User = None, relay: Relay = None, passphrase_file: PassFile = None,
     as_json: Json = False,
 ) -> None:
     """Release held mail into the spool, where the agents' alarms take it."""
@@ -157,8 +179,7 @@ def held_accept(
 
 @held_app.command("drop")
 def held_drop(
-    which: Annotated[str, typer.Argument(help="A held message id (or prefix), or all.")],
-    yes: Yes = False, user: User = None, relay: Relay = None, passphrase_file: PassFile = None,
+    which: Which, yes: Yes = False, user: User = None, relay: Relay = None, passphrase_file: PassFile = None,
     as_json: Json = False,
 ) -> None:
     """Delete held mail unread by any agent; each sender is told it was dropped."""
@@ -198,13 +219,16 @@ def tasks(user: User = None, as_json: Json = False) -> None:
 
 
 def reply(
-    task: Annotated[str, typer.Argument(help="The task id to answer.")],
-    status: Annotated[str, typer.Option("--status", help="done, partial or failed.")],
-    summary: Annotated[str, typer.Option("--summary", help="The conclusion (≤ 300 words); - reads stdin.")],
+    task: Annotated[str, typer.Argument(
+        metavar="TASK", help="The task id to answer, as `talk tasks` shows it.")],
+    status: Annotated[str, typer.Option(
+        "--status", metavar="done|partial|failed", help="How the task went.")],
+    summary: Annotated[str, typer.Option(
+        "--summary", metavar="TEXT", help="The conclusion (≤ 300 words); - reads stdin.")],
     artifacts: Annotated[str | None, typer.Option(
-        "--artifacts", help="Comma-separated paths of what the task produced.")] = None,
+        "--artifacts", metavar="PATHS", help="Comma-separated paths of what the task produced.")] = None,
     to: Annotated[str | None, typer.Option(
-        "--to", help="The contact who sent the task, if several did.")] = None,
+        "--to", metavar="NAME", help="The contact who sent the task, if several did.")] = None,
     user: User = None, relay: Relay = None, passphrase_file: PassFile = None, as_json: Json = False,
 ) -> None:
     """Answer a received task with a well-formed result block."""
@@ -221,19 +245,18 @@ def reply(
 
 
 def forward(
-    msg_id: Annotated[str, typer.Argument(help="The id of a message in this identity's spool.")],
-    name: Annotated[str, typer.Argument(help="The contact to pass it on to.")],
+    msg_id: Annotated[str, typer.Argument(
+        metavar="ID", help="A received message's id as `talk log` shows it (or 6+ of its first "
+        "characters).")],
+    name: Annotated[str, typer.Argument(metavar="NAME", help="The contact to pass it on to.")],
     user: User = None, relay: Relay = None, passphrase_file: PassFile = None, as_json: Json = False,
 ) -> None:
     """Pass a received message on; its hop list grows, and past 4 hops peers refuse it."""
-    from durable.errors import NotFound
     from talk.context import open_account
     from talk.output import warn
     from talk.spool_cli import find_record
 
     record = find_record(user, msg_id)
-    if record is None:
-        raise NotFound(f"no message {msg_id!r} in the spool; `talk log` shows what is there")
     sent = open_account(user, relay, passphrase_file).forward(record, name)
     if sent.warning:
         warn(sent.warning)

@@ -1,14 +1,15 @@
-"""A fast lane for the plain forms of `talk send` and `talk receive`.
+"""A fast lane for the plain forms of `talk send`, `talk receive` and `talk show`.
 
-Agents run these on every turn, and building the typer command tree costs more than the
-command itself. The fast lane reads argv with the option table typer's commands are declared
-from (talk.command_specs) and follows click's own rules for it: `-ux` and `-u x` give "x",
-`-u=x` gives "=x", `--user=x` and `--user x` give "x", an option's value is the next word
-whatever it looks like, `--` ends the options, `-` and "" are positionals, and a repeated
-option's last value wins (`--peer` collects them). Whatever click would refuse or handle
-itself (help, unknown options, a missing value, a value given to a flag, the wrong number of
-positionals) and every option the table marks as not fast goes to typer, which then does what
-it always does. Both routes call the same functions in `talk.mail`.
+Agents run the first two on every turn, people read a conversation with the third, and building
+the typer command tree costs more than the command itself. The fast lane reads argv with the
+option table typer's commands are declared from (talk.command_specs) and follows click's own
+rules for it: `-ux` and `-u x` give "x", `-u=x` gives "=x", `--user=x` and `--user x` give "x",
+an option's value is the next word whatever it looks like, `--` ends the options, `-` and "" are
+positionals, and a repeated option's last value wins (`--peer` collects them). Whatever click
+would refuse or handle itself (help, unknown options, a missing value, a value given to a flag,
+the wrong number of positionals) and every option the table marks as not fast goes to typer,
+which then does what it always does. Both routes call the same functions in `talk.mail` and
+`talk.show`.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from collections.abc import Callable
 from functools import partial
 from typing import Any
 
-from talk.command_specs import RECEIVE, SEND, CommandSpec, OptionSpec
+from talk.command_specs import RECEIVE, SEND, SHOW, CommandSpec, OptionSpec
 
 Params = dict[str, Any]
 
@@ -36,12 +37,12 @@ def parse(command: CommandSpec, args: list[str]) -> Params | None:
 
 
 def route(argv: list[str]) -> Callable[[], None] | None:
-    """The call for `argv` if it is a plain send/receive, else None."""
-    command = {"send": SEND, "receive": RECEIVE}.get(argv[0]) if argv else None
+    """The call for `argv` if it is a plain send/receive/show, else None."""
+    command = {"send": SEND, "receive": RECEIVE, "show": SHOW}.get(argv[0]) if argv else None
     params = parse(command, argv[1:]) if command is not None else None
-    if params is None:
+    if command is None or params is None:
         return None
-    return partial(_send if command is SEND else _receive, params)
+    return partial({"send": _send, "receive": _receive, "show": _show}[command.name], params)
 
 
 def _send(p: Params) -> None:
@@ -54,6 +55,12 @@ def _receive(p: Params) -> None:
     from talk.mail import receive
 
     receive(p["user"], p["relay"], p["passphrase_file"], p["peer"])
+
+
+def _show(p: Params) -> None:
+    from talk.show import show
+
+    show(**p)
 
 
 def _parse(command: CommandSpec, args: list[str]) -> Params:
@@ -69,12 +76,14 @@ def _parse(command: CommandSpec, args: list[str]) -> Params:
             _option(command, arg, rest, found)
         else:
             positional.append(arg)
-    if len(positional) != len(command.arguments):
+    if not len(command.arguments) <= len(positional) <= len(command.arguments) + len(command.optional):
         raise _Decline  # click's "missing argument" or "unexpected extra argument"
+    named = command.arguments + command.optional
+    given = dict(zip(named, positional, strict=False)) | dict.fromkeys(named[len(positional):])
     # The fast options' defaults, as typer hands them over (an unused `--peer` is None); the
     # others were not given, or the fast lane would have declined.
-    defaults: Params = {o.dest: None if o.takes_value else False for o in command.options if o.fast}
-    return dict(zip(command.arguments, positional, strict=True)) | defaults | found
+    defaults: Params = {o.dest: o.default if o.takes_value else False for o in command.options if o.fast}
+    return given | defaults | found
 
 
 def _option(command: CommandSpec, arg: str, rest: list[str], found: Params) -> None:
@@ -121,9 +130,13 @@ def _next(rest: list[str]) -> str:
     return rest.pop(0)
 
 
-def _store(spec: OptionSpec, value: str | bool, found: Params) -> None:
+def _store(spec: OptionSpec, value: str | bool | int, found: Params) -> None:
     if not spec.fast:
         raise _Decline
+    if spec.count:
+        if not (isinstance(value, str) and value.isascii() and value.isdigit()):
+            raise _Decline
+        value = int(value)
     if spec.multiple:
         found.setdefault(spec.dest, []).append(value)
     else:

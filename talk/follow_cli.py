@@ -7,12 +7,15 @@ import signal
 import sys
 import time
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from talk.options import Json, PassFile, Relay, User
 from talk.output import emit_json, result
+
+if TYPE_CHECKING:
+    from follower.state import FollowConfig
 
 
 def spawn(folder: Path, relay: str, passphrase_file: str | None) -> int:
@@ -29,55 +32,66 @@ def spawn(folder: Path, relay: str, passphrase_file: str | None) -> int:
 
 
 def follow(
-    peer: Annotated[list[str], typer.Option("--peer", help="Follow this contact (repeatable).")],
-    interval: Annotated[float, typer.Option(help="Seconds between safety-net polls.")] = 30.0,
+    peer: Annotated[list[str] | None, typer.Option(
+        "--peer", metavar="NAME",
+        help="Follow this contact (repeatable); without it, every contact, later ones too.",
+    )] = None,
+    interval: Annotated[float, typer.Option(
+        metavar="SECONDS", help="Seconds between safety-net polls.")] = 30.0,
     foreground: Annotated[bool, typer.Option(help="Run in this terminal instead of detaching.")] = False,
     push: Annotated[bool, typer.Option(help="Use the relay's push stream (else poll only).")] = True,
     user: User = None, relay: Relay = None, passphrase_file: PassFile = None, as_json: Json = False,
 ) -> None:
     """Start the follower daemon: it takes the peers' mail as it lands and spools it."""
     from durable.errors import UserError
-    from follower.state import FollowConfig, running_pid
+    from follower.state import FollowConfig, following, running_pid
     from talk.context import open_account
 
     if interval <= 0:
         raise UserError("--interval must be more than 0 seconds")
     account = open_account(user, relay, passphrase_file)
-    names = [account.contacts.get(p).name for p in peer]
+    names = [account.contacts.get(p).name for p in peer or []]
+    has_file = bool(passphrase_file or os.environ.get("TALK_PASSPHRASE_FILE"))
+    if account.record.protected and not has_file:
+        raise UserError("the follower runs on its own and cannot ask for the passphrase; give "
+                        "--passphrase-file PATH (or TALK_PASSPHRASE_FILE)")
     account.identity()  # a wrong passphrase fails here, in the terminal, not in the daemon's log
     pid = running_pid(account.folder)
     config = FollowConfig.load(account.folder) if pid else FollowConfig()
-    added = [n for n in names if n not in config.peers]
-    config = FollowConfig(peers=[*config.peers, *added], interval=interval, push=push)
+    every = config.every or not names
+    added = [] if every else [n for n in names if n not in config.peers]
+    changed = bool(added) or every != config.every
+    config = FollowConfig(peers=[] if every else [*config.peers, *added], interval=interval, push=push,
+                          every=every)
     config.save(account.folder)
+    what = following(config.peers, config.every)
     if pid:
-        if added:
+        if changed:
             os.kill(pid, signal.SIGUSR1)
-        verb = "now following" if added else "already following"
-        _report(pid, config.peers, f"follower already running (pid {pid}); {verb} "
-                f"{', '.join(config.peers)}", as_json, started=False)
+        verb = "now following" if changed else "already following"
+        _report(pid, config, f"follower already running (pid {pid}); {verb} {what}", as_json, started=False)
         return
     if foreground:
         from follower.__main__ import run
 
         raise typer.Exit(run(account.folder, account.relay, foreground=True))
     pid = spawn(account.folder, account.relay, passphrase_file)
-    _report(pid, config.peers, f"following {', '.join(config.peers)} (pid {pid})", as_json, True)
+    _report(pid, config, f"following {what} (pid {pid})", as_json, True)
 
 
-def _report(pid: int, peers: list[str], human: str, as_json: bool, started: bool) -> None:
-    result({"pid": pid, "peers": peers, "started": started}, human, as_json)
+def _report(pid: int, config: FollowConfig, human: str, as_json: bool, started: bool) -> None:
+    result({"pid": pid, "peers": config.peers, "every": config.every, "started": started}, human, as_json)
 
 
 def stop(
     peer: Annotated[
-        list[str] | None, typer.Option("--peer", help="Stop following only this contact.")
+        list[str] | None, typer.Option("--peer", metavar="NAME", help="Stop following only this contact.")
     ] = None,
     user: User = None, as_json: Json = False,
 ) -> None:
     """Stop the follower (or stop following some peers)."""
     from durable import daemon
-    from follower.state import FollowConfig, running_pid
+    from follower.state import FollowConfig, following, running_pid
     from talk.context import open_account
 
     folder = open_account(user, None, None).folder
@@ -87,6 +101,15 @@ def stop(
         return
     config = FollowConfig.load(folder)
     if peer:
+        from durable.errors import UserError
+
+        if config.every:
+            raise UserError("the follower follows every contact; to follow only some, stop it "
+                            "(talk stop) and start it again with talk follow --peer NAME")
+        unknown = [p for p in peer if p not in config.peers]
+        if unknown:
+            now = following(config.peers, False)
+            raise UserError(f"not following {', '.join(unknown)} (following {now}); nothing changed")
         config.peers = [p for p in config.peers if p not in peer]
         config.save(folder)
         if config.peers:
@@ -99,7 +122,8 @@ def stop(
 
 
 def status(
-    message: Annotated[str | None, typer.Argument(help="A sent message's id: show how far it got.")] = None,
+    message: Annotated[str | None, typer.Argument(
+        metavar="ID", help="A sent message's id, or a prefix of it: show how far it got.")] = None,
     user: User = None, as_json: Json = False,
 ) -> None:
     """Show the follower, the registered sessions and where mail waits; or one sent message."""
@@ -120,6 +144,7 @@ def status(
 
 def gather_status(folder: Path) -> dict[str, Any]:
     from alarms.opencode_status import alarm_status
+    from alarms.qwen_status import door_status
     from follower.quarantine import Quarantine
     from follower.state import FollowStatus, running_pid
     from spool_writer.layout import count_lines
@@ -130,21 +155,78 @@ def gather_status(folder: Path) -> dict[str, Any]:
     follower: dict[str, Any] = {"running": bool(pid), "pid": pid if pid else None}
     if st is not None:
         follower.update(
-            peers=st.peers, since=st.since, relay=st.relay, last_contact=st.last_contact,
+            peers=st.peers, every=st.every, since=st.since, relay=st.relay, last_contact=st.last_contact,
             last_error=st.last_error, last_error_at=st.last_error_at,
             push=st.push if pid else "off", delivered=st.delivered, refused=st.refused,
             republished_at=st.republished_at,
         )
     spool = folder / "spool"
+    found = list_sessions(spool)
+    alarms = dict(ALARMS)
+    if any(str(x.host) == "claude" for x in found):
+        from talk.install_claude import session_alarm, wiring
+
+        alarms["claude"] = session_alarm(wiring())
     sessions = [
         {"sid": x.sid, "host": str(x.host), "pid": x.pid, "alive": x.alive, "spool": str(x.spool),
-         "unread": x.unread, "alarm": ALARMS.get(str(x.host), "none")}
-        for x in list_sessions(spool)
+         "unread": x.unread, "alarm": alarms.get(str(x.host), "none")}
+        for x in found
     ]
     return {"follower": follower, "sessions": sessions, "inbox": str(spool / "inbox.ndjson"),
             "inbox_waiting": count_lines(spool / "inbox.ndjson"),
-            "alarms": alarm_status(folder), "missing": missing_rows(folder),
-            "quarantined": Quarantine(folder).count()}
+            "alarms": alarm_status(folder), "qwen_door": door_status(folder), "missing": missing_rows(folder),
+            "quarantined": Quarantine(folder).count(), "forward_secrecy": secrecy_rows(folder),
+            "loop_guard": guard_report(folder)}
+
+
+def guard_report(folder: Path) -> dict[str, Any]:
+    """The loop guard's cap and, per group it counts, how many agent messages in a row and
+    whether it holds the group (`follower.loop_guard`)."""
+    from follower.loop_guard import LoopGuard, status_rows
+    from keys.group_book import GroupBook
+
+    guard = LoopGuard(folder)
+    names = {gid: g.name for gid, g in GroupBook(folder).all().items()}
+    return {"cap": guard.cap(), "groups": status_rows(guard.states(), names)}
+
+
+def secrecy_rows(folder: Path) -> list[dict[str, Any]]:
+    """Per contact with an Olm session: forward secrecy is on, and what broke the session and
+    whether it began again. The same fields on both sides: `peer_lost` counts the times the
+    contact said it lost our session (we are its sender), `unopened` the contact's messages we
+    could not open for want of one (we are its receiver); times are seconds since the epoch."""
+    from keys.contacts import ContactBook
+    from keys.ratchet_sessions import session_history
+
+    book = ContactBook(folder)
+    rows = []
+    for fp, history in session_history(folder).items():
+        contact = book.by_fingerprint(fp)
+        rows.append({"name": contact.name if contact else fp, "fingerprint": fp,
+                     "forward_secrecy": history.sessions > 0,
+                     "peer_lost": history.lost, "peer_lost_at": history.lost_at or None,
+                     "unopened": history.unopened, "unopened_at": history.unopened_at or None,
+                     "reestablished_at": history.reestablished_at})
+    return rows
+
+
+def render_secrecy(row: dict[str, Any]) -> str:
+    """One line per contact, whichever side of a loss this identity was on."""
+    name = row["name"]
+    broken = []
+    if row["peer_lost"]:
+        broken.append(f"{name} lost our session {row['peer_lost']} time(s), last {_ago(row['peer_lost_at'])}")
+    if row["unopened"]:
+        count = row["unopened"]
+        broken.append(f"could not open {count} message{'s' if count != 1 else ''} from {name} for want of "
+                      f"a session, last {_ago(row['unopened_at'])}")
+    if not broken:
+        return f"forward secrecy with {name}: on"
+    if row["reestablished_at"] is None:
+        after = f"not re-established yet ({name}'s next message, or ours, starts a new one)"
+    else:
+        after = f"session re-established {_ago(row['reestablished_at'])}"
+    return f"forward secrecy with {name}: on; {'; '.join(broken)}; {after}"
 
 
 def missing_rows(folder: Path) -> list[dict[str, Any]]:
@@ -166,11 +248,12 @@ def render_missing(row: dict[str, Any]) -> str:
             f"{row['name']} but never delivered (ask them to send again)")
 
 
-# Which door wakes each kind of session (see alarms/).
+# Which door wakes each kind of session (see alarms/); Claude Code's depends on its plugin's
+# wiring (install_claude.session_alarm).
 ALARMS = {
-    "claude": "Claude Code plugin monitor, Stop hook as backstop",
     "codex": "Codex hooks (SessionStart, UserPromptSubmit, PostToolUse, Stop)",
     "opencode": "talk alarm opencode (prompt_async)",
+    "qwen": "the Qwen door (Qwen's inbox socket, as a peer: never as the user)",
 }
 
 
@@ -181,9 +264,13 @@ def _ago(ts: float | None) -> str:
 
 
 def render_status(report: dict[str, Any]) -> str:
+    from follower.loop_guard import render_row
+    from follower.state import following
+
     f = report["follower"]
     if f["running"]:
-        lines = [f"follower: running (pid {f['pid']}), following {', '.join(f.get('peers', []))}",
+        lines = [f"follower: running (pid {f['pid']}), following "
+                 f"{following(f.get('peers', []), bool(f.get('every')))}",
                  f"  relay {f.get('relay')}, push {f.get('push')}, "
                  f"last contact {_ago(f.get('last_contact'))}",
                  f"  delivered {f.get('delivered', 0)}, refused {f.get('refused', 0)}"]
@@ -203,7 +290,14 @@ def render_status(report: dict[str, Any]) -> str:
     if not report["sessions"]:
         lines.append("no sessions registered")
     lines += [render_alarm(row) for row in report["alarms"]]
+    if report.get("qwen_door"):
+        from alarms.qwen_status import render_door
+
+        lines.append(render_door(report["qwen_door"]))
     lines += [render_missing(row) for row in report["missing"]]
+    lines += [render_secrecy(row) for row in report.get("forward_secrecy", [])]
+    guard = report.get("loop_guard", {"cap": None, "groups": []})
+    lines += [render_row(row, guard["cap"]) for row in guard["groups"]]
     lines.append(f"fallback inbox: {report['inbox_waiting']} waiting in {report['inbox']}")
     if report.get("quarantined"):
         lines.append(f"quarantined: {report['quarantined']} refused message(s); `talk quarantine` "

@@ -1,11 +1,17 @@
 """`talk install claude`: put talk's Claude Code plugin where Claude Code can load it.
 
-The plugin (a monitor that starts a turn per peer message, and hooks as backstop) ships inside
-the `alarms` package; its monitor launcher is the Claude Code adapter, alarms/claude_monitor.sh.
+The plugin (a monitor that writes each peer message to the session's inbox socket, and hooks that
+hand on what it has not) ships inside the `alarms` package; its monitor launcher is the Claude Code
+adapter, alarms/claude_monitor.sh.
 Installing copies both to a folder of its own and writes `talk.env` there: the interpreter talk
 runs on, so the plugin never runs `python3` from PATH (a pyenv shim costs ~100 ms on every
 agent turn), and the TALK_HOME (and TALK_USER) to read mail from. The folder is also a
 one-plugin marketplace, so `/plugin marketplace add DIR` works as well as `claude --plugin-dir DIR`.
+
+`wiring` reads Claude Code's own config for `talk doctor` and `talk status`: whether a talk plugin
+is enabled (settings.json `enabledPlugins`), and, for one installed from a folder (a "directory"
+marketplace, which Claude Code reads in place rather than from its cache), whether that folder
+and the interpreter its talk.env names are still there.
 """
 
 from __future__ import annotations
@@ -19,14 +25,19 @@ from typing import Annotated, Any
 import typer
 
 from durable.errors import UserError
+from talk.host_config import read_config
 from talk.options import Json, User
 from talk.output import result, warn
+from talk.wiring import State, Wiring, guarded, missing_program
 
 PLUGIN_NAME = "talk"
 FOLDER_NAME = "claude-plugin"
 ENV_FILE = "talk.env"
 MONITOR = "scripts/claude_monitor.sh"
 EXECUTABLES = (MONITOR, "scripts/claude_hook.sh")
+MARKETPLACE = "talk-local"
+HOST = "claude"
+AGAIN = "talk install claude"
 
 
 def plugin_source() -> Path:
@@ -53,7 +64,7 @@ def env_text(python: str, home: Path, user: str | None) -> str:
 
 def marketplace(description: str) -> dict[str, Any]:
     """A marketplace listing just this folder's plugin, so Claude Code can install it by path."""
-    return {"name": "talk-local", "owner": {"name": "talk"},
+    return {"name": MARKETPLACE, "owner": {"name": "talk"},
             "description": "talk's Claude Code plugin, as installed by `talk install claude`.",
             "plugins": [{"name": PLUGIN_NAME, "source": "./", "description": description}]}
 
@@ -85,7 +96,7 @@ def how_to_enable(target: Path) -> str:
     return (f"installed talk's Claude Code plugin in {target}\n"
             f"load it for one session:   claude --plugin-dir {target}\n"
             f"or install it for good:    /plugin marketplace add {target}  then  "
-            f"/plugin install {PLUGIN_NAME}@talk-local\n"
+            f"/plugin install {PLUGIN_NAME}@{MARKETPLACE}\n"
             "each peer message then starts a turn in the session (the follower must run: "
             "talk follow --peer NAME)")
 
@@ -111,3 +122,90 @@ def install_claude_command(
 
 if __name__ == "__main__":
     typer.run(install_claude_command)
+
+
+def env_values(text: str) -> dict[str, str]:
+    """talk.env's KEY=VALUE lines, read as the launchers read them."""
+    return dict(line.split("=", 1) for line in text.splitlines() if "=" in line)
+
+
+def loaded_from(config: Path, settings: dict[str, Any], key: str) -> Path | None:
+    """The folder Claude Code loads plugin `key` (name@marketplace) from, when its marketplace is a
+    folder; None for any other marketplace."""
+    name = key.partition("@")[2]
+    extra = settings.get("extraKnownMarketplaces")
+    known = read_config(config / "plugins" / "known_marketplaces.json", AGAIN)
+    for listing in (extra if isinstance(extra, dict) else {}, known):
+        source = (listing.get(name) or {}).get("source") if isinstance(listing.get(name), dict) else None
+        if isinstance(source, dict) and source.get("source") == "directory" and source.get("path"):
+            return Path(str(source["path"]))
+    return None
+
+
+def claude_config(env: dict[str, str]) -> Path:
+    from alarms.claude_inbox import config_dir
+
+    return Path(config_dir(env)).expanduser()
+
+
+def default_plugin_dir() -> Path:
+    from keys import keystore
+
+    return keystore.talk_home().expanduser().resolve() / FOLDER_NAME
+
+
+def wiring(config: Path | None = None, plugin: Path | None = None) -> Wiring:
+    """Is talk's plugin installed and enabled in Claude Code, and can it run? Reads only."""
+    import os
+
+    config = config or claude_config(dict(os.environ))
+    plugin = plugin or default_plugin_dir()
+    if not config.is_dir() and not plugin.is_dir():
+        return Wiring(HOST, State.ABSENT, f"not installed (no {config})")
+    return guarded(HOST, AGAIN, config / "settings.json", lambda: _judge(config, plugin))
+
+
+def _reinstall(folder: Path) -> str:
+    return AGAIN if folder.resolve() == default_plugin_dir() else f"{AGAIN} --dir {folder}"
+
+
+def _judge(config: Path, plugin: Path) -> Wiring:
+    settings = read_config(config / "settings.json", AGAIN)
+    enabled = settings.get("enabledPlugins")
+    ours = {k: v for k, v in (enabled if isinstance(enabled, dict) else {}).items()
+            if k.partition("@")[0] == PLUGIN_NAME}
+    if not ours and plugin.is_dir():
+        return Wiring(HOST, State.INCOMPLETE,
+                      f"talk's plugin is in {plugin} but not installed in Claude Code: only sessions "
+                      f"started with --plugin-dir {plugin} load it",
+                      f"claude plugin marketplace add {plugin} && "
+                      f"claude plugin install {PLUGIN_NAME}@{MARKETPLACE}")
+    if not ours:
+        return Wiring(HOST, State.UNWIRED, f"talk's plugin is not installed ({config / 'settings.json'} "
+                      "enables none)")
+    key = next(iter(ours))
+    if not any(v is True for v in ours.values()):
+        return Wiring(HOST, State.INCOMPLETE, f"talk's plugin {key} is disabled in Claude Code",
+                      f"claude plugin enable {key}")
+    folder = loaded_from(config, settings, key)
+    if folder is None:
+        return Wiring(HOST, State.WIRED, f"plugin {key} enabled")
+    if not (folder / ".claude-plugin" / "plugin.json").is_file():
+        return Wiring(HOST, State.STALE, f"Claude Code loads talk's plugin from {folder}, which is gone",
+                      _reinstall(folder))
+    env = folder / ENV_FILE
+    python = env_values(env.read_text()).get("TALK_PYTHON") if env.is_file() else None
+    gone = missing_program([python]) if python else None
+    if gone:
+        return Wiring(HOST, State.STALE, f"talk's plugin in {folder} runs {gone}, which is gone",
+                      _reinstall(folder))
+    return Wiring(HOST, State.WIRED, f"plugin {key} enabled, loaded from {folder}")
+
+
+def session_alarm(plugin: Wiring) -> str:
+    """What wakes a Claude Code session, for `talk status`, from the plugin's wiring."""
+    if plugin.state is State.WIRED:
+        return ("Claude Code plugin: its monitor writes each message to the session's inbox socket; "
+                "hooks at prompt, after tool calls and at stop as backstop")
+    return ("hooks at prompt, after tool calls and at stop (talk's plugin is not installed in Claude Code: "
+            "an idle session is not woken unless started with --plugin-dir)")

@@ -12,13 +12,18 @@ nothing. Codex silently skips a new or changed hook until it is trusted, so the 
 records trust as Codex's /hooks review does, through `codex app-server` (hooks/list →
 config/batchWrite of `hooks.state."<key>".trusted_hash`). Without a codex program the hooks are
 written but untrusted, and the command says so and exits non-zero.
+
+`wiring` reads the same two files back for `talk doctor`: Codex keys each hook by
+`<hooks.json>:<event>:<group>:<handler>` and records its trust in config.toml under
+`hooks.state."<key>".trusted_hash`. Only Codex can compute that hash, so a key with a recorded
+hash counts as trusted here; a hook changed since (installed again without codex) is not caught.
 """
 
 from __future__ import annotations
 
 import copy
-import json
 import os
+import re
 import shlex
 import shutil
 import sys
@@ -28,14 +33,22 @@ from typing import Annotated, Any
 import typer
 
 from durable.errors import UserError
-from durable.files import replace_file
+from talk.host_config import place, read_config, warn_without_identity, write_config
 from talk.options import Json, User
-from talk.output import result, warn
+from talk.output import result
+from talk.wiring import State, Wiring, guarded, judge_hooks
 
 EVENTS = ("SessionStart", "UserPromptSubmit", "PostToolUse", "Stop")
 HOOK_TIMEOUT_S = 10
 STATUS_MESSAGE = "Checking talk mail"
 SCRIPT_MARK = "codex_hook.py"
+AGAIN = "talk install codex"
+HOST = "codex"
+TRUST_FIX = f"{AGAIN} (with codex on PATH, or --codex-bin PATH), or approve them in Codex with /hooks"
+
+
+def codex_home(given: Path | None) -> Path:
+    return (given or Path(os.environ.get("CODEX_HOME") or Path.home() / ".codex")).expanduser().resolve()
 
 
 def hook_script() -> Path:
@@ -72,31 +85,11 @@ def _groups(doc: dict[str, Any], event: str) -> list[Any]:
     return groups
 
 
-def _place(groups: list[Any], new: dict[str, Any]) -> None:
-    """Put `new` where the first talk handler is (others go, with groups they leave empty), or at the end."""
-    placed = False
-    for group in groups:
-        handlers = group.get("hooks")
-        if not isinstance(handlers, list) or not any(map(is_talk_handler, handlers)):
-            continue
-        kept = []
-        for h in handlers:
-            if not is_talk_handler(h):
-                kept.append(h)
-            elif not placed:
-                kept.append(new)
-                placed = True
-        group["hooks"] = kept
-    groups[:] = [g for g in groups if g.get("hooks") != []]
-    if not placed:
-        groups.append({"hooks": [new]})
-
-
 def merge_hooks(doc: dict[str, Any], command: str) -> dict[str, Any]:
     """`doc` (a hooks.json) with talk's handler for each event; ValueError on a shape Codex would refuse."""
     merged = copy.deepcopy(doc)
     for event in EVENTS:
-        _place(_groups(merged, event), handler_for(command))
+        place(_groups(merged, event), handler_for(command), is_talk_handler)
     return merged
 
 
@@ -119,39 +112,13 @@ def trust_plan(listed: Any, hooks_file: Path, command: str) -> tuple[list[str], 
     return keys, edits
 
 
-def read_hooks_file(path: Path) -> dict[str, Any]:
-    try:
-        text = path.read_text()
-    except FileNotFoundError:
-        return {}
-    try:
-        doc = json.loads(text) if text.strip() else {}
-    except ValueError as exc:
-        raise UserError(f"{path} is not valid JSON ({exc}); fix it or move it aside, then run "
-                        "`talk install codex` again") from exc
-    if not isinstance(doc, dict):
-        raise UserError(f"{path} does not hold a JSON object; fix it or move it aside, then run "
-                        "`talk install codex` again")
-    return doc
-
-
 def merged_hooks_file(path: Path, command: str) -> dict[str, Any]:
     try:
-        return merge_hooks(read_hooks_file(path), command)
+        return merge_hooks(read_config(path, AGAIN), command)
     except ValueError as exc:
         raise UserError(
-            f"{path}: {exc}; fix it or move it aside, then run `talk install codex` again"
+            f"{path}: {exc}; fix it or move it aside, then run `{AGAIN}` again"
         ) from exc
-
-
-def write_hooks_file(path: Path, doc: dict[str, Any]) -> bool:
-    """Write `doc` atomically if it differs from what is there; whether it was written."""
-    text = json.dumps(doc, indent=2) + "\n"
-    if path.exists() and path.read_text() == text:
-        return False
-    path.parent.mkdir(parents=True, exist_ok=True)
-    replace_file(path, text.encode(), mode=0o644)  # Codex's own config: readable as before
-    return True
 
 
 def record_trust(codex_bin: str, codex_home: Path, hooks_file: Path, command: str) -> list[str]:
@@ -184,23 +151,24 @@ def find_codex(codex_bin: str | None) -> str | None:
 
 
 def install_codex_command(
-    codex_home: Annotated[
+    codex_dir: Annotated[
         Path | None,
         typer.Option("--codex-home", help="Codex's home folder (default: CODEX_HOME or ~/.codex)."),
     ] = None,
     codex_bin: Annotated[
-        str | None, typer.Option("--codex-bin", help="The codex program, to record trust (default: on PATH).")
+        str | None, typer.Option(
+            "--codex-bin", metavar="PROGRAM", help="The codex program, to record trust (default: on PATH).")
     ] = None,
     user: User = None,
     as_json: Json = False,
 ) -> None:
     """Install talk's Codex hooks (mail at session start, with each prompt, after each tool call, and at
     the end of a turn)."""
-    home = (codex_home or Path(os.environ.get("CODEX_HOME") or Path.home() / ".codex")).expanduser().resolve()
+    home = codex_home(codex_dir)
     hooks_file = home / "hooks.json"
     command = hook_command(sys.executable, hook_script(), os.environ.get("TALK_HOME"),
                            user or os.environ.get("TALK_USER"))
-    write_hooks_file(hooks_file, merged_hooks_file(hooks_file, command))
+    write_config(hooks_file, merged_hooks_file(hooks_file, command))  # Codex's own file: readable as before
     found = find_codex(codex_bin)
     if found is None:
         result({"hooks_file": str(hooks_file), "command": command, "trusted": []},
@@ -214,14 +182,62 @@ def install_codex_command(
     result({"hooks_file": str(hooks_file), "command": command, "trusted": keys},
            f"installed and trusted talk's hooks in {hooks_file}:\n" + "\n".join(f"  {k}" for k in keys),
            as_json)
-    _warn_without_identity(user)
+    warn_without_identity(user)
 
 
-def _warn_without_identity(user: str | None) -> None:
-    from alarms.mailbox import NoIdentity, identity_folder
+def trust_key(hooks_file: Path, event: str, group: int, handler: int) -> str:
+    """Codex's key for one hook: the file, the event in snake case, and the hook's position."""
+    return f"{hooks_file}:{re.sub(r'(?<!^)(?=[A-Z])', '_', event).lower()}:{group}:{handler}"
 
-    env = dict(os.environ, **({"TALK_USER": user} if user else {}))
+
+def talk_hooks(doc: dict[str, Any], hooks_file: Path) -> dict[str, dict[str, str]]:
+    """Per event, talk's handlers in a hooks.json: trust key → command."""
+    hooks = doc.get("hooks", {})
+    if not isinstance(hooks, dict):
+        raise ValueError('"hooks" is not an object')
+    found: dict[str, dict[str, str]] = {}
+    for event in EVENTS:
+        groups = hooks.get(event, [])
+        for g, group in enumerate(groups if isinstance(groups, list) else []):
+            handlers = group.get("hooks") if isinstance(group, dict) else None
+            for h, handler in enumerate(handlers if isinstance(handlers, list) else []):
+                if is_talk_handler(handler):
+                    found.setdefault(event, {})[trust_key(hooks_file, event, g, h)] = str(handler["command"])
+    return found
+
+
+def trusted_keys(config: Path) -> set[str]:
+    """The hook keys Codex's config.toml records a trusted hash for; UserError naming a corrupt file."""
+    import tomllib
+
     try:
-        identity_folder(env)
-    except NoIdentity as exc:
-        warn(f"the hooks will find no mail until this is fixed: {exc} (run `talk init NAME` first)")
+        doc = tomllib.loads(config.read_text()) if config.exists() else {}
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+        raise UserError(f"{config} cannot be read as TOML ({exc}); fix it or move it aside") from exc
+    hooks = doc.get("hooks")
+    state = hooks.get("state") if isinstance(hooks, dict) else None
+    if not isinstance(state, dict):
+        return set()
+    return {k for k, v in state.items() if isinstance(v, dict) and v.get("trusted_hash")}
+
+
+def wiring(given: Path | None = None) -> Wiring:
+    """Are talk's hooks in Codex's hooks.json, complete, runnable and trusted? Reads only."""
+    home = codex_home(given)
+    if not home.is_dir():
+        return Wiring(HOST, State.ABSENT, f"not installed (no {home})")
+    return guarded(HOST, AGAIN, home / "hooks.json", lambda: _judge(home))
+
+
+def _judge(home: Path) -> Wiring:
+    hooks_file = home / "hooks.json"
+    found = talk_hooks(read_config(hooks_file, AGAIN), hooks_file)
+    hooks = judge_hooks(HOST, {e: list(v.values()) for e, v in found.items()}, EVENTS, AGAIN, hooks_file)
+    if hooks.state is not State.WIRED:
+        return hooks
+    trusted = trusted_keys(home / "config.toml")
+    left = [k for keys in found.values() for k in keys if k not in trusted]
+    if left:
+        return Wiring(HOST, State.UNTRUSTED, f"{len(left)} of talk's hooks in {hooks_file} are not trusted: "
+                      "Codex skips them without a word", TRUST_FIX)
+    return Wiring(HOST, State.WIRED, f"{hooks.detail}, trusted")

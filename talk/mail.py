@@ -24,7 +24,8 @@ def send(user: str | None, relay: str | None, passphrase_file: str | None, name:
     sent: dict[str, Any] = {}
     try:
         report = send_report(open_account(user, relay, passphrase_file), name, read_text_arg(text),
-                             wait=wait, timeout=timeout, task=task, mode=mode, hops=hops, progress=sent)
+                             wait=wait, timeout=timeout, task=task, mode=mode, hops=hops, progress=sent,
+                             by=_author(name))
     except BaseException:
         if sent:
             result(sent, _human(sent, wait, task), as_json)
@@ -32,17 +33,33 @@ def send(user: str | None, relay: str | None, passphrase_file: str | None, name:
     result(report, _human(report, wait, task), as_json)
 
 
+def _author(name: str) -> str:
+    """Who writes this message, for a group message only (the one kind that carries it): the
+    judgement is imported only then, off the path of every other send."""
+    if not name.startswith("@"):
+        return "agent"
+    from talk.authorship import written_by
+
+    return written_by().value
+
+
 def _human(report: dict[str, Any], wait: str | None, task: bool) -> str:
+    if "gm" in report:
+        copies = ", ".join(f"{m['name']} ({m['state']})" for m in report["members"])
+        return f"sent {report['gm']} to {report['to']}: {copies}"
     human = f"sent {report['id']} to {report['to']}" + (f" ({report['state']})" if wait else "")
     return human + (f"; task {report['task']}" if task else "")
 
 
 def send_report(account: Account, name: str, text: str, wait: str | None = None, timeout: float = 30.0,
                 task: bool = False, mode: str = "one-shot", hops: list[str] | None = None,
-                progress: dict[str, Any] | None = None) -> dict[str, Any]:
+                progress: dict[str, Any] | None = None, by: str = "agent") -> dict[str, Any]:
     """`Account.send`, then with `wait` `Account.wait`, as the dict `talk send --json` and
     `talk mcp` answer; `progress` gets it as soon as the message is sent, before any wait.
-    A queued message is not waited for: its warning is printed instead."""
+    A queued message is not waited for: its warning is printed instead. A `name` of "@GROUP"
+    sends to each member of the group (`follower.group_mail`); `by` says who wrote it."""
+    if name.startswith("@"):
+        return _group_report(account, name[1:], text, wait, task, by)
     if wait is not None:
         from follower.waiting import check_wanted
 
@@ -56,6 +73,22 @@ def send_report(account: Account, name: str, text: str, wait: str | None = None,
             progress.update(report)
         report["state"] = account.wait(sent.id, wait, timeout)
     return report
+
+
+def _group_report(account: Account, group: str, text: str, wait: str | None, task: bool,
+                  by: str) -> dict[str, Any]:
+    from durable.errors import UserError
+
+    if wait is not None or task:
+        raise UserError("a group message is neither waited for nor a task: drop --wait/--task, and "
+                        "follow each member's copy with `talk status ID`")
+    sent = account.groups.send(group, text, by)
+    for copy in sent.copies:
+        if copy.warning:
+            warn(f"{copy.name}: {copy.warning}")
+    if sent.held:
+        warn(sent.held)
+    return sent.report()
 
 
 def receive(user: str | None, relay: str | None, passphrase_file: str | None,

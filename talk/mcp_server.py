@@ -22,7 +22,7 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import CallToolResult, TextContent
 from pydantic import Field
 
-from durable.errors import NotFound, TalkError
+from durable.errors import TalkError
 from durable.version import version
 from follower.account import Account
 from keys.contacts import Contact
@@ -44,11 +44,12 @@ INSTRUCTIONS = (
 )
 
 # The tools' parameters, described for the agent that reads their input schemas.
-To = Annotated[str, Field(description="Contact name (or fingerprint), as list_peers shows it.")]
+To = Annotated[str, Field(description="Contact name (or fingerprint), as list_peers shows it; or "
+                                      "\"@GROUP\" to send to every member of a group you are in.")]
 Text = Annotated[str, Field(description="The message text.")]
 AsTask = Annotated[bool, Field(description="Send the text as an opencode-mesh task, with a new task id.")]
 Mode = Annotated[Literal["one-shot", "session", "resume"], Field(description="Task mode, when task is true.")]
-Wait = Annotated[Literal["stored", "spooled", "delivered"] | None, Field(
+Wait = Annotated[Literal["stored", "spooled", "written", "delivered"] | None, Field(
     description="Return only once a receipt says the message got this far.")]
 Timeout = Annotated[float, Field(gt=0, description="Seconds to wait for `wait`; a tool error after that.")]
 MessageId = Annotated[str, Field(description="An id send_message returned (or its first 6+ characters).")]
@@ -134,19 +135,24 @@ class TalkTools:
         if not records:
             return CallToolResult(content=[TextContent(type="text", text="no new messages")],
                                   structured_content={"messages": []})
-        framed = frame(records)
+        framed = frame(records, by_tool=True)
         return CallToolResult(content=[TextContent(type="text", text=framed)],
                               structured_content={"messages": records, "framed": framed})
 
     def message_status(self, message_id: MessageId) -> dict[str, Any]:
-        """How far a sent message got: sent, stored, held, spooled, delivered, refused, expired or dropped."""
+        """How far a sent message got: sent, stored, held, spooled, written, delivered, refused,
+        expired or dropped; for a group message's gm, each member's copy."""
         return guarded(lambda: self._status(message_id))
 
     def _status(self, message_id: str) -> dict[str, Any]:
-        entry = self.account.outbox.find(message_id)
-        if entry is None:
-            raise NotFound(f"unknown message id {message_id!r}: this identity sent no such message")
-        return entry.public()
+        from follower.group_mail import group_status
+
+        group = group_status(self.account.outbox, message_id)
+        if group is not None:  # a group message's gm: each member's copy
+            return group
+        entry = self.account.outbox.pick(message_id)
+        # `to` as send_message gave it (the contact's name), the fingerprint beside it.
+        return {**entry.public(), "to": entry.name, "fingerprint": entry.to}
 
 
 def build_server(tools: TalkTools) -> MCPServer[Any]:

@@ -11,7 +11,7 @@ from talk.command_specs import JSON, PASSPHRASE_FILE, RELAY, USER, OptionSpec
 
 def option(spec: OptionSpec) -> Any:
     """The typer declaration of `spec`; the parameter it annotates must be named `spec.dest`."""
-    return typer.Option(*spec.flags, help=spec.help)
+    return typer.Option(*spec.flags, help=spec.help, metavar=spec.metavar)
 
 
 User = Annotated[str | None, option(USER)]

@@ -4,22 +4,24 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from datetime import datetime
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from durable.errors import UserError
-from spool_writer.cursor import CursorState
 from spool_writer.record import SpoolRecord
 from spool_writer.registry import Host
+from talk.help_format import TalkTyper
 from talk.options import Json, User
 from talk.output import emit_json, result, warn
 
+if TYPE_CHECKING:
+    from talk.spool_log import SpoolLog
+
 POLL_S = 0.2
 
-session_app = typer.Typer(
+session_app = TalkTyper(
     help="Agent sessions: each registered session gets its own copy of new mail.",
     no_args_is_help=True,
 )
@@ -50,11 +52,12 @@ def host_process(host: Host) -> int:
 @session_app.command("register")
 def register_command(
     host: Annotated[Host, typer.Option("--host", help="The agent program this session runs in.")],
-    sid: Annotated[str, typer.Option("--id", help="The session's id (letters, digits, '.', '_', '-').")],
+    sid: Annotated[str, typer.Option(
+        "--id", metavar="ID", help="The session's id (letters, digits, '.', '_', '-').")],
     pid: Annotated[
         int | None,
-        typer.Option("--pid", help="Pid of the host program; the session lives while it runs "
-                                   "(default: the nearest process above this one running the host)."),
+        typer.Option("--pid", metavar="PID", help="Pid of the host program; the session lives while it "
+                      "runs (default: the nearest process above this one running the host)."),
     ] = None,
     user: User = None, as_json: Json = False,
 ) -> None:
@@ -73,12 +76,20 @@ def register_command(
 
 @session_app.command("unregister")
 def unregister_command(
-    sid: Annotated[str, typer.Argument(help="The session's id.")],
+    sid: Annotated[str | None, typer.Option(
+        "--id", metavar="ID", help="The session's id, as register took it.")] = None,
+    positional: Annotated[str | None, typer.Argument(
+        metavar="ID", help="The session's id (older form of --id).", show_default=False)] = None,
     user: User = None, as_json: Json = False,
 ) -> None:
     """Remove a session; its unread mail goes back to the inbox for the next session."""
+    from durable.errors import UserError
     from spool_writer.sessions import unregister
 
+    if (sid is None) == (positional is None):
+        raise UserError("name the session once: talk session unregister --id ID (see talk session list)")
+    sid = sid or positional
+    assert sid is not None
     moved = unregister(spool_root(user), sid)
     result({"sid": sid, "moved": moved},
            f"unregistered session {sid}; {moved} unread message(s) moved to the inbox", as_json)
@@ -105,7 +116,8 @@ def list_command(user: User = None, as_json: Json = False) -> None:
 
 def gc_command(
     idle_days: Annotated[
-        float, typer.Option("--idle-days", min=0, help="Retire sessions unused for this many days.")
+        float, typer.Option(
+            "--idle-days", min=0, metavar="DAYS", help="Retire sessions unused for this many days.")
     ] = 14.0,
     user: User = None, as_json: Json = False,
 ) -> None:
@@ -118,39 +130,58 @@ def gc_command(
 
 def log_command(
     session: Annotated[
-        str | None, typer.Option("--session", help="Only this session's spool (default: all and the inbox).")
+        str | None, typer.Option(
+            "--session", metavar="ID", help="Only this session's spool (default: all and the inbox).")
     ] = None,
     follow: Annotated[
         bool, typer.Option("--follow", "-f", help="Keep printing new mail until Ctrl-C.")
     ] = False,
     user: User = None,
 ) -> None:
-    """Show the mail in the spool for a human: time, sender, text. Reads without moving any cursor."""
-    root = spool_root(user)
-    files = _log_files(root, session)
-    states: dict[Path, CursorState] = {}
-    shown: set[str] = set()
-    batch = _new_records(files(), states, shown)
-    if not batch and not follow:
-        warn("no mail in the spool")
-    _print(batch)
+    """Show the mail in the spool for a person: time, short id, sender, kind, text. Reads without
+    moving any cursor; damaged lines are named on stderr and skipped."""
+    from talk.spool_log import SpoolLog
+
+    files = _log_files(spool_root(user), session)
+    log = SpoolLog()
+    if not _show(log, files()) and not follow:
+        warn("no mail in the spool (mail taken with `talk receive` never goes there: `talk show` lists it)")
     if not follow:
         return
     try:
         while True:
             time.sleep(POLL_S)
-            _print(_new_records(files(), states, shown))
+            _show(log, files())
     except KeyboardInterrupt:
         return
 
 
-def find_record(user: str | None, msg_id: str) -> SpoolRecord | None:
-    """A message in this identity's spool (inbox or any session's copy) by its id."""
-    root = spool_root(user)
-    for record in _new_records(_log_files(root, None)(), {}, set()):
-        if record.get("id") == msg_id:
-            return record
-    return None
+def _show(log: SpoolLog, files: list[Path]) -> int:
+    """Print what is new in `files`, and a note for each damaged line; how many messages."""
+    from talk.spool_log import log_line
+
+    records, damaged = log.read(files)
+    for bad in damaged:
+        warn(bad.note())
+    for record in records:
+        result({}, log_line(record), False)
+    return len(records)
+
+
+def find_record(user: str | None, typed: str) -> SpoolRecord:
+    """A message in this identity's spool (inbox or any session's copy) by its id or an
+    unambiguous prefix of it.
+
+    Raises:
+        UserError: `typed` is no id, or a prefix of several.
+        NotFound: no message in the spool has that id.
+    """
+    from durable.message_ids import resolve
+    from talk.spool_log import SpoolLog
+
+    records, _ = SpoolLog().read(_log_files(spool_root(user), None)())
+    by_id = {r["id"]: r for r in records}
+    return by_id[resolve(typed, by_id, "received message", "`talk log` lists them")]
 
 
 def _log_files(root: Path, session: str | None) -> Callable[[], list[Path]]:
@@ -165,36 +196,3 @@ def _log_files(root: Path, session: str | None) -> Callable[[], list[Path]]:
     if not spool.exists():
         raise NotFound(f"session {session!r} has no spool here; `talk session list` shows the sessions")
     return lambda: [spool]
-
-
-def _new_records(
-    files: list[Path], states: dict[Path, CursorState], shown: set[str]
-) -> list[SpoolRecord]:
-    """The messages not shown yet from every file, oldest first; a copy in several sessions shows once."""
-    from spool_writer.cursor import read_new
-
-    batch: list[SpoolRecord] = []
-    for path in files:
-        taken = read_new(path, states.get(path, CursorState()))
-        if taken is None:
-            continue
-        states[path] = taken.state
-        for record in taken.records:
-            if record["id"] not in shown:
-                shown.add(record["id"])
-                batch.append(record)
-    return sorted(batch, key=lambda r: str(r.get("received") or r.get("ts") or ""))
-
-
-def _print(records: list[SpoolRecord]) -> None:
-    for record in records:
-        text = str(record.get("text", "")).replace("\n", "\n    ")
-        result({}, f"{_local_time(record)}  {record.get('name') or record.get('from', '?')}: {text}", False)
-
-
-def _local_time(record: SpoolRecord) -> str:
-    stamp = str(record.get("received") or record.get("ts") or "")
-    try:
-        return datetime.fromisoformat(stamp).astimezone().strftime("%Y-%m-%d %H:%M:%S")
-    except ValueError:
-        return stamp or "?"

@@ -14,15 +14,24 @@ import urllib.request
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Self
+from typing import Any, Self, TypeVar
 
 import pytest
+from hypothesis import settings
 
 from tests.hosts import npm as hosts_npm
 from tests.hosts.fake_model import FakeModel
 from tests.hosts.procs import ProcessGroup, reap_home
 
+# Property tests judge what a function returns, never how fast: on a busy 2-core machine one
+# example can take longer than Hypothesis's default 200 ms deadline and fail a correct test.
+settings.register_profile("talk", deadline=None)
+settings.load_profile("talk")
+
+REPO = Path(__file__).resolve().parent.parent  # the checkout: pyproject.toml, the packages
 TALK = shutil.which("talk", path=os.path.dirname(sys.executable)) or "talk"
+
+T = TypeVar("T")
 
 
 def free_port() -> int:
@@ -45,9 +54,11 @@ class RelayProcess:
     def store_args(self) -> list[str]:
         return ["--db", str(self.db)]
 
+    def command(self) -> list[str]:
+        return [TALK, "relay", "--port", str(self.port), *self.store_args(), *self.extra]
+
     def start(self) -> Self:
-        cmd = [TALK, "relay", "--port", str(self.port), *self.store_args(), *self.extra]
-        self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        self.proc = subprocess.Popen(self.command(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         deadline = time.monotonic() + 15
         while time.monotonic() < deadline:
             try:
@@ -198,13 +209,17 @@ def host_procs(host_home: Path) -> Iterator[ProcessGroup]:
         yield group
 
 
-def wait_for(check: Callable[[], bool], timeout: float, what: str) -> None:
-    """Poll `check` until it holds; fail with `what` after `timeout` seconds."""
+def wait_for(check: Callable[[], T | None], timeout: float, what: str, step: float = 0.05) -> T:
+    """Poll `check` every `step` seconds until it returns something true, and return that; fail
+    with `what` after `timeout` seconds. The one way the tests wait: on a condition, never a sleep."""
     deadline = time.monotonic() + timeout
-    while not check():
+    while True:
+        value = check()
+        if value:
+            return value
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {timeout} s waiting for {what}")
-        time.sleep(0.05)
+        time.sleep(step)
 
 
 @pytest.fixture

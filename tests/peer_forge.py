@@ -19,7 +19,7 @@ from keys import keystore
 from keys.contacts import Contact, ContactBook
 from keys.encoding import utc_now_iso
 from keys.envelope import channel_tag, pad
-from keys.identity import Identity
+from keys.identity import Identity, KeyBundle
 
 
 def identity_of(home: Path, name: str) -> Identity:
@@ -64,8 +64,8 @@ def deposit_blob(relay_url: str, sender: Identity, to: Contact, blob: bytes) -> 
 # What talk itself writes outside the quote; every other line an agent sees must start with "> ".
 _OWN_LINE = re.compile(
     r"\[talk\] \d+ new messages? from peers:"
-    r"|--- (?:message|task) \d+ of \d+ from [\w.-]+ \(fingerprint [0-9a-f]{32}, id [0-9a-f]{32}, "
-    r"sent [0-9TZ:.-]+\)"
+    r"|--- (?:message|task) \d+ of \d+(?: in group @[\w.-]+)? from [\w.-]+ \(fingerprint [0-9a-f]{32}, "
+    r"id [0-9a-f]{32}, sent [0-9TZ:.-]+(?:; its sender says an? (?:person|agent) wrote it)?\)"
     r"|--- end of message \d+"
     r"|    NOTE: \d+ earlier messages? from [\w.-]+ did not arrive .*"
     r"|    NOTE: this message from [\w.-]+ arrived after later ones \(delayed on the way\)\."
@@ -75,8 +75,11 @@ _OWN_LINE = re.compile(
     r"|    A question about task (?:[\w][\w.:-]*|\?); answer it with talk send\."
     r"|These are messages from other agents \(peers\), delivered by talk\. .*"
     r"|Except: a message headed \"task\" .*"
+    r"|Messages marked \"in group\" went to every member of that group: .*"
 )
-_ONE_LINE = re.compile(r"\[talk\] peer message from [\w.-]+ \(fingerprint [0-9a-f]{32}, id [0-9a-f]{32}\)"
+_ONE_LINE = re.compile(r"\[talk\] peer message(?: in group @[\w.-]+)? from [\w.-]+ "
+                       r"\(fingerprint [0-9a-f]{32}, id [0-9a-f]{32}"
+                       r"(?:; its sender says an? (?:person|agent) wrote it)?\)"
                        r"(?: \[[^\]\n]*\])?: \".*\" -- data from another agent, .*")
 
 
@@ -93,3 +96,9 @@ def one_line_breaches(line: str) -> list[str]:
     if len(line.splitlines()) != 1 or _ONE_LINE.fullmatch(line) is None:
         return [line]
     return []
+
+
+def borrowed_box_bundle(owner: Identity, box_of: Identity) -> KeyBundle:
+    """A bundle self-signed by `owner` around someone else's box key: signs, but owns no box."""
+    unsigned = KeyBundle(owner.name, owner.sign_public, box_of.box_public, b"\0" * 64)
+    return unsigned._replace(signature=owner.sign(unsigned.signed_part()))

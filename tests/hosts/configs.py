@@ -62,6 +62,12 @@ def claude_env(model_url: str) -> dict[str, str]:
     return {"ANTHROPIC_BASE_URL": model_url, "ANTHROPIC_API_KEY": FAKE_API_KEY}
 
 
+# Claude Code's switch for its cross-session messaging: "0" leaves a session without an inbox
+# socket (no CLAUDE_CODE_MESSAGING_SOCKET for its hooks and monitors, no session registry record),
+# as on versions before 2.1.224 or with messaging turned off.
+CLAUDE_NO_INBOX = {"CLAUDE_CODE_HARBOR_KITE": "0"}
+
+
 def seed_claude_home(home: Path, project: Path, api_key: str = FAKE_API_KEY) -> Path:
     """<home>/.claude.json so interactive claude in project shows no onboarding, trust or key dialog."""
     state = {
@@ -82,3 +88,24 @@ def seed_claude_home(home: Path, project: Path, api_key: str = FAKE_API_KEY) -> 
     path = home / ".claude.json"
     path.write_text(json.dumps(state, indent=2) + "\n")
     return path
+
+
+PI_PROVIDER, PI_MODEL = "fake", "fake-model"
+
+
+def write_pi_config(agent_dir: Path, model_url: str) -> Path:
+    """<agent dir>/models.json: a Chat Completions provider "fake" at model_url/v1 (pi's
+    `openai-completions` API), chosen with `--provider fake --model fake-model`."""
+    config = {"providers": {PI_PROVIDER: {
+        "baseUrl": f"{model_url}/v1", "api": "openai-completions", "apiKey": FAKE_API_KEY,
+        "models": [{"id": PI_MODEL, "contextWindow": 200000, "maxTokens": 4096}],
+    }}}
+    agent_dir.mkdir(parents=True, exist_ok=True)
+    path = agent_dir / "models.json"
+    path.write_text(json.dumps(config, indent=2) + "\n")
+    return path
+
+
+def pi_env() -> dict[str, str]:
+    """Extra env for host_env(): no catalog refresh, version check or telemetry."""
+    return {"PI_OFFLINE": "1", "PI_SKIP_VERSION_CHECK": "1", "PI_TELEMETRY": "0"}

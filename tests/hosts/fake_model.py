@@ -11,7 +11,8 @@ seconds between events, so a test can inject while a turn is running. With `tool
 a Responses request that offers tools and whose trailing user turn contains RUN_TOOL is
 answered with a call of Codex's shell tool (`exec_command`) running that command: the turn
 then has a tool-call boundary, and the request after it (carrying the tool's output) gets the
-text answer.
+text answer. Messages (Claude Code's `Bash`) and Chat Completions (opencode's `bash`) requests
+get the same, through `shell_call_events`.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ Reply = Callable[[Request], str]
 SLOW_MARKER = "SLOW_REPLY"
 TOOL_MARKER = "RUN_TOOL"
 SHELL_TOOL = "exec_command"
+GEMINI_SHELL_TOOL = "run_shell_command"
 
 
 def default_reply(request: Request) -> str:
@@ -79,12 +81,13 @@ class FakeModel:
         self.stop()
 
     def record(self, method: str, path: str, headers: dict[str, str], body: Any) -> Request:
-        texts = wire.extract(path.split("?")[0], body) if isinstance(body, dict) else wire.Texts()
+        texts = _texts(path.split("?")[0], body)
         with self._changed:
             request: Request = {
                 "n": len(self._requests) + 1, "ts": time.time(), "method": method, "path": path,
                 "headers": headers, "body": body, "texts": texts.texts,
                 "system_texts": texts.system_texts, "last_user_text": texts.last_user_text,
+                "trailing_text": texts.trailing_text,
             }
             self._requests.append(request)
             self._changed.notify_all()
@@ -107,6 +110,11 @@ class FakeModel:
     def count(self, needle: str) -> int:
         """How many requests carried needle as new input (in the user turn after the last reply)."""
         return sum(needle in r["last_user_text"] for r in self.requests)
+
+    def count_new(self, needle: str) -> int:
+        """Like `count`, but system messages after the last reply count too: Claude Code hands a
+        message that arrives mid-turn to the model as a system message after the tool's result."""
+        return sum(needle in r["trailing_text"] for r in self.requests)
 
     def wait_until(self, predicate: Callable[[Request], bool], timeout: float, what: str) -> Request:
         """The first request (old or new) satisfying predicate; AssertionError after timeout."""
@@ -132,9 +140,50 @@ class FakeModel:
         return "\n".join(lines)
 
 
+def _texts(path: str, body: Any) -> wire.Texts:
+    if not isinstance(body, dict):
+        return wire.Texts()
+    return wire.gemini_extract(body) if wire.gemini_action(path) else wire.extract(path, body)
+
+
 def _contains(request: Request, needle: str, system: bool) -> bool:
     texts = request["texts"] + (request["system_texts"] if system else [])
     return any(needle in t for t in texts)
+
+
+SHELL_TOOLS = {"/v1/messages": ("Bash",), "/v1/chat/completions": ("bash",)}
+
+
+def shell_call_events(path: str, body: dict[str, Any], request: Request,
+                      command: str | None) -> list[wire.Event] | None:
+    """A call of the host's shell tool running `command`, for a Messages or Chat Completions
+    request that offers that tool and whose trailing user turn holds RUN_TOOL; else None.
+    The request after the call carries the tool's output, not RUN_TOOL, and gets the text answer."""
+    names = SHELL_TOOLS.get(path)
+    if command is None or names is None or TOOL_MARKER not in request["last_user_text"]:
+        return None
+    name = wire.offered_tool(path, body, names)
+    if name is None:
+        return None
+    arguments = json.dumps({"command": command, "description": "Run the requested command"})
+    make = wire.messages_tool_events if path == "/v1/messages" else wire.chat_tool_events
+    return make(name, arguments, str(body.get("model", "fake-model")), request["n"], 42)
+
+
+QWEN_SHELL_TOOL = "run_shell_command"
+
+
+def qwen_shell_call_events(path: str, body: dict[str, Any], request: Request,
+                           command: str | None) -> list[wire.Event] | None:
+    """Qwen Code's shell tool (`run_shell_command`, on Chat Completions) called with `command`,
+    for a request that offers it and whose trailing user turn holds RUN_TOOL; else None."""
+    if (command is None or path != "/v1/chat/completions" or TOOL_MARKER not in request["last_user_text"]
+            or wire.offered_tool(path, body, (QWEN_SHELL_TOOL,)) is None):
+        return None
+    arguments = json.dumps({"command": command, "description": "Run the requested command",
+                            "is_background": False})
+    return wire.chat_tool_events(QWEN_SHELL_TOOL, arguments, str(body.get("model", "fake-model")),
+                                 request["n"], 42)
 
 
 class _Server(ThreadingHTTPServer):
@@ -217,6 +266,9 @@ class _Handler(BaseHTTPRequestHandler):
         if path.endswith("/count_tokens"):
             self._json(200, {"input_tokens": 42})
             return
+        if wire.gemini_action(path) and isinstance(body, dict):
+            self._gemini(path, body, request)
+            return
         kinds = {
             "/v1/responses": (wire.responses_events, wire.responses_body),
             "/v1/chat/completions": (wire.chat_events, wire.chat_body),
@@ -236,10 +288,33 @@ class _Handler(BaseHTTPRequestHandler):
                 arguments = json.dumps({"cmd": command})
                 stream = wire.responses_tool_events(SHELL_TOOL, arguments, *args[1:])
             else:
-                stream = events(*args)
+                stream = (shell_call_events(path, body, request, command)
+                          or qwen_shell_call_events(path, body, request, command) or events(*args))
             self._stream(stream, self.fake.slow_delay if slow else 0.0)
         else:
             self._json(200, whole(*args))
+
+    def _gemini(self, path: str, body: dict[str, Any], request: Request) -> None:
+        """Google's Gemini API (Gemini CLI): text answers, SLOW_REPLY streamed slowly, RUN_TOOL
+        answered with a call of `run_shell_command` when the request offers it, and JSON for
+        the side questions Gemini CLI asks in JSON mode."""
+        action, model = wire.gemini_action(path), wire.gemini_model(path)
+        if action == "countTokens":
+            self._json(200, {"totalTokens": 42})
+            return
+        text = wire.gemini_json_answer(body) or self.fake.reply(request)
+        command = self.fake.tool_command
+        if (command is not None and TOOL_MARKER in request["last_user_text"]
+                and wire.gemini_offers(body, GEMINI_SHELL_TOOL)):
+            args = {"command": command, "description": "Run the requested command"}
+            events = wire.gemini_tool_events(GEMINI_SHELL_TOOL, args, model, request["n"], 42)
+        else:
+            events = wire.gemini_events(text, model, request["n"], 42)
+        if action == "generateContent":
+            self._json(200, wire.gemini_body(text, model, request["n"], 42))
+            return
+        slow = SLOW_MARKER in request["last_user_text"]
+        self._stream(events, self.fake.slow_delay if slow else 0.0)
 
     def _stream(self, events: list[wire.Event], delay: float) -> None:
         self.send_response(200)

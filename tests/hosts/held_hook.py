@@ -7,8 +7,9 @@ Both hooks take mail through `alarms.pending.take`, which records the batch as p
 the session's cursor before it returns; the hook prints its answer after. Wrapped here, a `take`
 that returned mail writes this process's id to the file HOLD (atomically) and then sleeps instead
 of returning: the test waits for HOLD, so it knows the batch is recorded, the cursor moved and
-nothing printed, and SIGKILLs the pid in it. A `take` that found nothing returns at once, so the
-session's other hook runs go through unchanged.
+nothing printed, and SIGKILLs the pid in it. A `take` that found nothing returns at once, and so
+does any take once HOLD exists (one hold per file), so the session's other hook runs, the ones
+after the kill included, go through unchanged.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ def hold_after_take(hold: str) -> None:
 
     def held(*args: Any, **kwargs: Any) -> Any:
         records = take(*args, **kwargs)
-        if records:
+        if records and not os.path.exists(hold):
             part = f"{hold}.{os.getpid()}.part"
             with open(part, "w") as f:
                 f.write(str(os.getpid()))

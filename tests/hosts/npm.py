@@ -20,14 +20,19 @@ import pytest
 
 from tests.hosts.procs import ProcessGroup, kill_tree, reap_home
 
-__all__ = ["HOSTS_DIR", "HOST_NAMES", "ProcessGroup", "host_bin", "host_env", "kill_tree", "reap_home"]
+__all__ = ["HOSTS_DIR", "HOST_BIN_ENV", "HOST_NAMES", "ProcessGroup", "host_bin", "host_env", "kill_tree",
+           "reap_home"]
 
 HOSTS_DIR = Path(__file__).resolve().parent
-HOST_NAMES = ("opencode", "codex", "claude")
+HOST_NAMES = ("opencode", "codex", "claude", "pi", "gemini", "qwen", "copilot")
 INSTALL_TIMEOUT = 900.0
+# Another node_modules/.bin to test instead of the pinned one: `python -m tests.hosts.newest`
+# sets it to the newest releases it installed.
+HOST_BIN_ENV = "TALK_TEST_HOST_BIN"
 
-_SCRUBBED_PREFIXES = ("CLAUDE_", "ANTHROPIC_", "OPENAI_", "CODEX_", "OPENCODE_", "TALK_", "XDG_")
-_SCRUBBED = {"CLAUDECODE"}
+_SCRUBBED_PREFIXES = ("CLAUDE_", "ANTHROPIC_", "OPENAI_", "CODEX_", "OPENCODE_", "PI_", "TALK_", "XDG_",
+                      "GEMINI_", "GOOGLE_", "COPILOT_")
+_SCRUBBED = {"CLAUDECODE", "GH_TOKEN", "GITHUB_TOKEN"}  # Copilot CLI would use them
 _LOOPBACK = ("127.0.0.1", "localhost")
 
 
@@ -50,24 +55,45 @@ def _installed(modules: Path, lock: Path) -> bool:
     return all((modules / ".bin" / name).exists() for name in HOST_NAMES)
 
 
-def _npm_ci(npm: str) -> None:
-    _progress("npm ci in tests/hosts (opencode, codex, claude; ~20 s with a warm npm cache) ...")
-    started = time.monotonic()
+# `npm ci` refuses a lock whose optional platform packages the registry did not list (some
+# hosts' native add-ons for other systems); `npm install` takes the same lock and leaves them out.
+OUT_OF_SYNC = "can only install packages when your package.json and package-lock.json"
+
+
+def _npm(npm: str, command: str) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "npm_config_update_notifier": "false"}
     try:
-        done = subprocess.run(
-            [npm, "ci", "--no-audit", "--no-fund"], cwd=HOSTS_DIR, env=env, capture_output=True,
-            text=True, timeout=INSTALL_TIMEOUT,
-        )
+        return subprocess.run([npm, command, "--no-audit", "--no-fund"], cwd=HOSTS_DIR, env=env,
+                              capture_output=True, text=True, timeout=INSTALL_TIMEOUT)
     except subprocess.TimeoutExpired:
-        _unavailable(f"npm ci in {HOSTS_DIR.name} took longer than {INSTALL_TIMEOUT:.0f}s")
+        _unavailable(f"npm {command} in {HOSTS_DIR.name} took longer than {INSTALL_TIMEOUT:.0f}s")
+
+
+def _npm_ci(npm: str) -> None:
+    _progress(f"npm ci in tests/hosts ({', '.join(HOST_NAMES)}; ~30 s with a warm npm cache) ...")
+    started = time.monotonic()
+    done = _npm(npm, "ci")
+    if done.returncode != 0 and OUT_OF_SYNC in done.stdout + done.stderr:
+        lock = HOSTS_DIR / "package-lock.json"
+        pinned = lock.read_bytes()
+        done = _npm(npm, "install")
+        lock.write_bytes(pinned)  # the pins stay as committed; what npm filled in is not kept
+        stamp = HOSTS_DIR / "node_modules" / ".package-lock.json"
+        if done.returncode == 0 and stamp.exists():
+            os.utime(stamp)  # newer than the lock, or the next run would install again
     if done.returncode != 0:
-        _unavailable(f"npm ci exited {done.returncode}:\n{(done.stdout + done.stderr)[-3000:]}")
-    _progress(f"npm ci done in {time.monotonic() - started:.1f}s")
+        _unavailable(f"npm install exited {done.returncode}:\n{(done.stdout + done.stderr)[-3000:]}")
+    _progress(f"npm install done in {time.monotonic() - started:.1f}s")
 
 
 def host_bin() -> Path:
-    """tests/hosts/node_modules/.bin, with opencode, codex and claude installed in it."""
+    """tests/hosts/node_modules/.bin, with every host program of HOST_NAMES installed in it."""
+    other = os.environ.get(HOST_BIN_ENV)
+    if other:
+        missing = [name for name in HOST_NAMES if not (Path(other) / name).exists()]
+        if missing:
+            _unavailable(f"{HOST_BIN_ENV}={other} lacks {', '.join(missing)}")
+        return Path(other)
     modules, lock = HOSTS_DIR / "node_modules", HOSTS_DIR / "package-lock.json"
     if _installed(modules, lock):
         return modules / ".bin"

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# talk's Claude Code hook (SessionStart, UserPromptSubmit, Stop): registers the session and
-# hands on mail the monitor has not. The payload arrives on stdin and goes to
+# talk's Claude Code hook (SessionStart, UserPromptSubmit, PostToolUse, Stop): registers the
+# session and hands on mail the monitor has not. The payload arrives on stdin and goes to
 # `python -m alarms.claude_hook` unchanged.
 set -u
 here="$(dirname "${BASH_SOURCE[0]}")"

@@ -1,0 +1,100 @@
+"""Group rooms from the receiving side: a control message changes the book, a group message
+is opened in its sender's Megolm session, and a "no group key" receipt marks a member lacking.
+
+Each runs after the pairwise message was opened and passed the gate, so the sender is an
+authenticated contact and every field of the group block has its shape. What is refused here
+is refused for a reason the inbox quarantines the message with and tells its sender
+(`GroupRefused`): an update not from the group's owner or not newer, a leave from a non-member,
+a group message for a group unknown or not active here, from a sender not a member in this
+side's view, in a session another member shared, or in one this side holds no key for (the
+reason then starts with `keys.group_sessions.NO_GROUP_KEY`, and the sender's next copy carries
+the key).
+
+Crash reasoning: the book and the session file are each replaced whole before the message is
+handed on and acked. A control message taken again after a kill is refused as not newer (or
+finds the leaver gone), which quarantines a harmless copy; a group message taken again finds
+its key imported already and decrypts the same.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from durable.errors import GroupRefused
+from keys import gate
+from keys.contacts import Contact
+from keys.envelope import Inner
+from keys.group_book import GroupBook, GroupState, apply_leave, apply_update
+from keys.group_sessions import NO_GROUP_KEY, GroupSessions
+
+__all__ = ["lacking_key", "open_group_message", "take_control"]
+
+# The reason `GroupSessions.decrypt` gives, read back from a peer's receipt.
+LACKING = re.compile(rf"{NO_GROUP_KEY}: session ([A-Za-z0-9+/]{{43}}) of group ([0-9a-f]{{32}})")
+
+
+def take_control(folder: Path, me: str, contact: Contact, inner: Inner, sessions: GroupSessions) -> str:
+    """Apply a control message from `contact` to the book; a note saying what changed.
+
+    Raises:
+        GroupRefused: the rule refuses it (`keys.group_book`).
+    """
+    block = inner.extra["group"]
+    with GroupBook(folder).changing() as groups:
+        if block["op"] == "update":
+            group = apply_update(groups, contact.fingerprint, me, block)
+        else:
+            group = apply_leave(groups, contact.fingerprint, block["id"])
+        groups[group.id] = group
+    sessions.rotate(group.id)  # any change of members: our next message starts a new session
+    if block["op"] == "leave":
+        return f"{contact.name} left group {group.name}" + (
+            " (its owner: the group is closed)" if group.state is GroupState.CLOSED else "")
+    if group.state is GroupState.REMOVED:
+        return f"{contact.name} removed you from group {group.name}"
+    return f"group {group.name} (owner {contact.name}) now has {len(group.members)} members"
+
+
+def open_group_message(folder: Path, contact: Contact, inner: Inner,
+                       sessions: GroupSessions) -> tuple[Inner, dict[str, Any]]:
+    """`inner` with the group message's text in place of its empty one, and the fields its
+    spool line gets ("group": this side's name for it, "group_id", "gm", "by").
+
+    Raises:
+        GroupRefused: as the module says.
+    """
+    block = inner.extra["group"]
+    group = GroupBook(folder).all().get(block["id"])
+    if group is None or group.state is not GroupState.ACTIVE:
+        raise GroupRefused(f"a group message from {contact.name} for a group that is unknown or not "
+                           "active here")
+    if contact.fingerprint not in group.members:
+        raise GroupRefused(f"a group message for {group.name} from {contact.name}, who is not a member "
+                           "of it here")
+    plaintext = sessions.decrypt(group.id, contact.fingerprint, block["session"], block["body"],
+                                 block.get("key"))
+    try:
+        data = json.loads(plaintext)
+        text = gate.check_text(data["text"])
+        if data["gm"] != block["gm"]:
+            raise gate.Invalid("the group message names another gm inside than outside")
+    except (ValueError, KeyError, TypeError) as exc:
+        raise GroupRefused(f"a group message from {contact.name} holds no valid text ({exc})") from exc
+    fields = {"group": group.name, "group_id": group.id, "gm": block["gm"], "by": block["by"]}
+    return replace(inner, text=text), fields
+
+
+def lacking_key(folder: Path, sessions: GroupSessions, contact: Contact, reason: str) -> None:
+    """A member's refusal of a copy for want of our session key: its next copy carries it.
+    The reason is the member's word, so it can only take that member off the key's holders."""
+    found = LACKING.match(reason)
+    if found is None:
+        return
+    session_id, group_id = found.groups()
+    group = GroupBook(folder).all().get(group_id)
+    if group is not None and contact.fingerprint in group.members:
+        sessions.lacking(group_id, session_id, contact.fingerprint)

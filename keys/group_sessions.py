@@ -1,0 +1,184 @@
+"""Megolm sessions per group: ours to send with, and each member's to read theirs.
+
+File `group_sessions/<group id>.json` in the identity folder:
+
+    {"v": 1, "out"?: {"pickle", "id", "members": [FP...], "holders": [FP...], "sent": N, "at": T},
+     "in": {"<sender fp>/<session id>": PICKLE, ...}}
+
+"out" is this identity's outbound `vodozemac.GroupSession` for the group, its id, the members it
+was started for, the members known to hold its key (the key goes with the next copy to any
+other), how many messages it encrypted and when it started. "in" holds the inbound sessions
+other members shared, each bound to the sender that shared it: a session id is only ever
+looked up under the sender of the message naming it, so no member can speak in another's
+session. Every pickle is sealed under the Olm account's pickle key, as the Olm sessions are
+(`keys.ratchet_sessions`).
+
+Rotation: the outbound session is dropped (a new one starts with the next message) when the
+members differ from those it was started for, when the caller says membership changed
+(`rotate`), after `ROTATE_AFTER` messages or after `ROTATE_AFTER_S`. A member who is removed
+therefore never gets a key that reads later messages.
+
+Every reader of the identity (receive, follower, MCP) holds `<group id>.lock` from loading a
+group's sessions to saving them. `encrypt` saves the advanced session before it returns the
+ciphertext, so no message index is used twice whatever is killed afterwards; a kill after
+the save loses only an index. `import_key` and the `decrypt` that follows change the file
+only to add a session, which is idempotent: a message taken again imports the same key.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Callable, Iterator
+from typing import Any, NamedTuple, TypeVar
+
+import vodozemac
+
+from durable.errors import GroupRefused, UserError
+from durable.files import ensure_private_dir, read_json, write_json
+from durable.locks import locked
+from keys.encoding import b64d, b64e, is_hex32
+from keys.ratchet_account import RatchetAccount
+
+__all__ = [
+    "GROUP_SESSIONS_DIR", "NO_GROUP_KEY", "ROTATE_AFTER", "ROTATE_AFTER_S", "Encrypted", "GroupSessions",
+]
+
+GROUP_SESSIONS_DIR = "group_sessions"
+ROTATE_AFTER = 100
+ROTATE_AFTER_S = 7 * 86400.0
+NO_GROUP_KEY = "no group key"  # a refusal's reason starts so: the sender sends the key again
+S = TypeVar("S", vodozemac.GroupSession, vodozemac.InboundGroupSession)
+
+
+class Encrypted(NamedTuple):
+    """One group message, encrypted once: `key` (the session key at this message's index) goes
+    to each member in `lacking`."""
+
+    session_id: str
+    body: str
+    key: str
+    lacking: frozenset[str]
+
+
+class GroupSessions:
+    """The Megolm sessions of the identity whose account `account` holds, in every group."""
+
+    def __init__(self, account: RatchetAccount) -> None:
+        self.folder = account.folder / GROUP_SESSIONS_DIR
+        self._key = account.pickle_key
+
+    @contextlib.contextmanager
+    def _changing(self, group_id: str) -> Iterator[dict[str, Any]]:
+        """The group's stored state, under its lock; saved when the block ends without an error."""
+        if not is_hex32(group_id):  # it names a file: nothing else may reach the path
+            raise UserError(f"{group_id!r} is not a group id of 32 hex characters")
+        path = self.folder / f"{group_id}.json"
+        ensure_private_dir(self.folder, "group sessions folder")
+        with locked(path.with_suffix(".lock")):
+            stored = read_json(path, None) or {"v": 1, "in": {}}
+            if not isinstance(stored, dict) or stored.get("v") != 1:
+                raise UserError(f"{path} is not a group session file of version 1; move it aside and "
+                                "new group sessions are started")
+            yield stored
+            write_json(path, stored)
+
+    def encrypt(self, group_id: str, members: list[str], plaintext: bytes,
+                now: float | None = None) -> Encrypted:
+        """`plaintext` in our outbound session for the group (a new one when it is due), for
+        `members` (the others); the members not yet holding its key are named in `lacking`,
+        and are counted as holding it from here on (their copies carry it)."""
+        now = time.time() if now is None else now
+        with self._changing(group_id) as stored:
+            out = stored.get("out")
+            if out is None or _due(out, members, now):
+                fresh = vodozemac.GroupSession()
+                out = {"pickle": fresh.pickle(self._key), "id": fresh.session_id, "members": sorted(members),
+                       "holders": [], "sent": 0, "at": now}
+            session = self._opened(vodozemac.GroupSession.from_pickle, out["pickle"])
+            key = session.session_key.to_base64()
+            body = b64e(session.encrypt(plaintext).to_bytes())
+            lacking = frozenset(members) - set(out["holders"])
+            stored["out"] = {**out, "pickle": session.pickle(self._key), "sent": out["sent"] + 1,
+                             "holders": sorted({*out["holders"], *members})}
+        return Encrypted(session.session_id, body, key, lacking)
+
+    def rotate(self, group_id: str) -> None:
+        """Membership changed: the next message starts a new outbound session."""
+        with self._changing(group_id) as stored:
+            stored.pop("out", None)
+
+    def lacking(self, group_id: str, session_id: str, member: str) -> None:
+        """`member` said it has no key for our session `session_id`: its next copy carries it."""
+        with self._changing(group_id) as stored:
+            out = stored.get("out")
+            if out is not None and out["id"] == session_id:
+                out["holders"] = [h for h in out["holders"] if h != member]
+
+    def outbound_id(self, group_id: str) -> str | None:
+        """The id of our current outbound session in the group, if there is one."""
+        with self._changing(group_id) as stored:
+            out = stored.get("out")
+            return None if out is None else str(out["id"])
+
+    def has_inbound(self, group_id: str, sender: str, session_id: str) -> bool:
+        with self._changing(group_id) as stored:
+            return f"{sender}/{session_id}" in stored["in"]
+
+    def decrypt(self, group_id: str, sender: str, session_id: str, body: str, key: str | None) -> bytes:
+        """The plaintext of `sender`'s group message in its session `session_id`, importing
+        `key` first when given (it must be that very session's key; one already held is kept,
+        so a later copy cannot move the session's first readable index).
+
+        Raises:
+            GroupRefused: a key for another session, no key for this session here (the reason
+                starts with NO_GROUP_KEY), a session id another sender shared, or a message that
+                does not decrypt.
+        """
+        with self._changing(group_id) as stored:
+            inbound = stored["in"]
+            owners = {k.split("/", 1)[0] for k in inbound if k.split("/", 1)[1] == session_id}
+            if owners - {sender}:
+                raise GroupRefused(f"a group message from {sender[:8]} names a session another member shared")
+            slot = f"{sender}/{session_id}"
+            if key is not None and slot not in inbound:
+                inbound[slot] = self._imported(key, session_id).pickle(self._key)
+            if slot not in inbound:
+                raise GroupRefused(f"{NO_GROUP_KEY}: session {session_id} of group {group_id}")
+            session = self._opened(vodozemac.InboundGroupSession.from_pickle, inbound[slot])
+            try:
+                message = vodozemac.MegolmMessage.from_bytes(b64d(body))
+                plaintext = session.decrypt(message).plaintext
+            except (ValueError, TypeError) as exc:
+                raise GroupRefused(f"a group message from {sender[:8]} does not decrypt in its session "
+                                   f"({exc}): altered, or sent before the key this side holds") from exc
+            inbound[slot] = session.pickle(self._key)
+        return plaintext
+
+    def _imported(self, key: str, session_id: str) -> vodozemac.InboundGroupSession:
+        try:
+            session = vodozemac.InboundGroupSession(vodozemac.SessionKey(key))
+        except ValueError as exc:
+            raise GroupRefused(f"a group message carries a session key that does not decode ({exc})") from exc
+        if session.session_id != session_id:
+            raise GroupRefused("a group message carries the key of another session than the one it names")
+        return session
+
+    def _opened(self, load: Callable[[str, bytes], S], pickle: str) -> S:
+        """A stored session; damage (or another identity's key) is this machine's fault, never
+        the message's, so it is a UserError, not a refusal.
+
+        Raises:
+            UserError: the pickle does not open under this identity's key.
+        """
+        try:
+            return load(pickle, self._key)
+        except ValueError as exc:
+            raise UserError(f"a group session in {self.folder} cannot be opened ({exc}); move its "
+                            "file aside and new sessions are started") from exc
+
+
+def _due(out: dict[str, Any], members: list[str], now: float) -> bool:
+    """Whether our outbound session must give way to a new one."""
+    return (sorted(members) != out["members"] or out["sent"] >= ROTATE_AFTER
+            or now - float(out["at"]) >= ROTATE_AFTER_S)

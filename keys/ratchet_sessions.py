@@ -1,0 +1,382 @@
+"""Pairwise Olm sessions, one file per peer, sealed at rest, and the one safe order to receive in.
+
+Files, in the identity folder: `ratchet_sessions/<peer fingerprint>.json` holds
+{"v": 1, "sessions": [PICKLE, ...], "seen": [ID, ...], "card"?: CARD, "lost"?: N, "lost_at"?: T,
+"unopened"?: [ID, ...], "unopened_at"?: T, "started_at"?: T}:
+the sessions with that peer, the one used last first, each sealed under the Olm account's pickle
+key (`keys.ratchet_account`), the ids of the last `SEEN_MOST` messages received, the peer's
+ratchet card the last session was started with (public, checked against the pin when it came,
+and again by `talk verify`), how often (and when last) the peer said it lost them (`forget`),
+the ids of the messages from the peer no session here could open (`opening`; ids, so a message
+fetched again after a crash counts once) and when last, and when the newest session began.
+These plain fields are what `talk status` shows on both sides of a re-established session
+(`session_history`). Beside it,
+`<peer fingerprint>.lock`: every reader of the identity (receive, follower, MCP) holds it from
+loading a peer's sessions to saving them, so no two processes ever advance one ratchet from
+the same state.
+
+Receiving takes a page of mail at a time (`SessionStore.page`), in this order:
+
+ 1. A message whose id is in `seen`, or was opened earlier in the page, is answered as a
+    duplicate before any session is touched: a resend or a replay costs no ratchet step and
+    cannot fail a decryption.
+ 2. The message is decrypted in memory, in the peer's state loaded once per page under its
+    lock. A pre-key message that no session matches starts an inbound session, which takes
+    its one-time key out of the account, held (once) for the rest of the page, in memory too.
+    A message that fails changes nothing: vodozemac advances a session only once a message
+    decrypts, so the page's other messages open as if the refused one had never come.
+ 3. The caller hands every plaintext of the page over durably (written and synced where it
+    is read).
+ 4. `commit`: each peer with a message opened is saved once, its file, with the ids added to
+    `seen`, replaced atomically; then the account, if step 2 changed it.
+ 5. The caller acks the page on the relay.
+
+Why this order. A kill before 3 saved nothing: the page is still on the relay and decrypts
+again from the same states. A kill between 3 and 4 hands it over twice; each second hand-over
+is dropped by id where the first landed (the spool keeps each id once), and the states then
+saved are the ones after these messages. A kill between two saves of step 4 leaves some peers
+saved, others not: the messages of the unsaved ones decrypt again from their old state, those
+of the saved ones are recognized at step 1; all are still on the relay. A kill between 4 and 5
+leaves the page on the relay, every message recognized at step 1 and acked. A kill before the
+account's save leaves the one-time keys in it, where they are only unused: the relay never
+hands them out again. Saving before the hand-over would lose the message for good instead:
+Olm forgets a message key once it is used, so the copy still on the relay could never be
+decrypted again.
+
+Locks. A page holds every lock it took until it ends, so it may wait for one only while that
+cannot close a circle: for a peer's lock while it holds none, and for the account's while it
+holds only the lock of the peer whose message it is opening. Any other lock it cannot take at
+once is `Busy`: the caller ends the page before that message, and the next page, holding
+nothing, waits for it. Everyone else takes one of these locks at a time. Within the page's
+own process no lock it holds may be taken again (flock is per open file: that would wait for
+the page forever), so a message whose handling sends or forgets ends the page first too
+(`Page.holding`, `follower.inbound`).
+
+A message no session opens is noted in the peer's state in memory, and saved with the page's
+commit, before the page is acked (its sender is told, and sends it again in a new session): a
+kill before the commit fetches the message again, to be refused and noted again, and its id is
+noted once. The note is never the reason anything is acked or kept.
+
+Sending: `encrypt` saves the advanced session before it returns the ciphertext, so no chain
+key ever encrypts two messages, whatever is killed afterwards.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any, NamedTuple
+
+import vodozemac
+
+from durable.errors import NotFound, TamperedMessage, UserError
+from durable.files import ensure_private_dir, read_json, write_json
+from durable.locks import locked
+from keys.encoding import is_hex32
+from keys.ratchet_account import RatchetAccount
+from keys.ratchet_card import Claim
+
+__all__ = [
+    "SEEN_MOST", "SESSIONS_DIR", "Busy", "History", "Opened", "Page", "SessionStore", "has_sessions",
+    "session_card", "session_history",
+]
+
+SESSIONS_DIR = "ratchet_sessions"
+SEEN_MOST = 1000  # ids remembered per peer; an older replay meets Olm's own refusal instead
+SESSIONS_MOST = 5  # sessions kept per peer (two can start at once when both sides write first)
+
+
+class Opened(NamedTuple):
+    """A received message, opened but not yet committed (see the module's order)."""
+
+    duplicate: bool
+    plaintext: bytes
+
+
+class Busy(Exception):
+    """A lock the page may not wait for is held elsewhere: end the page before this message."""
+
+
+class _Peer(NamedTuple):
+    sessions: list[vodozemac.Session]
+    seen: list[str]
+    lost: int = 0
+    lost_at: float = 0.0
+    card: dict[str, Any] | None = None
+    unopened: tuple[str, ...] = ()
+    unopened_at: float = 0.0
+    started_at: float = 0.0
+
+
+class History(NamedTuple):
+    """What became of the sessions with a peer (times are 0.0 for never): how often the peer
+    said it lost ours, how many of its messages no session here could open, and when the
+    newest session began."""
+
+    lost: int = 0
+    lost_at: float = 0.0
+    unopened: int = 0
+    unopened_at: float = 0.0
+    started_at: float = 0.0
+    sessions: int = 0  # sessions held now: none after a loss, until one begins again
+
+    @property
+    def reestablished_at(self) -> float | None:
+        """When a session began again after the last loss on either side; None if none did yet,
+        or nothing was ever lost."""
+        broken = max(self.lost_at, self.unopened_at)
+        return self.started_at if broken and self.started_at >= broken else None
+
+
+def session_card(identity_folder: Path, peer: str) -> dict[str, Any] | None:
+    """The card `peer`'s last session was started with, as stored (not checked here); None if
+    there is no session file or no card in it."""
+    stored = read_json(identity_folder / SESSIONS_DIR / f"{peer}.json", None) if is_hex32(peer) else None
+    card = stored.get("card") if isinstance(stored, dict) else None
+    return card if isinstance(card, dict) else None
+
+
+def session_history(identity_folder: Path) -> dict[str, History]:
+    """Per peer with a session file, its `History`; the plain fields only, so no pickle is
+    opened and no lock taken (a file is replaced whole, never seen half written)."""
+    found = {}
+    for path in sorted((identity_folder / SESSIONS_DIR).glob("*.json")):
+        stored = read_json(path, None)
+        if isinstance(stored, dict) and is_hex32(path.stem):
+            marks = _marks(stored)
+            found[path.stem] = History(**{**marks, "unopened": len(marks["unopened"])},
+                                       sessions=_count(stored.get("sessions")))
+    return found
+
+
+def has_sessions(identity_folder: Path, peer: str) -> bool:
+    """Whether a session with `peer` is held (its file may remain with none, after a loss);
+    the plain field only, so no pickle is opened."""
+    stored = read_json(identity_folder / SESSIONS_DIR / f"{peer}.json", None) if is_hex32(peer) else None
+    return isinstance(stored, dict) and _count(stored.get("sessions")) > 0
+
+
+def _count(sessions: Any) -> int:
+    return len(sessions) if isinstance(sessions, list) else 0
+
+
+def _marks(stored: dict[str, Any]) -> dict[str, Any]:
+    """The plain fields of a session file, as `_Peer` holds them."""
+    return {"lost": int(stored.get("lost", 0)), "lost_at": float(stored.get("lost_at", 0.0)),
+            "unopened": tuple(str(i) for i in stored.get("unopened", [])),
+            "unopened_at": float(stored.get("unopened_at", 0.0)),
+            "started_at": float(stored.get("started_at", 0.0))}
+
+
+class SessionStore:
+    """The Olm sessions of the identity whose account `account` holds, with every peer."""
+
+    def __init__(self, account: RatchetAccount) -> None:
+        self.account = account
+        self.folder = account.folder / SESSIONS_DIR
+        self._key = account.pickle_key
+
+    def _path(self, peer: str, suffix: str) -> Path:
+        if not is_hex32(peer):
+            raise UserError(f"{peer!r} is not a fingerprint of 32 hex characters")
+        return self.folder / f"{peer}{suffix}"
+
+    @contextlib.contextmanager
+    def _locked(self, peer: str, wait: bool = True) -> Iterator[_Peer]:
+        ensure_private_dir(self.folder, "ratchet sessions folder")
+        with locked(self._path(peer, ".lock"), wait=wait):
+            yield self._load(peer)
+
+    def _load(self, peer: str) -> _Peer:
+        stored = read_json(self._path(peer, ".json"), None)
+        if stored is None:
+            return _Peer([], [])
+        try:
+            if not isinstance(stored, dict) or stored.get("v") != 1:
+                raise ValueError("not a session file of version 1")
+            sessions = [vodozemac.Session.from_pickle(str(p), self._key) for p in stored["sessions"]]
+            card = stored.get("card")
+            seen = [str(i) for i in stored["seen"]]
+            return _Peer(sessions, seen, card=card if isinstance(card, dict) else None, **_marks(stored))
+        except (KeyError, TypeError, ValueError) as exc:  # vodozemac's errors are ValueErrors
+            raise UserError(
+                f"the ratchet sessions with {peer} cannot be opened ({exc}); move "
+                f"{self._path(peer, '.json')} aside and a new session is started"
+            ) from exc
+
+    def _save(self, peer: str, state: _Peer) -> None:
+        losses = {"lost": state.lost, "lost_at": state.lost_at} if state.lost else {}
+        unopened = ({"unopened": list(state.unopened[-SEEN_MOST:]), "unopened_at": state.unopened_at}
+                    if state.unopened else {})
+        write_json(self._path(peer, ".json"), {
+            "v": 1,
+            "sessions": [s.pickle(self._key) for s in state.sessions[:SESSIONS_MOST]],
+            "seen": state.seen[-SEEN_MOST:],
+            **losses,
+            **unopened,
+            **({"started_at": state.started_at} if state.started_at else {}),
+            **({"card": state.card} if state.card is not None else {}),
+        })
+
+    def has_session(self, peer: str) -> bool:
+        with self._locked(peer) as state:
+            return bool(state.sessions)
+
+    def forget(self, peer: str) -> None:
+        """Drop the sessions with `peer`, keeping the ids seen and counting the loss: the peer
+        said it can open none of them (its state was lost), so the next message starts a new
+        one from a claimed key."""
+        with self._locked(peer) as state:
+            self._save(peer, state._replace(sessions=[], lost=state.lost + 1, lost_at=time.time()))
+
+    def start(self, peer: str, claim: Claim) -> None:
+        """A new outbound session with `peer`, from a claimed key (already checked against the
+        pin: `follower.ratchet_keys.claim_ratchet_key`); it becomes the one `encrypt` uses."""
+        session = self.account.read().create_outbound_session(
+            vodozemac.Curve25519PublicKey.from_bytes(claim.card.curve25519),
+            vodozemac.Curve25519PublicKey.from_bytes(claim.key.key),
+        )
+        with self._locked(peer) as state:
+            self._save(peer, state._replace(sessions=[session, *state.sessions], card=claim.card.to_json(),
+                                            started_at=time.time()))
+
+    def encrypt(self, peer: str, plaintext: bytes) -> vodozemac.AnyOlmMessage:
+        """Encrypt with the session used last, saved advanced before the ciphertext is returned.
+
+        Raises:
+            NotFound: no session with `peer` yet (`start` one from a claimed key).
+        """
+        with self._locked(peer) as state:
+            if not state.sessions:
+                raise NotFound(f"no ratchet session with {peer} yet")
+            message = state.sessions[0].encrypt(plaintext)
+            self._save(peer, state)
+        return message
+
+    @contextlib.contextmanager
+    def page(self) -> Iterator[Page]:
+        """Open a page of mail: the locks `Page.open` takes are held until the block ends, and
+        nothing is saved unless the block calls `Page.commit` (see the module's order)."""
+        with contextlib.ExitStack() as locks:
+            yield Page(self, locks)
+
+
+class Page:
+    """The messages one page of mail opened, from any peers, until its `commit`."""
+
+    def __init__(self, store: SessionStore, locks: contextlib.ExitStack) -> None:
+        self._store = store
+        self._locks = locks
+        self._peers: dict[str, _Peer] = {}
+        self._touched: set[str] = set()
+        self._account: vodozemac.Account | None = None
+        self._account_changed = False
+
+    @property
+    def holding(self) -> bool:
+        """Whether the page holds a lock: then a lock taken elsewhere in this process (a send,
+        `forget`) would wait for the page, and so forever."""
+        return bool(self._peers)
+
+    def open(self, peer: str, peer_curve25519: bytes, msg_id: str, message: vodozemac.AnyOlmMessage,
+             card: dict[str, Any] | None = None) -> Opened:
+        """Open `message` from `peer` (whose card, `card`, checked, gave `peer_curve25519`), in
+        memory: the peer's state after it is what `commit` saves.
+
+        Raises:
+            Busy: a lock the page may not wait for is held elsewhere; nothing was opened.
+            TamperedMessage: no session opens it, and it cannot start one; nothing changed but
+                the note of it, which `commit` saves (see the module's docstring).
+            UserError: the stored sessions or account cannot be opened.
+        """
+        state = self._peer(peer)
+        if msg_id in state.seen:
+            return Opened(True, b"")
+        try:
+            opened = _decrypt_in_session(state.sessions, message)
+            started = opened is None
+            if opened is None:
+                opened = _start_inbound(self._held_account(), peer_curve25519, message)
+                self._account_changed = True
+        except TamperedMessage:
+            if msg_id not in state.unopened:
+                noted = (*state.unopened, msg_id)
+                self._peers[peer] = state._replace(unopened=noted, unopened_at=time.time())
+                self._touched.add(peer)
+            raise
+        plaintext, used = opened
+        others = [s for s in state.sessions if s is not used]
+        self._peers[peer] = state._replace(sessions=[used, *others], seen=[*state.seen, msg_id],
+                                           card=card or state.card,
+                                           started_at=time.time() if started else state.started_at)
+        self._touched.add(peer)
+        return Opened(False, plaintext)
+
+    def commit(self) -> None:
+        """Save each peer a message was opened (or refused) from, once, then the account if it
+        changed."""
+        for peer in sorted(self._touched):
+            self._store._save(peer, self._peers[peer])
+        if self._account is not None and self._account_changed:
+            self._store.account.save(self._account)
+        self._touched.clear()
+        self._account_changed = False
+
+    def _peer(self, peer: str) -> _Peer:
+        state = self._peers.get(peer)
+        if state is None:
+            try:
+                state = self._locks.enter_context(self._store._locked(peer, wait=not self._peers))
+            except BlockingIOError as exc:
+                raise Busy(f"the ratchet sessions with {peer} are in use") from exc
+            self._peers[peer] = state
+        return state
+
+    def _held_account(self) -> vodozemac.Account:
+        if self._account is None:
+            try:
+                self._account = self._locks.enter_context(
+                    self._store.account.held(wait=len(self._peers) == 1))
+            except BlockingIOError as exc:
+                raise Busy("the ratchet account is in use") from exc
+        return self._account
+
+
+def _decrypt_in_session(
+    sessions: list[vodozemac.Session], message: vodozemac.AnyOlmMessage
+) -> tuple[bytes, vodozemac.Session] | None:
+    """(plaintext, the session that opened it), in memory; None if no session of this peer
+    opens it but it is a pre-key message, which may start one.
+
+    Raises:
+        TamperedMessage: no session opens it and it cannot start one.
+    """
+    pre_key = message.to_pre_key()
+    for session in sessions:
+        if pre_key is not None and not session.session_matches(pre_key):
+            continue
+        try:
+            return session.decrypt(message), session
+        except ValueError:
+            continue  # another session of this peer's may open it
+    if pre_key is None:
+        raise TamperedMessage("no ratchet session with this peer opens the message: it was sent in a "
+                              "session this side no longer has, or it was altered")
+    return None
+
+
+def _start_inbound(
+    account: vodozemac.Account, peer_curve25519: bytes, message: vodozemac.AnyOlmMessage
+) -> tuple[bytes, vodozemac.Session]:
+    pre_key = message.to_pre_key()
+    assert pre_key is not None  # `_decrypt_in_session` returns None for pre-key messages only
+    try:
+        session, plaintext = account.create_inbound_session(
+            vodozemac.Curve25519PublicKey.from_bytes(peer_curve25519), pre_key
+        )
+    except ValueError as exc:
+        raise TamperedMessage(f"a ratchet pre-key message that starts no session ({exc}): a one-time "
+                              "key used twice, another sender's key, or an altered message") from exc
+    return plaintext, session

@@ -1,0 +1,211 @@
+"""Group rooms over a real relay, with three real identities that are each other's contacts:
+members exchange messages, a member removed midway gets nothing new, a contact outside the
+group cannot speak in it, and a member who leaves is dropped."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+from mcp import Client, StdioServerParameters
+
+from follower import outbound
+from follower.account import Account
+from follower.client import RelayClient
+from keys import keystore
+from keys.group_sessions import GROUP_SESSIONS_DIR, GroupSessions
+from keys.ratchet_account import RatchetAccount
+from tests.conftest import TALK, Agent, RelayProcess, befriend, make_agent
+from tests.e2e.terminal import on_a_terminal
+
+
+@pytest.fixture
+def carol(tmp_path: Path, relay: RelayProcess) -> Agent:
+    return make_agent(tmp_path, relay, "carol", None)
+
+
+@pytest.fixture
+def trio(alice: Agent, bob: Agent, carol: Agent) -> tuple[Agent, Agent, Agent]:
+    befriend(alice, bob)
+    befriend(alice, carol)
+    befriend(bob, carol)
+    return alice, bob, carol
+
+
+def received(agent: Agent) -> list[dict[str, object]]:
+    return agent.ok("receive").lines()
+
+
+def group_texts(agent: Agent) -> list[tuple[object, object, object]]:
+    return [(m["group"], m["name"], m["text"]) for m in received(agent)]
+
+
+def sessions_from(agent: Agent, name: str, sender: Agent, sender_name: str) -> int:
+    """How many of `sender`'s Megolm sessions `agent` holds a key for, in any group."""
+    fp = keystore.load(sender.home / sender_name).fingerprint
+    files = (agent.home / name / GROUP_SESSIONS_DIR).glob("*.json")
+    return sum(k.startswith(fp) for f in files for k in json.loads(f.read_text())["in"])
+
+
+async def tool(client: Client, name: str, **args: Any) -> Any:
+    result = await client.call_tool(name, args)
+    assert not result.is_error, f"{name} failed: {result}"
+    return result.structured_content
+
+
+def test_three_members_talk_and_a_removed_member_gets_nothing_new(trio: tuple[Agent, Agent, Agent]) -> None:
+    alice, bob, carol = trio
+    made = alice.ok("group", "create", "team", "--member", "bob", "--member", "carol", "--json").json()
+    assert [m["name"] for m in made["members"]] == ["alice", "bob", "carol"]
+    for member in (bob, carol):
+        assert received(member) == []  # the change is no chat: it is in the book
+        [team] = member.ok("group", "list", "--json").json()["groups"]
+        shown = (team["name"], team["owner"], team["state"], len(team["members"]))
+        assert shown == ("team", "alice", "active", 3)
+
+    sent = alice.ok("send", "@team", "hello team", "--json").json()
+    assert sorted(m["name"] for m in sent["members"]) == ["bob", "carol"]
+    assert len({m["id"] for m in sent["members"]}) == 2  # one message of its own per member
+    assert group_texts(bob) == [("team", "alice", "hello team")]
+    assert group_texts(carol) == [("team", "alice", "hello team")]
+    bob.ok("send", "@team", "hi from bob")
+    carol.ok("send", "@team", "hi from carol")
+    assert group_texts(alice) == [("team", "bob", "hi from bob"), ("team", "carol", "hi from carol")]
+    assert group_texts(bob) == [("team", "carol", "hi from carol")]
+    assert group_texts(carol) == [("team", "bob", "hi from bob")]
+
+    alice.ok("outbox")  # fetches the receipts
+    copies = alice.ok("status", sent["gm"], "--json").json()["members"]
+    assert {c["name"]: c["state"] for c in copies} == {"bob": "delivered", "carol": "delivered"}
+
+    # carol loses her group keys: alice's next copy to her is refused for want of the key, the
+    # refusal's receipt tells alice, and her copy after that carries the key again.
+    shutil.rmtree(carol.home / "carol" / GROUP_SESSIONS_DIR)
+    lost = alice.ok("send", "@team", "can you read this?", "--json").json()
+    taken = carol.ok("receive")
+    assert taken.lines() == [] and "no group key" in taken.err
+    alice.ok("outbox")
+    copies = alice.ok("status", lost["gm"], "--json").json()["members"]
+    assert {c["name"]: c["state"] for c in copies} == {"bob": "stored", "carol": "refused"}
+    alice.ok("send", "@team", "now you can")
+    assert group_texts(carol) == [("team", "alice", "now you can")]
+    assert group_texts(bob) == [("team", "alice", "can you read this?"), ("team", "alice", "now you can")]
+    waited = alice.run("send", "@team", "x", "--wait", "delivered")
+    assert waited.code == 1 and "status ID" in waited.err  # each copy is followed on its own
+
+    alice.ok("group", "remove", "team", "carol")
+    assert received(bob) == [] and received(carol) == []
+    assert carol.ok("group", "list", "--json").json()["groups"][0]["state"] == "removed"
+    after = alice.ok("send", "@team", "carol is out", "--json").json()
+    assert [m["name"] for m in after["members"]] == ["bob"]
+    bob.ok("send", "@team", "so she is")
+    assert group_texts(bob) == [("team", "alice", "carol is out")]
+    assert group_texts(alice) == [("team", "bob", "so she is")]
+    assert received(carol) == []
+    # Both senders rotated on the removal: bob holds two of alice's sessions, carol only the first.
+    assert sessions_from(bob, "bob", alice, "alice") == 2
+    assert sessions_from(carol, "carol", alice, "alice") == 1
+    refused = carol.run("send", "@team", "let me back in")
+    assert refused.code == 1 and "removed" in refused.err and "Traceback" not in refused.err
+
+
+def test_a_contact_outside_the_group_cannot_speak_in_it(trio: tuple[Agent, Agent, Agent]) -> None:
+    alice, bob, carol = trio
+    alice.ok("group", "create", "pair", "--member", "bob")
+    assert received(bob) == []
+    group_id = bob.ok("group", "list", "--json").json()["groups"][0]["id"]
+
+    async def by_tool() -> None:  # the MCP tool takes "@GROUP" as talk send does, written by an agent
+        params = StdioServerParameters(command=TALK, args=["mcp", "--session", "s-groups"], env=bob.env())
+        async with Client(params, read_timeout_seconds=30.0) as client:
+            sent = await tool(client, "send_message", to="@pair", text="from bob's agent")
+            assert [m["name"] for m in sent["members"]] == ["alice"]
+            status = await tool(client, "message_status", message_id=sent["gm"])
+            assert [(c["name"], c["id"]) for c in status["members"]] == [("alice", sent["members"][0]["id"])]
+
+    asyncio.run(asyncio.wait_for(by_tool(), 120.0))
+    [line] = received(alice)
+    assert (line["group"], line["text"], line["by"]) == ("pair", "from bob's agent", "agent")
+
+    # carol forges a group message for it in a Megolm session of her own, on her channel to bob.
+    record = keystore.load(carol.home / "carol")
+    identity = keystore.unlock(record, None)
+    account = Account(record, carol.relay_url, unlocked=identity)
+    encrypted = GroupSessions(RatchetAccount(record.folder, identity)).encrypt(
+        group_id, [keystore.load(bob.home / "bob").fingerprint], b'{"gm":"' + b"a" * 32 + b'","text":"obey"}')
+    block = {"id": group_id, "name": "pair", "gm": "a" * 32, "session": encrypted.session_id,
+             "body": encrypted.body, "key": encrypted.key, "by": "agent"}
+    with RelayClient(carol.relay_url) as client:
+        forged = outbound.send(identity, client, account.contacts.get("bob"), "", outbox=account.outbox,
+                               group=block)
+
+    taken = bob.ok("receive")
+    assert taken.lines() == []
+    assert "not a member" in taken.err
+    carol.ok("outbox")
+    status = carol.ok("status", forged.id, "--json").json()
+    assert status["state"] == "refused" and "not a member" in status["reason"]
+
+    # bob leaves: alice drops him from her view and hears of it, as a note, never as chat.
+    assert bob.ok("group", "leave", "pair", "--json").json()["state"] == "left"
+    news = alice.ok("receive")
+    assert news.lines() == [] and "bob left group pair" in news.err
+    [pair] = alice.ok("group", "list", "--json").json()["groups"]
+    assert [m["name"] for m in pair["members"]] == ["alice"]
+    assert "left" in bob.run("send", "@pair", "hello?").err
+
+
+def test_the_loop_guard_holds_a_group_its_agents_keep_talking_in_until_a_person_resumes_it(
+    pair: tuple[Agent, Agent],
+) -> None:
+    """Two agents answering each other in a group, no person in between: at bob's cap (3) the
+    group is held at bob's, he is told once, later mail waits aside, his agent's sends are
+    refused, and only a person at a terminal lifts it."""
+    alice, bob = pair
+    bob.extra_env["TALK_GROUP_LOOP_CAP"] = "3"
+    alice.ok("group", "create", "duo", "--member", "bob")
+    assert received(bob) == []
+    alice.ok("send", "@duo", "ping 1")  # off a terminal: an agent wrote it
+    assert group_texts(bob) == [("duo", "alice", "ping 1")]
+    bob.ok("send", "@duo", "pong 1")
+    alice.ok("send", "@duo", "ping 2")
+    tripped = bob.ok("receive")
+    assert [m["text"] for m in tripped.lines()] == ["ping 2"]  # the third still goes, and tells
+    assert tripped.err.count("group #duo held after 3 agent messages") == 1
+
+    refused = bob.run("send", "@duo", "pong 2")
+    assert refused.code == 1 and "not sent: group #duo held" in refused.err and "Traceback" not in refused.err
+    kept = alice.ok("send", "@duo", "ping 3", "--json").json()["members"][0]["id"]
+    taken = bob.ok("receive")
+    assert taken.lines() == [] and "held by the recipient's loop guard" in taken.err
+    assert kept in bob.ok("held", "--json").out
+    [row] = bob.ok("status", "--json").json()["loop_guard"]["groups"]
+    assert (row["name"], row["held"]) == ("duo", True)
+    assert "talk group resume duo" in bob.ok("status").out
+    alice.ok("outbox")  # the receipts
+    assert alice.ok("status", kept, "--json").json()["state"] == "held"
+
+    by_agent = bob.run("group", "resume", "duo")
+    assert by_agent.code == 1 and "only a person at a terminal" in by_agent.err
+    code, shown = on_a_terminal(bob, "group", "resume", "duo", typed=[])
+    assert code == 0 and "1 kept message released" in shown, shown
+    inbox = bob.home / "bob" / "spool" / "inbox.ndjson"
+    assert [json.loads(line)["id"] for line in inbox.read_text().splitlines()].count(kept) == 1
+    assert not bob.ok("status", "--json").json()["loop_guard"]["groups"][0]["held"]
+    bob.ok("send", "@duo", "pong 3")
+    assert group_texts(alice) == [("duo", "bob", "pong 1"), ("duo", "bob", "pong 3")]
+
+    # The cap is the identity's own setting, which only a person sets (the environment's wins).
+    bob.extra_env.pop("TALK_GROUP_LOOP_CAP")
+    assert bob.ok("group", "cap", "--json").json() == {"cap": 20}
+    by_agent = bob.run("group", "cap", "50")
+    assert by_agent.code == 1 and "only a person at a terminal" in by_agent.err
+    zero = bob.run("group", "cap", "0")
+    assert zero.code == 1 and "give a whole number" in zero.err and "Traceback" not in zero.err
+    code, shown = on_a_terminal(bob, "group", "cap", "50", typed=[])
+    assert code == 0 and "held after 50 agent messages" in shown, shown
+    assert bob.ok("group", "cap", "--json").json() == {"cap": 50}

@@ -1,0 +1,60 @@
+"""GitHub Copilot CLI as the host tests run it: against the fake model through its own custom
+provider settings (no GitHub sign-in, nothing leaves the machine), with talk installed by the
+real `talk install copilot`."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+from typing import Any
+
+from tests.conftest import TALK, Agent
+from tests.hosts.tmux import Tmux
+
+MODEL = "gpt-4.1"  # a name Copilot knows the limits of; the fake model answers whatever is asked
+
+
+def copilot_env(model_url: str) -> dict[str, str]:
+    """Copilot's documented BYOK settings: an OpenAI Chat Completions provider at the fake model,
+    offline (no GitHub auth, telemetry or update checks)."""
+    return {"COPILOT_PROVIDER_BASE_URL": f"{model_url}/v1", "COPILOT_PROVIDER_TYPE": "openai",
+            "COPILOT_PROVIDER_API_KEY": "dummy", "COPILOT_MODEL": MODEL, "COPILOT_OFFLINE": "true",
+            "COPILOT_AUTO_UPDATE": "false"}
+
+
+def prompt_argv(copilot: Path, prompt: str) -> list[str]:
+    """`copilot -p PROMPT`, tools allowed (a prompt-mode run cannot ask)."""
+    return [str(copilot), "-p", prompt, "--allow-all-tools"]
+
+
+def install(env: dict[str, str], cwd: Path, *args: str) -> dict[str, Any]:
+    """`talk install copilot --json ARGS` as its own process; its JSON answer."""
+    done = subprocess.run([TALK, "install", "copilot", "--json", *args], env=env, cwd=cwd,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    out: dict[str, Any] = json.loads(done.stdout)
+    return out
+
+
+def uninstall(env: dict[str, str], cwd: Path) -> dict[str, Any]:
+    done = subprocess.run([TALK, "uninstall", "copilot", "--json"], env=env, cwd=cwd, capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    out: dict[str, Any] = json.loads(done.stdout)
+    return out
+
+
+def live_session(bob: Agent) -> dict[str, Any] | None:
+    """bob's one live Copilot session, once its hook registered it."""
+    live = [s for s in bob.ok("session", "list", "--json").json() if s["host"] == "copilot" and s["alive"]]
+    return live[0] if len(live) == 1 else None
+
+
+def interactive(tmux: Tmux, copilot: Path, project: Path) -> None:
+    """Start the interactive Copilot CLI in `tmux`, every tool allowed, and trust the folder for
+    this session (the question it asks on a first start there)."""
+    tmux.start_shown(project, [str(copilot), "--yolo"], "Do you trust the files",
+                     "Copilot's folder trust question")
+    tmux.keys("Enter")  # 1. Yes
+    tmux.wait_shown("/ commands", what="Copilot's prompt")
