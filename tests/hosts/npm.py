@@ -34,6 +34,10 @@ _SCRUBBED_PREFIXES = ("CLAUDE_", "ANTHROPIC_", "OPENAI_", "CODEX_", "OPENCODE_",
                       "GEMINI_", "GOOGLE_", "COPILOT_")
 _SCRUBBED = {"CLAUDECODE", "GH_TOKEN", "GITHUB_TOKEN"}  # Copilot CLI would use them
 _LOOPBACK = ("127.0.0.1", "localhost")
+# What says "a CI job": some hosts then run headless even in a terminal (Gemini CLI exits at
+# start with "No input provided via stdin" under CI=true; ink draws only a final frame). The
+# tests drive the hosts as a person's machine runs them.
+_CI_MARKERS = {"CI", "CONTINUOUS_INTEGRATION", "GITHUB_ACTIONS", "BUILD_NUMBER", "RUN_ID"}
 
 
 def _unavailable(reason: str) -> NoReturn:
@@ -114,13 +118,18 @@ def _no_proxy(current: str) -> str:
     return ",".join([*hosts, *(h for h in _LOOPBACK if h not in hosts)])
 
 
+def not_ci(env: dict[str, str]) -> dict[str, str]:
+    """env without the variables that mark a CI job."""
+    return {k: v for k, v in env.items() if k not in _CI_MARKERS and not k.startswith("CI_")}
+
+
 def host_env(home: Path, **extra: str) -> dict[str, str]:
     """os.environ without host/talk/XDG settings, HOME=home, auto-updates and telemetry off, + extra.
 
     XDG_* are dropped too, so hosts keep their config and data under the throwaway HOME.
     """
     env = {
-        k: v for k, v in os.environ.items()
+        k: v for k, v in not_ci(dict(os.environ)).items()
         if k not in _SCRUBBED and not k.startswith(_SCRUBBED_PREFIXES)
     }
     no_proxy = _no_proxy(env.get("NO_PROXY") or env.get("no_proxy") or "")

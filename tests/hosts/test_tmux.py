@@ -38,3 +38,13 @@ def test_start_shown_starts_once_more_after_a_first_start_died(tmp_path: Path) -
         assert "READY" in screen and flag.exists()
     finally:
         tmux.kill()
+
+
+def test_a_program_in_the_terminal_does_not_see_that_it_runs_under_ci(tmp_path: Path) -> None:
+    """Gemini CLI runs headless under CI=true and exits at start; a terminal here is interactive."""
+    tmux = Tmux({**os.environ, "CI": "true", "CI_JOB_ID": "7", "GITHUB_ACTIONS": "true"}, "selftest")
+    try:
+        tmux.start(tmp_path, ["sh", "-c", 'echo "marks:${CI-}${CI_JOB_ID-}${GITHUB_ACTIONS-}."; sleep 600'])
+        assert "marks:." in tmux.wait_shown("marks:", timeout=120)
+    finally:
+        tmux.kill()

@@ -13,6 +13,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from tests.conftest import wait_for
+from tests.hosts.npm import not_ci
 from tests.hosts.procs import kill_tree
 
 WINDOW = "host"
@@ -29,7 +30,7 @@ class Tmux:
     """`Tmux(env).start(cwd, argv)` runs argv in a 160 by 45 window; `kill()` ends it and its children."""
 
     def __init__(self, env: dict[str, str], label: str = "host") -> None:
-        self.socket, self.env = f"talk-{label}-{uuid.uuid4().hex[:10]}", env
+        self.socket, self.env = f"talk-{label}-{uuid.uuid4().hex[:10]}", not_ci(env)
 
     def run(self, *args: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run(["tmux", "-L", self.socket, *args], env=self.env, capture_output=True,
@@ -50,7 +51,11 @@ class Tmux:
         out = self.run("display-message", "-p", "-t", WINDOW, fmt).stdout.split()
         if not out:
             return "gone, with its tmux server"
-        return f"exited with status {out[1] if len(out) > 1 else '?'}" if out[0] == "1" else None
+        if out[0] != "1":
+            return None
+        # tmux marks the pane dead when its terminal closes and learns the exit status when it
+        # reaps the child, a moment later: until then the program is still ending.
+        return f"exited with status {out[1]}" if len(out) > 1 else None
 
     def screen(self) -> str:
         return self.run("capture-pane", "-p", "-t", WINDOW).stdout
