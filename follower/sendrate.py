@@ -1,20 +1,26 @@
 """The sender's own brake: at most N messages a minute to one contact.
 
-An agent stuck in a loop should hit this before its peer's receive limit does. The times of
-the last minute's sends live in `sendrate.json`, under the identity folder's lock.
+An agent stuck in a loop should hit this before its peer's receive limit does. The last
+minute's sends live in `sendrate.json`, under the identity folder's lock, counted per whole
+second: {fingerprint: {"<second>": count}}. So the file holds at most 61 numbers per contact
+whatever the limit (up to 100000 a minute), and a send rewrites that much, never one entry per
+message of the last minute. A second's sends leave the window together, up to a second early.
 """
 
 from __future__ import annotations
 
+import json
 import math
 from pathlib import Path
+from typing import Any
 
 from durable.errors import UserError
-from durable.files import read_json, write_json
+from durable.files import read_json, replace_file
 from durable.locks import folder_locked
 from keys.contacts import Contact
 
 SENDRATE_FILE = "sendrate.json"
+WINDOW_S = 60
 
 
 def spend(folder: Path, contact: Contact, per_min: int, now: float) -> None:
@@ -30,16 +36,37 @@ def spend_each(folder: Path, limits: list[tuple[Contact, int]], now: float) -> N
         UserError: naming the first contact whose minute is full and the wait.
     """
     path = folder / SENDRATE_FILE
+    second = int(now)
     with folder_locked(folder):
         raw = read_json(path, {})
+        counted = {fp: window(seconds, now) for fp, seconds in raw.items()} if isinstance(raw, dict) else {}
         for contact, per_min in limits:
-            times = [t for t in raw.get(contact.fingerprint, [])
-                     if isinstance(t, int | float) and now - t < 60]
-            if len(times) >= per_min:
-                wait = math.ceil(60 - (now - min(times)))
+            seconds = counted.get(contact.fingerprint, {})
+            if sum(seconds.values()) >= per_min:
+                wait = math.ceil(WINDOW_S - (now - min(seconds)))
                 raise UserError(
                     f"not sent: {per_min} messages to {contact.name} in the last minute is the limit; "
                     f"retry in {wait} s, or raise it with `talk policy {contact.name} --send-rate N`"
                 )
-            raw[contact.fingerprint] = [*times, now]
-        write_json(path, raw)
+        for contact, _ in limits:
+            seconds = counted.setdefault(contact.fingerprint, {})
+            seconds[second] = seconds.get(second, 0) + 1
+        kept = {fp: {str(s): n for s, n in seconds.items()} for fp, seconds in counted.items() if seconds}
+        # Not synced: a count a power loss takes back lets one more message through, no worse.
+        replace_file(path, json.dumps(kept, separators=(",", ":")).encode(), sync=False)
+
+
+def window(stored: Any, now: float) -> dict[int, int]:
+    """{second: sends} of the last minute, from a contact's stored entry; an earlier version's
+    list of send times is counted by second too, and what does not parse counts as nothing."""
+    if isinstance(stored, list):
+        seconds: dict[int, int] = {}
+        for t in stored:
+            if isinstance(t, int | float) and not isinstance(t, bool):
+                seconds[int(t)] = seconds.get(int(t), 0) + 1
+    elif isinstance(stored, dict):
+        seconds = {int(s): n for s, n in stored.items()
+                   if s.lstrip("-").isdigit() and type(n) is int and n > 0}
+    else:
+        return {}
+    return {s: n for s, n in seconds.items() if now - s < WINDOW_S}

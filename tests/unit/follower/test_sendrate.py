@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
 
 from durable.errors import UserError
-from follower.sendrate import spend, spend_each
+from follower.sendrate import SENDRATE_FILE, spend, spend_each
 from tests.unit.samples import contact
 
 
@@ -53,3 +54,24 @@ def test_a_send_to_many_counts_each_once_or_none_when_one_minute_is_full(tmp_pat
     for member in (bob, dave):
         with pytest.raises(UserError, match=member.name):
             spend(tmp_path, member, 1, 1003.0)
+
+
+def test_the_file_holds_a_count_per_second_not_a_time_per_message(tmp_path: Path) -> None:
+    bob = contact("bob")
+    for i in range(3000):  # fifty a second for a minute, under a limit of 100000
+        spend(tmp_path, bob, 100_000, 1000.0 + i / 50)
+    stored = json.loads((tmp_path / SENDRATE_FILE).read_text())
+    assert len(stored[bob.fingerprint]) == 60 and sum(stored[bob.fingerprint].values()) == 3000
+    spend(tmp_path, bob, 100_000, 1120.0)  # the minute moved on: the old seconds went
+    assert json.loads((tmp_path / SENDRATE_FILE).read_text())[bob.fingerprint] == {"1120": 1}
+
+
+def test_an_earlier_versions_list_of_times_still_counts(tmp_path: Path) -> None:
+    bob, carol = contact("bob"), contact("carol")
+    (tmp_path / SENDRATE_FILE).write_text(json.dumps({
+        bob.fingerprint: [1000.2, 1000.7, 1001.5, "junk", True],
+        carol.fingerprint: {"1000": "x", "abc": 2, "1001": -3},  # damaged: counts as nothing
+    }))
+    with pytest.raises(UserError, match="retry in 59 s"):
+        spend(tmp_path, bob, 3, 1001.9)
+    spend(tmp_path, carol, 1, 1002.0)
