@@ -144,11 +144,14 @@ def sweep_temp_files(folder: Path) -> int:
     return removed
 
 
-def write_json(path: Path, obj: Any) -> None:
-    """Replace `path` with `obj` as JSON, atomically and durably (`replace_file`)."""
+def write_json(path: Path, obj: Any, compact: bool = False) -> None:
+    """Replace `path` with `obj` as JSON, atomically and durably (`replace_file`). `compact`: on
+    one line, for a file rewritten on every message (json encodes an indented document in
+    Python, a compact one in C, several times faster)."""
     import json
 
-    replace_file(path, json.dumps(obj, indent=2, sort_keys=True).encode() + b"\n")
+    text = json.dumps(obj, separators=(",", ":")) if compact else json.dumps(obj, indent=2, sort_keys=True)
+    replace_file(path, text.encode() + b"\n")
 
 
 def read_json(path: Path, default: Any) -> Any:

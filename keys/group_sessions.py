@@ -3,7 +3,7 @@
 File `group_sessions/<group id>.json` in the identity folder:
 
     {"v": 1, "out"?: {"pickle", "id", "members": [FP...], "holders": [FP...], "sent": N, "at": T},
-     "in": {"<sender fp>/<session id>": PICKLE, ...}}
+     "in": {"<sender fp>/<session id>": PICKLE, ...}, "in_order"?: ["<sender fp>/<session id>", ...]}
 
 "out" is this identity's outbound `vodozemac.GroupSession` for the group, its id, the members it
 was started for, the members known to hold its key (the key goes with the next copy to any
@@ -11,7 +11,10 @@ other), how many messages it encrypted and when it started. "in" holds the inbou
 other members shared, each bound to the sender that shared it: a session id is only ever
 looked up under the sender of the message naming it, so no member can speak in another's
 session. Every pickle is sealed under the Olm account's pickle key, as the Olm sessions are
-(`keys.ratchet_sessions`).
+(`keys.ratchet_sessions`). "in_order" lists them as they came; only the last `IN_KEPT` of each
+sender are kept, so the file, rewritten on every group message, does not grow with the group's
+history: a message that arrives after its sender has rotated `IN_KEPT` times since is refused
+for want of its key, and its sender told.
 
 Rotation: the outbound session is dropped (a new one starts with the next message) when the
 members differ from those it was started for, when the caller says membership changed
@@ -41,12 +44,14 @@ from keys.encoding import b64d, b64e, is_hex32
 from keys.ratchet_account import RatchetAccount
 
 __all__ = [
-    "GROUP_SESSIONS_DIR", "NO_GROUP_KEY", "ROTATE_AFTER", "ROTATE_AFTER_S", "Encrypted", "GroupSessions",
+    "GROUP_SESSIONS_DIR", "IN_KEPT", "NO_GROUP_KEY", "ROTATE_AFTER", "ROTATE_AFTER_S", "Encrypted",
+    "GroupSessions",
 ]
 
 GROUP_SESSIONS_DIR = "group_sessions"
 ROTATE_AFTER = 100
 ROTATE_AFTER_S = 7 * 86400.0
+IN_KEPT = 8  # inbound sessions kept per sender
 NO_GROUP_KEY = "no group key"  # a refusal's reason starts so: the sender sends the key again
 S = TypeVar("S", vodozemac.GroupSession, vodozemac.InboundGroupSession)
 
@@ -81,7 +86,7 @@ class GroupSessions:
                 raise UserError(f"{path} is not a group session file of version 1; move it aside and "
                                 "new group sessions are started")
             yield stored
-            write_json(path, stored)
+            write_json(path, stored, compact=True)
 
     def encrypt(self, group_id: str, members: list[str], plaintext: bytes,
                 now: float | None = None) -> Encrypted:
@@ -143,6 +148,7 @@ class GroupSessions:
             slot = f"{sender}/{session_id}"
             if key is not None and slot not in inbound:
                 inbound[slot] = self._imported(key, session_id).pickle(self._key)
+                _keep_last(stored, sender, slot)
             if slot not in inbound:
                 raise GroupRefused(f"{NO_GROUP_KEY}: session {session_id} of group {group_id}")
             session = self._opened(vodozemac.InboundGroupSession.from_pickle, inbound[slot])
@@ -176,6 +182,19 @@ class GroupSessions:
         except ValueError as exc:
             raise UserError(f"a group session in {self.folder} cannot be opened ({exc}); move its "
                             "file aside and new sessions are started") from exc
+
+
+def _keep_last(stored: dict[str, Any], sender: str, slot: str) -> None:
+    """Note `slot`, just imported, as `sender`'s newest inbound session, and drop that sender's
+    oldest past `IN_KEPT` (those of a file written before the order was kept count as oldest)."""
+    inbound: dict[str, str] = stored["in"]
+    noted = [s for s in stored.get("in_order", []) if s in inbound and s != slot]
+    order = [*sorted(set(inbound) - set(noted) - {slot}), *noted, slot]
+    theirs = [s for s in order if s.split("/", 1)[0] == sender]
+    for old in theirs[:-IN_KEPT]:
+        del inbound[old]
+        order.remove(old)
+    stored["in_order"] = order
 
 
 def _due(out: dict[str, Any], members: list[str], now: float) -> bool:

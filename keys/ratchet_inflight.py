@@ -16,12 +16,13 @@ than `KEEP_BYTES / SMALL_SHARE` checks it only one time in `CHECK_ONE_IN` (by it
 which is random): the folder may pass the budget by the small files kept since the last
 check, fifteen on average, each under 1/256 of it.
 
-Crashes. A file is written whole under a fresh name and renamed into place, so a killed sender
-leaves it there or not at all, never half of it. It is not synced: it matters only if the
-machine loses power before the message settles and its receiver then loses its session too,
-and a file lost or cut short then (one that no longer opens reads as not kept) leaves the
-message refused, as past the budget. Syncing it would double what a send waits on the disk
-for, on every forward-secret message, for that double mishap.
+Crashes. A file is created under its message's name, written with one write and not synced:
+it matters only if the sender is killed in that write, or the machine loses power before the
+message settles, and its receiver then loses its session too. A file lost or cut short then
+(one that no longer opens reads as not kept) leaves the message refused, as past the budget.
+A temporary file renamed into place and synced would more than double what this costs a
+forward-secret send, on every message, for that double mishap. A message sealed again (sent
+in a new session) says what it said the first time, so a file already kept is left as it is.
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ from pathlib import Path
 from nacl import secret
 from nacl.exceptions import CryptoError
 
-from durable.files import ensure_private_dir, read_private, replace_file
+from durable.files import ensure_private_dir, open_private, read_private
 from keys.encoding import is_hex32
 from keys.envelope import Inner
 from keys.identity import Identity
@@ -70,7 +71,12 @@ class Inflight:
         ensure_private_dir(self.folder, "ratchet in-flight folder")
         if len(sealed) * SMALL_SHARE >= self.keep_bytes or int(inner.id, 16) % CHECK_ONE_IN == 0:
             self._make_room(len(sealed))
-        replace_file(path, sealed, sync=False)
+        try:
+            fd = open_private(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL)
+        except FileExistsError:
+            return
+        with os.fdopen(fd, "wb") as f:
+            f.write(sealed)
 
     def _make_room(self, wanted: int) -> None:
         # Every forward-secret send passes here, and a burst keeps thousands of files before

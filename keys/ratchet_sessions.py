@@ -218,7 +218,7 @@ class SessionStore:
             **unopened,
             **({"started_at": state.started_at} if state.started_at else {}),
             **({"card": state.card} if state.card is not None else {}),
-        })
+        }, compact=True)
 
     def has_session(self, peer: str) -> bool:
         with self._locked(peer) as state:

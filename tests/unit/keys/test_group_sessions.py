@@ -3,13 +3,21 @@ to the sender that shared them."""
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
 import pytest
 
 from durable.errors import GroupRefused, UserError
-from keys.group_sessions import GROUP_SESSIONS_DIR, NO_GROUP_KEY, ROTATE_AFTER, ROTATE_AFTER_S, GroupSessions
+from keys.group_sessions import (
+    GROUP_SESSIONS_DIR,
+    IN_KEPT,
+    NO_GROUP_KEY,
+    ROTATE_AFTER,
+    ROTATE_AFTER_S,
+    GroupSessions,
+)
 from keys.identity import Identity
 from keys.ratchet_account import RatchetAccount
 from tests.unit.samples import FP_A, FP_B, FP_C, secret_forms
@@ -124,3 +132,25 @@ def test_pickles_are_sealed_at_rest_under_the_identity(tmp_path: Path, alice: Gr
     stranger = GroupSessions(RatchetAccount(tmp_path / "alice", carol_id))
     with pytest.raises(UserError, match="cannot be opened"):
         stranger.encrypt(GID, [FP_B], b"x")
+
+
+def test_only_each_senders_last_sessions_are_kept_so_the_file_does_not_grow_with_history(
+        tmp_path: Path, alice: GroupSessions, bob: GroupSessions, carol_id: Identity) -> None:
+    carol = sessions(tmp_path / "carol", carol_id)
+    firsts = []
+    for _ in range(IN_KEPT + 2):  # alice rotates (a membership change, say) ten times
+        alice.rotate(GID)
+        sent = alice.encrypt(GID, [FP_B], b"from alice")
+        assert bob.decrypt(GID, FP_A, sent.session_id, sent.body, sent.key) == b"from alice"
+        firsts.append(sent)
+    from_carol = carol.encrypt(GID, [FP_B], b"from carol")
+    bob.decrypt(GID, FP_C, from_carol.session_id, from_carol.body, from_carol.key)
+    stored = json.loads((tmp_path / "bob" / GROUP_SESSIONS_DIR / f"{GID}.json").read_text())
+    kept = [f"{FP_A}/{s.session_id}" for s in firsts[-IN_KEPT:]]
+    assert sorted(stored["in"]) == sorted([*kept, f"{FP_C}/{from_carol.session_id}"])
+    # carol's session did not push one of alice's out
+    assert stored["in_order"] == [*kept, f"{FP_C}/{from_carol.session_id}"]
+    late = alice.encrypt(GID, [FP_B], b"late")  # in alice's newest session: still read
+    assert bob.decrypt(GID, FP_A, late.session_id, late.body, None) == b"late"
+    with pytest.raises(GroupRefused, match=NO_GROUP_KEY):  # a copy of her oldest, come after all that
+        bob.decrypt(GID, FP_A, firsts[0].session_id, firsts[0].body, None)

@@ -355,9 +355,9 @@ identity = Identity.from_secret("bob", bytes.fromhex(job["secret"]))
 written = keys.ratchet_sessions.write_json
 count = 0
 
-def write_json(path, data):
+def write_json(path, data, **how):
     global count
-    written(path, data)
+    written(path, data, **how)
     count += 1
     if count == saves:
         os.kill(os.getpid(), signal.SIGKILL)
