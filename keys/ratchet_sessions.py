@@ -1,6 +1,7 @@
 """Pairwise Olm sessions, one file per peer, sealed at rest, and the one safe order to receive in.
 
-Files, in the identity folder: `ratchet_sessions/<peer fingerprint>.json` holds
+Files, in the identity folder: `ratchet_sessions/<peer fingerprint>.json` holds, as JSON in a
+file rewritten in place (`durable.slots`: one data sync per save, on every message sent),
 {"v": 1, "sessions": [PICKLE, ...], "seen": [ID, ...], "card"?: CARD, "lost"?: N, "lost_at"?: T,
 "unopened"?: [ID, ...], "unopened_at"?: T, "started_at"?: T}:
 the sessions with that peer, the one used last first, each sealed under the Olm account's pickle
@@ -64,6 +65,7 @@ key ever encrypts two messages, whatever is killed afterwards.
 from __future__ import annotations
 
 import contextlib
+import json
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -72,15 +74,16 @@ from typing import Any, NamedTuple
 import vodozemac
 
 from durable.errors import NotFound, TamperedMessage, UserError
-from durable.files import ensure_private_dir, read_json, write_json
+from durable.files import ensure_private_dir
 from durable.locks import locked
+from durable.slots import Slotted, read_slots, write_slots
 from keys.encoding import is_hex32
 from keys.ratchet_account import RatchetAccount
 from keys.ratchet_card import Claim
 
 __all__ = [
     "SEEN_MOST", "SESSIONS_DIR", "Busy", "History", "Opened", "Page", "SessionStore", "has_sessions",
-    "session_card", "session_history",
+    "session_card", "session_history", "stored_state",
 ]
 
 SESSIONS_DIR = "ratchet_sessions"
@@ -108,6 +111,7 @@ class _Peer(NamedTuple):
     unopened: tuple[str, ...] = ()
     unopened_at: float = 0.0
     started_at: float = 0.0
+    at: Slotted | None = None  # where the file holds this state: the next save goes beside it
 
 
 class History(NamedTuple):
@@ -130,10 +134,21 @@ class History(NamedTuple):
         return self.started_at if broken and self.started_at >= broken else None
 
 
+def stored_state(path: Path) -> Any:
+    """The JSON a session file holds, read without its lock (a save never shows half written:
+    `durable.slots`); None if there is no such file, or it is damaged (its owner says how when
+    it takes the lock)."""
+    try:
+        found = read_slots(path)
+        return None if found is None else json.loads(found.payload)
+    except ValueError:
+        return None
+
+
 def session_card(identity_folder: Path, peer: str) -> dict[str, Any] | None:
     """The card `peer`'s last session was started with, as stored (not checked here); None if
     there is no session file or no card in it."""
-    stored = read_json(identity_folder / SESSIONS_DIR / f"{peer}.json", None) if is_hex32(peer) else None
+    stored = stored_state(identity_folder / SESSIONS_DIR / f"{peer}.json") if is_hex32(peer) else None
     card = stored.get("card") if isinstance(stored, dict) else None
     return card if isinstance(card, dict) else None
 
@@ -143,7 +158,7 @@ def session_history(identity_folder: Path) -> dict[str, History]:
     opened and no lock taken (a file is replaced whole, never seen half written)."""
     found = {}
     for path in sorted((identity_folder / SESSIONS_DIR).glob("*.json")):
-        stored = read_json(path, None)
+        stored = stored_state(path)
         if isinstance(stored, dict) and is_hex32(path.stem):
             marks = _marks(stored)
             found[path.stem] = History(**{**marks, "unopened": len(marks["unopened"])},
@@ -154,7 +169,7 @@ def session_history(identity_folder: Path) -> dict[str, History]:
 def has_sessions(identity_folder: Path, peer: str) -> bool:
     """Whether a session with `peer` is held (its file may remain with none, after a loss);
     the plain field only, so no pickle is opened."""
-    stored = read_json(identity_folder / SESSIONS_DIR / f"{peer}.json", None) if is_hex32(peer) else None
+    stored = stored_state(identity_folder / SESSIONS_DIR / f"{peer}.json") if is_hex32(peer) else None
     return isinstance(stored, dict) and _count(stored.get("sessions")) > 0
 
 
@@ -190,27 +205,29 @@ class SessionStore:
             yield self._load(peer)
 
     def _load(self, peer: str) -> _Peer:
-        stored = read_json(self._path(peer, ".json"), None)
-        if stored is None:
-            return _Peer([], [])
         try:
+            at = read_slots(self._path(peer, ".json"))
+            if at is None:
+                return _Peer([], [])
+            stored = json.loads(at.payload)
             if not isinstance(stored, dict) or stored.get("v") != 1:
                 raise ValueError("not a session file of version 1")
             sessions = [vodozemac.Session.from_pickle(str(p), self._key) for p in stored["sessions"]]
-            card = stored.get("card")
+            card = stored["card"] if isinstance(stored.get("card"), dict) else None
             seen = [str(i) for i in stored["seen"]]
-            return _Peer(sessions, seen, card=card if isinstance(card, dict) else None, **_marks(stored))
-        except (KeyError, TypeError, ValueError) as exc:  # vodozemac's errors are ValueErrors
+            return _Peer(sessions, seen, card=card, at=at, **_marks(stored))
+        except (KeyError, TypeError, ValueError) as exc:  # vodozemac's and json's errors are ValueErrors
             raise UserError(
                 f"the ratchet sessions with {peer} cannot be opened ({exc}); move "
                 f"{self._path(peer, '.json')} aside and a new session is started"
             ) from exc
 
-    def _save(self, peer: str, state: _Peer) -> None:
+    def _save(self, peer: str, state: _Peer) -> _Peer:
+        """Save `state` (loaded under the peer's lock, still held); the state as now saved."""
         losses = {"lost": state.lost, "lost_at": state.lost_at} if state.lost else {}
         unopened = ({"unopened": list(state.unopened[-SEEN_MOST:]), "unopened_at": state.unopened_at}
                     if state.unopened else {})
-        write_json(self._path(peer, ".json"), {
+        data = json.dumps({
             "v": 1,
             "sessions": [s.pickle(self._key) for s in state.sessions[:SESSIONS_MOST]],
             "seen": state.seen[-SEEN_MOST:],
@@ -218,7 +235,8 @@ class SessionStore:
             **unopened,
             **({"started_at": state.started_at} if state.started_at else {}),
             **({"card": state.card} if state.card is not None else {}),
-        }, compact=True)
+        }, separators=(",", ":")).encode()
+        return state._replace(at=write_slots(self._path(peer, ".json"), data, state.at))
 
     def has_session(self, peer: str) -> bool:
         with self._locked(peer) as state:
@@ -318,7 +336,7 @@ class Page:
         """Save each peer a message was opened (or refused) from, once, then the account if it
         changed."""
         for peer in sorted(self._touched):
-            self._store._save(peer, self._peers[peer])
+            self._peers[peer] = self._store._save(peer, self._peers[peer])
         if self._account is not None and self._account_changed:
             self._store.account.save(self._account)
         self._touched.clear()

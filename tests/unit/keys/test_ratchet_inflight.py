@@ -3,61 +3,71 @@
 from __future__ import annotations
 
 import dataclasses
-import os
 from pathlib import Path
 
-from keys.envelope import new_message
+from keys.envelope import Inner, new_message
 from keys.identity import Identity
 from keys.ratchet_envelope import plaintext_of
-from keys.ratchet_inflight import CHECK_ONE_IN, INFLIGHT_DIR, Inflight
+from keys.ratchet_inflight import INFLIGHT_FILE, Inflight
 from tests.unit.samples import secret_forms
+
+
+def message(identity: Identity, text: str, n: int | None = None) -> Inner:
+    inner = new_message(identity.fingerprint, identity.fingerprint, text)
+    return inner if n is None else dataclasses.replace(inner, id=f"{n:032x}")
 
 
 def test_a_kept_message_comes_back_whole_and_is_sealed_at_rest(tmp_path: Path, alice_id: Identity,
                                                                bob_id: Identity) -> None:
     inner = new_message(alice_id.fingerprint, bob_id.fingerprint, "the whole text " * 40, seq=7)
     Inflight(tmp_path, alice_id).keep(inner, plaintext_of(inner))
-    stored = (tmp_path / INFLIGHT_DIR / f"{inner.id}.bin").read_bytes()
+    stored = (tmp_path / INFLIGHT_FILE).read_bytes()
     assert b"the whole text" not in stored
     assert not any(form in stored for form in secret_forms(alice_id))
+    assert (tmp_path / INFLIGHT_FILE).stat().st_mode & 0o777 == 0o600
     assert Inflight(tmp_path, alice_id).take(inner.id) == inner
     assert Inflight(tmp_path, bob_id).take(inner.id) is None  # another identity's key opens nothing
 
 
 def test_drop_forgets_and_unknown_or_bad_ids_are_none(tmp_path: Path, alice_id: Identity) -> None:
     store = Inflight(tmp_path, alice_id)
-    inner = new_message(alice_id.fingerprint, alice_id.fingerprint, "hi")
+    store.drop(["0" * 32])  # nothing kept yet: no file is made for it
+    assert not (tmp_path / INFLIGHT_FILE).exists()
+    inner, other = message(alice_id, "hi"), message(alice_id, "there")
     store.keep(inner, plaintext_of(inner))
+    store.keep(other, plaintext_of(other))
     store.drop([inner.id, "../../etc/passwd"])
-    assert store.take(inner.id) is None and store.take("../x") is None
+    assert store.take(inner.id) is None and store.take("../x") is None and store.take(other.id) == other
+    store.keep(inner, plaintext_of(inner))  # sealed again, in a new session: kept again
+    assert store.take(inner.id) == inner
 
 
-def test_the_budget_drops_the_oldest_first_and_skips_what_never_fits(tmp_path: Path,
-                                                                     alice_id: Identity) -> None:
-    first = new_message(alice_id.fingerprint, alice_id.fingerprint, "a" * 600)
-    store = Inflight(tmp_path, alice_id, keep_bytes=1500)
-    store.keep(first, plaintext_of(first))
-    path = tmp_path / INFLIGHT_DIR / f"{first.id}.bin"
-    os.utime(path, (1, 1))  # older than anything kept after it
-    second = new_message(alice_id.fingerprint, alice_id.fingerprint, "b" * 600)
-    store.keep(second, plaintext_of(second))
-    assert store.take(first.id) is None and store.take(second.id) == second
-    huge = new_message(alice_id.fingerprint, alice_id.fingerprint, "c" * 2000)
-    store.keep(huge, plaintext_of(huge))
-    assert store.take(huge.id) is None and store.take(second.id) == second
+def test_damaged_lines_and_a_torn_tail_read_as_not_kept_and_harm_nothing_else(
+        tmp_path: Path, alice_id: Identity) -> None:
+    store = Inflight(tmp_path, alice_id)
+    good, bad = message(alice_id, "good"), message(alice_id, "bad")
+    store.keep(good, plaintext_of(good))
+    with (tmp_path / INFLIGHT_FILE).open("a") as f:
+        f.write(f'{{"id": "{bad.id}", "box": "not base64!"}}\n[1, 2]\n{{"drop": "x"}}\n')
+        f.write(f'{{"id": "{"f" * 32}", "bo')  # a line cut short by a kill
+    later = message(alice_id, "later")
+    store.keep(later, plaintext_of(later))  # seals the torn tail first
+    assert store.take(bad.id) is None and store.take(good.id) == good and store.take(later.id) == later
 
 
-def test_a_burst_of_small_keeps_checks_the_budget_one_time_in_sixteen(tmp_path: Path,
-                                                                      alice_id: Identity) -> None:
-    """A burst of sends must not read the whole folder each time; the folder passes the budget
-    by at most the small files kept since the last check."""
-    store = Inflight(tmp_path, alice_id, keep_bytes=256 * 1024)
+def test_past_twice_the_budget_the_log_keeps_the_newest_that_fit(tmp_path: Path, alice_id: Identity) -> None:
+    store = Inflight(tmp_path, alice_id, keep_bytes=16 * 1024)
     kept = []
-    for n in range(640):  # ids end in every hex digit in turn: every 16th checks
-        inner = dataclasses.replace(new_message(alice_id.fingerprint, alice_id.fingerprint, "x" * 300),
-                                    id=f"{n:032x}")
+    for n in range(200):
+        inner = message(alice_id, "x" * 300, n)
         store.keep(inner, plaintext_of(inner))
         kept.append(inner)
-    sizes = [p.stat().st_size for p in (tmp_path / INFLIGHT_DIR).glob("*.bin")]
-    assert store.keep_bytes < sum(sizes) <= store.keep_bytes + (CHECK_ONE_IN - 1) * max(sizes)
-    assert store.take(kept[0].id) is None and store.take(kept[-1].id) == kept[-1]  # the oldest went
+        if n % 3 == 0:
+            store.drop([inner.id])  # settled
+        assert (tmp_path / INFLIGHT_FILE).stat().st_size <= 2 * store.keep_bytes
+    held = [i for i in kept if store.take(i.id) is not None]
+    live = [i for i in kept if int(i.id, 16) % 3 != 0]
+    assert 0 < len(held) < len(live) and held == live[-len(held):]  # the oldest went first
+    huge = message(alice_id, "c" * 20_000)
+    store.keep(huge, plaintext_of(huge))  # larger than the whole budget: not kept
+    assert store.take(huge.id) is None and store.take(kept[-1].id) == kept[-1]

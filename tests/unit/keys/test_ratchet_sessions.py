@@ -20,7 +20,15 @@ from durable.locks import locked
 from keys.identity import Identity
 from keys.ratchet_account import RatchetAccount, card_for, unpublished_keys
 from keys.ratchet_card import Claim
-from keys.ratchet_sessions import SESSIONS_DIR, Busy, History, Opened, SessionStore, session_history
+from keys.ratchet_sessions import (
+    SESSIONS_DIR,
+    Busy,
+    History,
+    Opened,
+    SessionStore,
+    session_history,
+    stored_state,
+)
 from tests.unit.samples import hexid, secret_forms
 
 
@@ -173,7 +181,7 @@ def test_sessions_are_sealed_at_rest(sides: tuple[Side, Side], bob_id: Identity)
     stranger = SessionStore(RatchetAccount(alice.folder, bob_id))
     with pytest.raises(UserError, match="cannot be opened"):
         stranger.encrypt(bob.fp, b"x")
-    stored = json.loads(data)
+    stored = stored_state(path)
     assert set(stored) == {"v", "sessions", "seen", "card", "started_at"} and len(stored["sessions"]) == 1
 
 
@@ -298,7 +306,7 @@ def altered(message: vodozemac.AnyOlmMessage) -> vodozemac.AnyOlmMessage:
 
 
 def stored_seen(me: Side, peer: Side) -> list[str]:
-    seen: list[str] = json.loads((me.folder / SESSIONS_DIR / f"{peer.fp}.json").read_text())["seen"]
+    seen: list[str] = stored_state(me.folder / SESSIONS_DIR / f"{peer.fp}.json")["seen"]
     return seen
 
 
@@ -352,7 +360,7 @@ from keys.ratchet_sessions import SessionStore
 folder, out, saves = sys.argv[1], sys.argv[2], int(sys.argv[3])
 job = json.loads(sys.stdin.read())
 identity = Identity.from_secret("bob", bytes.fromhex(job["secret"]))
-written = keys.ratchet_sessions.write_json
+written = keys.ratchet_account.write_json
 count = 0
 
 def write_json(path, data, **how):
@@ -362,7 +370,18 @@ def write_json(path, data, **how):
     if count == saves:
         os.kill(os.getpid(), signal.SIGKILL)
 
-keys.ratchet_sessions.write_json = keys.ratchet_account.write_json = write_json
+keys.ratchet_account.write_json = write_json
+laid = keys.ratchet_sessions.write_slots
+
+def write_slots(path, data, after):
+    global count
+    at = laid(path, data, after)
+    count += 1
+    if count == saves:
+        os.kill(os.getpid(), signal.SIGKILL)
+    return at
+
+keys.ratchet_sessions.write_slots = write_slots
 with SessionStore(RatchetAccount(Path(folder), identity)).page() as page:
     opened = [(m["id"], page.open(m["sender"], bytes.fromhex(m["curve"]), m["id"],
                                   vodozemac.AnyOlmMessage.from_parts(m["kind"], base64.b64decode(m["body"]))))
@@ -432,7 +451,7 @@ def test_a_pre_key_message_and_a_normal_one_from_one_peer_open_in_one_page(
     page = [(alice, "a1", pre_key), (alice, "a2", normal)]
     assert receive_page(bob, page, handed) == ["a1", "a2"]
     assert handed == {"b1": b"bob first", "a1": b"in alice's session", "a2": b"in bob's session"}
-    stored = json.loads((bob.folder / SESSIONS_DIR / f"{alice.fp}.json").read_text())
+    stored = stored_state(bob.folder / SESSIONS_DIR / f"{alice.fp}.json")
     assert stored["seen"] == ["a1", "a2"] and len(stored["sessions"]) == 2
     later = alice.store().encrypt(bob.fp, b"later")
     assert receive_page(bob, [(alice, "a3", later)], handed) == ["a3"] and handed["a3"] == b"later"
@@ -464,10 +483,10 @@ def test_a_refused_message_between_good_ones_spoils_nothing(sides: tuple[Side, S
     # A page of refused messages alone advances nothing, nor the account it held: it saves only
     # the note that a message of alice's could not be opened, which `talk status` shows.
     peer_file = bob.folder / SESSIONS_DIR / f"{alice.fp}.json"
-    account_before, peer_before = account.read_bytes(), json.loads(peer_file.read_text())
+    account_before, peer_before = account.read_bytes(), stored_state(peer_file)
     fourth = alice.store().encrypt(bob.fp, b"four")
     assert receive_page(bob, [(alice, "m4-altered", altered(fourth))], handed) == ["m4-altered"]
-    peer_after = json.loads(peer_file.read_text())
+    peer_after = stored_state(peer_file)
     assert account.read_bytes() == account_before
     assert (peer_after["sessions"], peer_after["seen"]) == (peer_before["sessions"], peer_before["seen"])
     assert peer_after["unopened"][-1] == "m4-altered"

@@ -1,0 +1,119 @@
+"""A small state file rewritten in place, durable after one data sync, never read half written.
+
+`durable.files.replace_file` writes a new file and renames it over the old one: a create, a
+rename and two syncs (the file's bytes, then its folder), over a millisecond on a common disk.
+A state saved on every message (an Olm session advances with each one sent) pays that on every
+message. A slotted file is laid out once with two slots, and each later write overwrites the
+slot that does not hold the newest state, then syncs the data alone: the file keeps its size
+and its blocks, so nothing else needs syncing, and it costs a tenth as much.
+
+Layout: `MAGIC`, the slot size (4 bytes, big-endian), then the two slots, each
+
+    counter (8 bytes) | length (4 bytes) | BLAKE2b-128 of counter, length and payload | payload
+
+and free space up to the slot size. A reader takes the slot with the higher counter of those
+whose digest holds. A write torn by a kill or a power loss fails the digest, and the other slot,
+which the write did not touch, holds the state before it; once `write_slots` returns, the new
+state survives a power loss. A state that outgrows its slot lays the file out anew, with slots
+twice its size, through `replace_file`. A file without `MAGIC` (one an earlier version wrote
+whole) reads as one state, and the next write lays it out.
+
+Writers must hold a lock of their own around read, change and write, and pass the `Slotted` they
+read (or the one the last write returned) to the next write: it says which slot is free. Readers
+without the lock may read at any time: a slot being written fails its digest and the other is
+read, so they see the state before the write or after it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from pathlib import Path
+from typing import NamedTuple
+
+from durable.files import open_private, read_private, replace_file
+
+__all__ = ["MAGIC", "MIN_SLOT", "Slotted", "read_slots", "write_slots"]
+
+MAGIC = b"talkslt1"
+MIN_SLOT = 4096
+_HEAD = len(MAGIC) + 4
+_SLOT_HEAD = 8 + 4 + 16
+
+
+class Slotted(NamedTuple):
+    """A state as read or written: its bytes, its counter, and where it lies (`slot` -1: in a
+    file an earlier version wrote whole, which the next write lays out)."""
+
+    payload: bytes
+    counter: int
+    slot: int
+    size: int
+
+
+def _digest(counter: bytes, length: bytes, payload: bytes) -> bytes:
+    return hashlib.blake2b(counter + length + payload, digest_size=16).digest()
+
+
+def _slot(payload: bytes, counter: int) -> bytes:
+    c, n = counter.to_bytes(8, "big"), len(payload).to_bytes(4, "big")
+    return c + n + _digest(c, n, payload) + payload
+
+
+def _parse(raw: bytes, slot: int, size: int) -> Slotted | None:
+    c, n, digest = raw[:8], raw[8:12], raw[12:_SLOT_HEAD]
+    length = int.from_bytes(n, "big")
+    payload = raw[_SLOT_HEAD:_SLOT_HEAD + length]
+    if len(raw) < _SLOT_HEAD or length > size - _SLOT_HEAD or len(payload) != length:
+        return None
+    if _digest(c, n, payload) != digest:
+        return None
+    return Slotted(payload, int.from_bytes(c, "big"), slot, size)
+
+
+def read_slots(path: Path) -> Slotted | None:
+    """The newest whole state in `path`; None if there is no such file.
+
+    Raises:
+        ValueError: the file is laid out in slots and neither holds a whole state.
+        UserError: `path` is a symbolic link.
+    """
+    try:
+        data = read_private(path)
+    except FileNotFoundError:
+        return None
+    if not data.startswith(MAGIC):
+        return Slotted(data, 0, -1, 0)
+    size = int.from_bytes(data[len(MAGIC):_HEAD], "big")
+    found = [s for s in (_parse(data[_HEAD + i * size:_HEAD + (i + 1) * size], i, size) for i in (0, 1))
+             if s is not None]
+    if not found:
+        raise ValueError(f"neither copy of the state in {path.name} is whole")
+    return max(found, key=lambda s: s.counter)
+
+
+def write_slots(path: Path, payload: bytes, after: Slotted | None) -> Slotted:
+    """Write `payload` as the state that follows `after` (what `read_slots` gave, or the last
+    write returned, under the writer's lock; None: no file yet) and return where it now lies.
+
+    Raises:
+        OSError: it cannot be written (a full disk, say); the state before it is still there.
+    """
+    counter = (after.counter if after is not None else 0) + 1
+    if after is None or after.slot < 0 or len(payload) + _SLOT_HEAD > after.size:
+        size = MIN_SLOT
+        while size < 2 * (len(payload) + _SLOT_HEAD):
+            size *= 2
+        first = _slot(payload, counter)
+        replace_file(path, MAGIC + size.to_bytes(4, "big") + first + bytes(2 * size - len(first)))
+        return Slotted(payload, counter, 0, size)
+    slot = 1 - after.slot
+    fd = open_private(path, os.O_WRONLY)
+    try:
+        data = _slot(payload, counter)
+        if os.pwrite(fd, data, _HEAD + slot * after.size) != len(data):
+            raise OSError(f"{path} took only part of a write")
+        os.fdatasync(fd)
+    finally:
+        os.close(fd)
+    return Slotted(payload, counter, slot, after.size)

@@ -1,0 +1,104 @@
+"""durable.slots: a state file rewritten in place, read whole after a torn write or a kill."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from durable.slots import MAGIC, MIN_SLOT, read_slots, write_slots
+from tests.conftest import wait_for
+
+ROOT = Path(__file__).resolve().parents[3]
+
+
+def test_writes_alternate_between_the_slots_and_the_newest_is_read(tmp_path: Path) -> None:
+    path = tmp_path / "state"
+    assert read_slots(path) is None
+    at = write_slots(path, b"one", None)
+    assert (at.slot, at.counter, at.size) == (0, 1, MIN_SLOT)
+    size = path.stat().st_size
+    for n, text in enumerate([b"two", b"three", b"four"], start=2):
+        at = write_slots(path, text, at)
+        assert at.counter == n and at.slot == (n - 1) % 2
+        assert read_slots(path) == at
+    assert path.stat().st_size == size and path.stat().st_mode & 0o777 == 0o600  # in place
+
+
+@pytest.mark.parametrize("torn", ["the newest", "both"])
+def test_a_torn_write_leaves_the_state_before_it(tmp_path: Path, torn: str) -> None:
+    path = tmp_path / "state"
+    before = write_slots(path, b"before", None)
+    after = write_slots(path, b"after", before)
+    data = bytearray(path.read_bytes())
+    head = len(MAGIC) + 4
+    data[head + after.slot * after.size + 30] ^= 0xFF  # a byte of the newest payload
+    if torn == "both":
+        data[head + before.slot * before.size + 30] ^= 0xFF
+    path.write_bytes(bytes(data))
+    if torn == "both":
+        with pytest.raises(ValueError, match="neither copy"):
+            read_slots(path)
+    else:
+        assert read_slots(path) == before
+
+
+def test_a_state_that_outgrows_its_slot_lays_the_file_out_anew(tmp_path: Path) -> None:
+    path = tmp_path / "state"
+    at = write_slots(path, b"small", None)
+    big = b"x" * (3 * MIN_SLOT)
+    at = write_slots(path, big, at)
+    assert at.size > len(big) and read_slots(path) == at and at.counter == 2
+    assert write_slots(path, b"small again", at).size == at.size  # slots never shrink
+
+
+def test_a_file_an_earlier_version_wrote_whole_reads_as_one_state(tmp_path: Path) -> None:
+    path = tmp_path / "state"
+    path.write_bytes(b'{"v": 1}')
+    old = read_slots(path)
+    assert old is not None and (old.payload, old.slot) == (b'{"v": 1}', -1)
+    at = write_slots(path, b'{"v": 2}', old)
+    assert path.read_bytes().startswith(MAGIC) and read_slots(path) == at
+
+
+WRITER = """
+import json, sys
+from pathlib import Path
+from durable.slots import read_slots, write_slots
+path = Path(sys.argv[1])
+at = read_slots(path)
+while True:
+    n = at.counter + 1 if at else 1
+    at = write_slots(path, json.dumps({"n": n, "pad": "y" * (n * 37 % 6000)}).encode(), at)
+"""
+
+
+def test_a_writer_killed_at_any_moment_leaves_a_whole_state_and_readers_never_see_half(
+        tmp_path: Path) -> None:
+    """A real kill -9 in a loop of writes (one of them grows the file past its first slots),
+    while this process reads without a lock."""
+    path = tmp_path / "state"
+    for _ in range(3):
+        child = subprocess.Popen([sys.executable, "-c", WRITER, str(path)], cwd=ROOT)
+        try:
+            start = read_slots(path)
+            goal = (start.counter if start else 0) + 200
+
+            def whole_and_past_goal(goal: int = goal) -> bool:
+                found = read_slots(path)
+                if found is None:
+                    return False
+                assert json.loads(found.payload)["n"] == found.counter  # never half of one
+                return found.counter >= goal
+
+            wait_for(whole_and_past_goal, 120, "the writer's states")
+        finally:
+            os.kill(child.pid, signal.SIGKILL)
+            child.wait()
+        found = read_slots(path)
+        assert found is not None and json.loads(found.payload)["n"] == found.counter >= goal
