@@ -12,15 +12,15 @@ other), how many messages it encrypted and when it started. "firsts" keeps, for 
 session and the last `IN_KEPT` it replaced, an inbound session made from its key at index 0:
 from it `key_at` exports the key from any message on, so a copy a member refused for want of
 the key can be sent again with the key from that very message (`export`), where the key of the
-outbound session, which only ratchets forward, would start later. It reads no more than the
-outbox's previews of what we sent keep anyway. "in" holds the inbound sessions
-other members shared, each bound to the sender that shared it: a session id is only ever
-looked up under the sender of the message naming it, so no member can speak in another's
-session. Every pickle is sealed under the Olm account's pickle key, as the Olm sessions are
-(`keys.ratchet_sessions`). "in_order" lists them as they came; only the last `IN_KEPT` of each
-sender are kept, so the file, rewritten on every group message, does not grow with the group's
-history: a message that arrives after its sender has rotated `IN_KEPT` times since is refused
-for want of its key, and its sender told.
+outbound session, which only ratchets forward, would start later. The cost: whoever steals
+this identity's state reads what it sent in those sessions, as a member's stolen state reads
+what it was sent. "in" holds the inbound sessions other members shared, each bound to the
+sender that shared it: a session id is only ever looked up under the sender of the message
+naming it, so no member can speak in another's session. Every pickle is sealed under the Olm
+account's pickle key, as the Olm sessions are (`keys.ratchet_sessions`). "in_order" lists them
+as they came; only the last `IN_KEPT` of each sender are kept, so the file, rewritten on every
+group message, does not grow with the group's history: a message that arrives after its sender
+has rotated `IN_KEPT` times since is refused for want of its key, and its sender told.
 
 Rotation: the outbound session is dropped (a new one starts with the next message) when the
 members differ from those it was started for, when the caller says membership changed
