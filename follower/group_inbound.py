@@ -1,5 +1,6 @@
 """Group rooms from the receiving side: a control message changes the book, a group message
-is opened in its sender's Megolm session, and a "no group key" receipt marks a member lacking.
+is opened in its sender's Megolm session, and a "no group key" receipt marks a member lacking
+and says which block to send that member again (`block_to_resend`).
 
 Each runs after the pairwise message was opened and passed the gate, so the sender is an
 authenticated contact and every field of the group block has its shape. What is refused here
@@ -7,8 +8,8 @@ is refused for a reason the inbox quarantines the message with and tells its sen
 (`GroupRefused`): an update not from the group's owner or not newer, a leave from a non-member,
 a group message for a group unknown or not active here, from a sender not a member in this
 side's view, in a session another member shared, or in one this side holds no key for (the
-reason then starts with `keys.group_sessions.NO_GROUP_KEY`, and the sender's next copy carries
-the key).
+reason then starts with `keys.group_sessions.NO_GROUP_KEY`: the sender's next copy carries
+the key, and the refused one is sent again once, with the key from that message on).
 
 Crash reasoning: the book and the session file are each replaced whole before the message is
 handed on and acked. A control message taken again after a kill is refused as not newer (or
@@ -29,9 +30,9 @@ from keys import gate
 from keys.contacts import Contact
 from keys.envelope import Inner
 from keys.group_book import GroupBook, GroupState, apply_leave, apply_update
-from keys.group_sessions import NO_GROUP_KEY, GroupSessions
+from keys.group_sessions import NO_GROUP_KEY, GroupSessions, message_index
 
-__all__ = ["lacking_key", "open_group_message", "take_control"]
+__all__ = ["block_to_resend", "lacking_key", "open_group_message", "take_control"]
 
 # The reason `GroupSessions.decrypt` gives, read back from a peer's receipt.
 LACKING = re.compile(rf"{NO_GROUP_KEY}: session ([A-Za-z0-9+/]{{43}}) of group ([0-9a-f]{{32}})")
@@ -76,7 +77,7 @@ def open_group_message(folder: Path, contact: Contact, inner: Inner,
         raise GroupRefused(f"a group message for {group.name} from {contact.name}, who is not a member "
                            "of it here")
     plaintext = sessions.decrypt(group.id, contact.fingerprint, block["session"], block["body"],
-                                 block.get("key"))
+                                 block.get("key"), block.get("export"))
     try:
         data = json.loads(plaintext)
         text = gate.check_text(data["text"])
@@ -98,3 +99,26 @@ def lacking_key(folder: Path, sessions: GroupSessions, contact: Contact, reason:
     group = GroupBook(folder).all().get(group_id)
     if group is not None and contact.fingerprint in group.members:
         sessions.lacking(group_id, session_id, contact.fingerprint)
+
+
+def block_to_resend(sessions: GroupSessions, refused: Inner | None, reason: str) -> dict[str, Any] | None:
+    """The group block to send a member again in a new copy, after it refused our copy `refused`
+    with `reason` for want of our session's key: the same block with the key exported from that
+    message on in place of any "key". None when there is nothing to send again: not a group
+    message, one sent again already (it carries "export": once is enough), a reason naming
+    another session, or a session whose key is no longer kept here.
+
+    The reason is the member's word, but `refused` is our own copy addressed to that member, so
+    the most it can win is a message it was sent, and the key from there on in that session.
+    """
+    block = None if refused is None or refused.kind != "chat" else refused.extra.get("group")
+    found = LACKING.match(reason)
+    if block is None or "op" in block or "export" in block or found is None:
+        return None
+    if found.groups() != (block["session"], block["id"]):
+        return None
+    index = message_index(block["body"])
+    export = None if index is None else sessions.key_at(block["id"], block["session"], index)
+    if export is None:
+        return None
+    return {**{k: v for k, v in block.items() if k != "key"}, "export": export}

@@ -6,13 +6,15 @@ ordinary pairwise message (`follower.outbound.send`: its own id, number, outbox 
 receipts; in the pair's Olm session when there is one; sealed, padded, under the pair's tag),
 of kind "chat" with an empty text and a group block:
 
-    {"group": {"id", "name", "gm", "session", "body", "key"?, "by"}}
+    {"group": {"id", "name", "gm", "session", "body", "key"? or "export"?, "by"}}
 
 `gm` names the group message (the same in every copy), `body` is the Megolm message, `key` the
 session key, only in the copies to members that lack it, and `by` says whether a person or an
-agent wrote it. Membership travels the same way, as messages of kind "group" from the owner
-(`{"op": "update", "id", "name", "owner", "members", "version"}`) or from a member leaving
-(`{"op": "leave", "id"}`); the receiving side is `follower.group_inbound`.
+agent wrote it. `export` replaces `key` in a copy sent again, in a new message, to a member that
+refused one for want of the key (`follower.inbound`, `follower.group_inbound.block_to_resend`):
+the session's key from that message on. Membership travels the same way, as messages of kind
+"group" from the owner (`{"op": "update", "id", "name", "owner", "members", "version"}`) or from
+a member leaving (`{"op": "leave", "id"}`); the receiving side is `follower.group_inbound`.
 
 Order, for a crash: the book is changed first, then the session rotated, then the control
 messages sent through the outbox, which keeps each one until the relay has it. A kill between
@@ -33,10 +35,12 @@ from keys.ratchet_account import RatchetAccount
 
 if TYPE_CHECKING:
     from follower.account import Account
+    from follower.client import RelayClient
     from follower.outbox import Outbox
     from keys.contacts import Contact
+    from keys.identity import Identity
 
-__all__ = ["Changed", "Copy", "GroupMail", "GroupSent", "group_status", "megolm_plaintext"]
+__all__ = ["Changed", "Copy", "GroupMail", "GroupSent", "group_status", "megolm_plaintext", "send_copy"]
 
 NOT_A_CONTACT = "not a contact"
 
@@ -260,15 +264,27 @@ class GroupMail:
         contact = account.contacts.by_fingerprint(member)
         if contact is None:
             return Copy(member, member[:8], None, NOT_A_CONTACT)
-        try:
-            inner = outbound.send(account.identity(), account.client, contact, "", kind,
-                                  outbox=account.outbox, shown=shown, **extra)
-        except outbound.Queued as queued:
-            return Copy(member, contact.name, queued.inner.id, "queued", str(queued.cause))
-        except (RelayError, NotFound) as exc:
-            return Copy(member, contact.name, None, "dropped", str(exc))
-        return Copy(member, contact.name, inner.id, "stored")
+        return send_copy(account.identity(), account.client, account.outbox, contact, kind, extra, shown)
 
     @property
     def sessions(self) -> GroupSessions:
         return GroupSessions(RatchetAccount(self.account.folder, self.account.identity()))
+
+
+def send_copy(identity: Identity, client: RelayClient, outbox: Outbox, contact: Contact, kind: str,
+              extra: dict[str, Any], shown: tuple[str, dict[str, Any]]) -> Copy:
+    """One pairwise copy to `contact`, recorded in `outbox`, and how far it got: a failure of
+    the relay for one member is that copy's state, so the others still go.
+
+    Raises:
+        SecurityError: the relay served ratchet keys the pinned key did not sign (nothing sent).
+        MessageTooLarge: the copy does not fit a message.
+    """
+    member = contact.fingerprint
+    try:
+        inner = outbound.send(identity, client, contact, "", kind, outbox=outbox, shown=shown, **extra)
+    except outbound.Queued as queued:
+        return Copy(member, contact.name, queued.inner.id, "queued", str(queued.cause))
+    except (RelayError, NotFound) as exc:
+        return Copy(member, contact.name, None, "dropped", str(exc))
+    return Copy(member, contact.name, inner.id, "stored")

@@ -37,6 +37,7 @@ from follower import admission, group_inbound
 from follower import receipts as receipts_mod
 from follower.admission import RateWindow, admit, hops_of
 from follower.client import Fetched, RelayClient
+from follower.group_mail import send_copy
 from follower.held import HeldBox
 from follower.outbound import resend_in_new_session, send
 from follower.outbox import Entry, Outbox
@@ -315,16 +316,26 @@ class Inbox:
         lost = [i for i, state, reason in items if state == "refused" and reason.startswith(NO_SESSION)]
         if lost:
             self._not_while_holding("a receipt that starts a new session")
-        outbox.receipts(items)
-        for _, state, reason in items:
-            if state == "refused" and reason.startswith(NO_GROUP_KEY):
-                group_inbound.lacking_key(self.folder, self.group_sessions, contact, reason)
         inflight = Inflight(self.folder, self.identity)
+        keyless = [(i, reason) for i, state, reason in items
+                   if state == "refused" and reason.startswith(NO_GROUP_KEY)]
+        again = []  # read before the in-flight copies are dropped below
+        for msg_id, reason in keyless:
+            block = group_inbound.block_to_resend(self.group_sessions, inflight.take(msg_id), reason)
+            if block is not None:
+                again.append((mine[msg_id], block))
+        if again:
+            self._not_while_holding("a receipt that sends a group copy again")
+        outbox.receipts(items)
+        for _, reason in keyless:
+            group_inbound.lacking_key(self.folder, self.group_sessions, contact, reason)
         inflight.drop([i for i, _, _ in items if i not in lost])
         if lost:
             # The peer lost the session these went in: the next message starts a new one.
             self.sessions.forget(contact.fingerprint)
             self.recover(contact, outbox, [mine[i] for i in lost], inflight)
+        for entry, block in again:
+            self.resend_group_copy(contact, outbox, entry, block)
         return Outcome.RECEIPT
 
     def recover(self, contact: Contact, outbox: Outbox, refused: list[Entry], inflight: Inflight) -> None:
@@ -340,6 +351,16 @@ class Inbox:
                 resend_in_new_session(self.identity, self.client, contact, outbox, inner)
             except (SecurityError, RelayError, NotFound):
                 continue  # the outbox says why (dropped), or it stays refused; the receipt is taken
+
+    def resend_group_copy(self, contact: Contact, outbox: Outbox, refused: Entry,
+                          block: dict[str, Any]) -> None:
+        """Send `contact` the group message it refused for want of our key again, once, in a new
+        message (the refused id is in its seen list: the same id would be a duplicate there).
+        After the refused copy's in-flight record is dropped, so a kill in between loses this
+        copy rather than sending it twice. How it went is the new copy's state in the outbox."""
+        shown = (refused.text, {"group": block["name"], "gm": block["gm"]})
+        with contextlib.suppress(SecurityError):  # nothing was sent: the refused copy says why
+            send_copy(self.identity, self.client, outbox, contact, "chat", {"group": block}, shown)
 
     def take_message(self, item: Fetched, emit: Emit, report: Report) -> Outcome:
         contact, inner = self.open(item)

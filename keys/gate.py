@@ -33,7 +33,7 @@ RECEIPT_STATES = tuple(state.value for state in Receipt)
 MAX_RECEIPTS = 1000
 MAX_REASON = 300
 MAX_GROUP_MEMBERS = 64
-MAX_GROUP_KEY = 1024  # a Megolm session key is 229 bytes, about 306 in base64
+MAX_GROUP_KEY = 1024  # a Megolm session key is 229 bytes, about 306 in base64; an exported one 220
 SESSION_ID = re.compile(r"[A-Za-z0-9+/]{43}")  # a Megolm session id: an Ed25519 key, unpadded base64
 WRITERS = ("person", "agent")
 
@@ -139,7 +139,7 @@ B64 = re.compile(r"[A-Za-z0-9+/]+={0,2}")
 
 def check_group(value: object) -> dict[str, Any]:
     """A group block (`follower.group_mail`): on a chat message, one Megolm message
-    {"id", "name", "gm", "session", "body", "key"?, "by"}; on a message of kind "group", a
+    {"id", "name", "gm", "session", "body", "key"? or "export"?, "by"}; on a message of kind "group", a
     control message {"op": "update", "id", "name", "owner", "members", "version"} or
     {"op": "leave", "id"}. Which one a kind must carry, `check_inner` says."""
     if not isinstance(value, dict):
@@ -168,8 +168,11 @@ def check_group(value: object) -> dict[str, Any]:
         raise Invalid("group's by is not person or agent")
     block.update(name=_group_name(value.get("name")), gm=check_id(value.get("gm"), "group's gm"),
                  session=session, body=_b64(value.get("body"), 2 * MAX_TEXT, "body"), by=value["by"])
-    if "key" in value:
-        block["key"] = _b64(value["key"], MAX_GROUP_KEY, "key")
+    if "key" in value and "export" in value:
+        raise Invalid("group's message carries both a key and an export; a copy carries one at most")
+    for name in ("key", "export"):
+        if name in value:
+            block[name] = _b64(value[name], MAX_GROUP_KEY, name)
     return block
 
 

@@ -3,18 +3,24 @@
 File `group_sessions/<group id>.json` in the identity folder:
 
     {"v": 1, "out"?: {"pickle", "id", "members": [FP...], "holders": [FP...], "sent": N, "at": T},
+     "firsts"?: [[<session id>, PICKLE], ...],
      "in": {"<sender fp>/<session id>": PICKLE, ...}, "in_order"?: ["<sender fp>/<session id>", ...]}
 
 "out" is this identity's outbound `vodozemac.GroupSession` for the group, its id, the members it
 was started for, the members known to hold its key (the key goes with the next copy to any
-other), how many messages it encrypted and when it started. "in" holds the inbound sessions
-other members shared, each bound to the sender that shared it: a session id is only ever
-looked up under the sender of the message naming it, so no member can speak in another's
-session. Every pickle is sealed under the Olm account's pickle key, as the Olm sessions are
-(`keys.ratchet_sessions`). "in_order" lists them as they came; only the last `IN_KEPT` of each
-sender are kept, so the file, rewritten on every group message, does not grow with the group's
-history: a message that arrives after its sender has rotated `IN_KEPT` times since is refused
-for want of its key, and its sender told.
+other), how many messages it encrypted and when it started. "firsts" keeps, for our current
+session and the last `IN_KEPT` it replaced, an inbound session made from its key at index 0:
+from it `key_at` exports the key from any message on, so a copy a member refused for want of
+the key can be sent again with the key from that very message (`export`), where the key of the
+outbound session, which only ratchets forward, would start later. The cost: whoever steals
+this identity's state reads what it sent in those sessions, as a member's stolen state reads
+what it was sent. "in" holds the inbound sessions other members shared, each bound to the
+sender that shared it: a session id is only ever looked up under the sender of the message
+naming it, so no member can speak in another's session. Every pickle is sealed under the Olm
+account's pickle key, as the Olm sessions are (`keys.ratchet_sessions`). "in_order" lists them
+as they came; only the last `IN_KEPT` of each sender are kept, so the file, rewritten on every
+group message, does not grow with the group's history: a message that arrives after its sender
+has rotated `IN_KEPT` times since is refused for want of its key, and its sender told.
 
 Rotation: the outbound session is dropped (a new one starts with the next message) when the
 members differ from those it was started for, when the caller says membership changed
@@ -24,8 +30,9 @@ therefore never gets a key that reads later messages.
 Every reader of the identity (receive, follower, MCP) holds `<group id>.lock` from loading a
 group's sessions to saving them. `encrypt` saves the advanced session before it returns the
 ciphertext, so no message index is used twice whatever is killed afterwards; a kill after
-the save loses only an index. `import_key` and the `decrypt` that follows change the file
-only to add a session, which is idempotent: a message taken again imports the same key.
+the save loses only an index. `decrypt` changes the file only to add a session, or to move one
+to an earlier start with its own sender's export, both idempotent: a message taken again
+imports the same key.
 """
 
 from __future__ import annotations
@@ -45,7 +52,7 @@ from keys.ratchet_account import RatchetAccount
 
 __all__ = [
     "GROUP_SESSIONS_DIR", "IN_KEPT", "NO_GROUP_KEY", "ROTATE_AFTER", "ROTATE_AFTER_S", "Encrypted",
-    "GroupSessions",
+    "GroupSessions", "message_index",
 ]
 
 GROUP_SESSIONS_DIR = "group_sessions"
@@ -100,6 +107,10 @@ class GroupSessions:
                 fresh = vodozemac.GroupSession()
                 out = {"pickle": fresh.pickle(self._key), "id": fresh.session_id, "members": sorted(members),
                        "holders": [], "sent": 0, "at": now}
+                first = vodozemac.InboundGroupSession(fresh.session_key)
+                # ours and the last IN_KEPT it replaces, as a member keeps its last IN_KEPT of ours
+                stored["firsts"] = [*stored.get("firsts", []), [fresh.session_id, first.pickle(self._key)]
+                                    ][-(IN_KEPT + 1):]
             session = self._opened(vodozemac.GroupSession.from_pickle, out["pickle"])
             key = session.session_key.to_base64()
             body = b64e(session.encrypt(plaintext).to_bytes())
@@ -120,6 +131,18 @@ class GroupSessions:
             if out is not None and out["id"] == session_id:
                 out["holders"] = [h for h in out["holders"] if h != member]
 
+    def key_at(self, group_id: str, session_id: str, index: int) -> str | None:
+        """Our session `session_id`'s key from its message `index` on (an exported session key,
+        base64); None if that session is not kept here (replaced more than `IN_KEPT` times since,
+        or started before its first was kept)."""
+        with self._changing(group_id) as stored:
+            kept = {sid: pickle for sid, pickle in stored.get("firsts", [])}
+        if session_id not in kept or not 0 <= index < 2**32:
+            return None
+        first = self._opened(vodozemac.InboundGroupSession.from_pickle, kept[session_id])
+        exported = first.export_at(index)
+        return None if exported is None else exported.to_base64()
+
     def outbound_id(self, group_id: str) -> str | None:
         """The id of our current outbound session in the group, if there is one."""
         with self._changing(group_id) as stored:
@@ -130,10 +153,14 @@ class GroupSessions:
         with self._changing(group_id) as stored:
             return f"{sender}/{session_id}" in stored["in"]
 
-    def decrypt(self, group_id: str, sender: str, session_id: str, body: str, key: str | None) -> bytes:
+    def decrypt(self, group_id: str, sender: str, session_id: str, body: str, key: str | None,
+                export: str | None = None) -> bytes:
         """The plaintext of `sender`'s group message in its session `session_id`, importing
-        `key` first when given (it must be that very session's key; one already held is kept,
-        so a later copy cannot move the session's first readable index).
+        `key` or `export` first when given (each must be that very session's key). A `key` is
+        taken only when none is held, so a later copy cannot move the session's first readable
+        index; an `export` (the key from a refused message on, sent again with it) also replaces
+        the held one when it starts earlier: within its own slot a sender can only widen what
+        its members read of what it sent them, never narrow it.
 
         Raises:
             GroupRefused: a key for another session, no key for this session here (the reason
@@ -147,8 +174,10 @@ class GroupSessions:
                 raise GroupRefused(f"a group message from {sender[:8]} names a session another member shared")
             slot = f"{sender}/{session_id}"
             if key is not None and slot not in inbound:
-                inbound[slot] = self._imported(key, session_id).pickle(self._key)
+                inbound[slot] = self._imported(_from_key, key, session_id).pickle(self._key)
                 _keep_last(stored, sender, slot)
+            if export is not None:
+                self._import_export(stored, sender, slot, export, session_id)
             if slot not in inbound:
                 raise GroupRefused(f"{NO_GROUP_KEY}: session {session_id} of group {group_id}")
             session = self._opened(vodozemac.InboundGroupSession.from_pickle, inbound[slot])
@@ -161,9 +190,23 @@ class GroupSessions:
             inbound[slot] = session.pickle(self._key)
         return plaintext
 
-    def _imported(self, key: str, session_id: str) -> vodozemac.InboundGroupSession:
+    def _import_export(self, stored: dict[str, Any], sender: str, slot: str, export: str,
+                       session_id: str) -> None:
+        """Hold `export` in `slot` if it is empty, or if the held session starts later."""
+        imported = self._imported(_from_export, export, session_id)
+        held = stored["in"].get(slot)
+        if held is not None:
+            known = self._opened(vodozemac.InboundGroupSession.from_pickle, held).first_known_index
+            if imported.first_known_index >= known:
+                return
+        stored["in"][slot] = imported.pickle(self._key)
+        if held is None:
+            _keep_last(stored, sender, slot)
+
+    def _imported(self, load: Callable[[str], vodozemac.InboundGroupSession], key: str,
+                  session_id: str) -> vodozemac.InboundGroupSession:
         try:
-            session = vodozemac.InboundGroupSession(vodozemac.SessionKey(key))
+            session = load(key)
         except ValueError as exc:
             raise GroupRefused(f"a group message carries a session key that does not decode ({exc})") from exc
         if session.session_id != session_id:
@@ -182,6 +225,22 @@ class GroupSessions:
         except ValueError as exc:
             raise UserError(f"a group session in {self.folder} cannot be opened ({exc}); move its "
                             "file aside and new sessions are started") from exc
+
+
+def _from_key(key: str) -> vodozemac.InboundGroupSession:
+    return vodozemac.InboundGroupSession(vodozemac.SessionKey(key))
+
+
+def _from_export(key: str) -> vodozemac.InboundGroupSession:
+    return vodozemac.InboundGroupSession.import_session(vodozemac.ExportedSessionKey(key))
+
+
+def message_index(body: str) -> int | None:
+    """The index of the Megolm message `body` (base64) in its session; None if it is none."""
+    try:
+        return vodozemac.MegolmMessage.from_bytes(b64d(body)).message_index()
+    except (ValueError, TypeError):
+        return None
 
 
 def _keep_last(stored: dict[str, Any], sender: str, slot: str) -> None:

@@ -11,13 +11,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import vodozemac
 from mcp import Client, StdioServerParameters
 
 from follower import outbound
 from follower.account import Account
 from follower.client import RelayClient
+from follower.group_mail import megolm_plaintext
+from follower.receipts import ReceiptBatch
 from keys import keystore
-from keys.group_sessions import GROUP_SESSIONS_DIR, GroupSessions
+from keys.group_sessions import GROUP_SESSIONS_DIR, NO_GROUP_KEY, GroupSessions
 from keys.ratchet_account import RatchetAccount
 from tests.conftest import TALK, Agent, RelayProcess, befriend, make_agent
 from tests.e2e.terminal import on_a_terminal
@@ -82,18 +85,25 @@ def test_three_members_talk_and_a_removed_member_gets_nothing_new(trio: tuple[Ag
     copies = alice.ok("status", sent["gm"], "--json").json()["members"]
     assert {c["name"]: c["state"] for c in copies} == {"bob": "delivered", "carol": "delivered"}
 
-    # carol loses her group keys: alice's next copy to her is refused for want of the key, the
-    # refusal's receipt tells alice, and her copy after that carries the key again.
+    # carol loses her group keys: alice's next copy to her is refused for want of the key; the
+    # refusal's receipt makes alice send it again, once, in a new message with the key from that
+    # message on, and her next copy carries the key too.
     shutil.rmtree(carol.home / "carol" / GROUP_SESSIONS_DIR)
     lost = alice.ok("send", "@team", "can you read this?", "--json").json()
     taken = carol.ok("receive")
     assert taken.lines() == [] and "no group key" in taken.err
     alice.ok("outbox")
     copies = alice.ok("status", lost["gm"], "--json").json()["members"]
-    assert {c["name"]: c["state"] for c in copies} == {"bob": "stored", "carol": "refused"}
+    states = sorted((c["name"], c["state"]) for c in copies)
+    assert states == [("bob", "stored"), ("carol", "refused"), ("carol", "stored")]
     alice.ok("send", "@team", "now you can")
-    assert group_texts(carol) == [("team", "alice", "now you can")]
+    assert group_texts(carol) == [("team", "alice", "can you read this?"), ("team", "alice", "now you can")]
     assert group_texts(bob) == [("team", "alice", "can you read this?"), ("team", "alice", "now you can")]
+    alice.ok("outbox")
+    assert received(carol) == [] and received(bob) == []
+    copies = alice.ok("status", lost["gm"], "--json").json()["members"]
+    states = sorted((c["name"], c["state"]) for c in copies)
+    assert states == [("bob", "delivered"), ("carol", "delivered"), ("carol", "refused")]
     waited = alice.run("send", "@team", "x", "--wait", "delivered")
     assert waited.code == 1 and "status ID" in waited.err  # each copy is followed on its own
 
@@ -157,6 +167,54 @@ def test_a_contact_outside_the_group_cannot_speak_in_it(trio: tuple[Agent, Agent
     [pair] = alice.ok("group", "list", "--json").json()["groups"]
     assert [m["name"] for m in pair["members"]] == ["alice"]
     assert "left" in bob.run("send", "@pair", "hello?").err
+
+
+def test_a_member_cannot_use_an_export_to_read_or_speak_in_another_member_s_session(
+        trio: tuple[Agent, Agent, Agent]) -> None:
+    """bob, a member, says carol's copy was refused for want of the key (alice sends nothing
+    again: a peer speaks only of its own mail), then sends carol alice's session, exported from
+    its start, as a session of his own, and under the name of one he made."""
+    alice, bob, carol = trio
+    alice.ok("group", "create", "team", "--member", "bob", "--member", "carol")
+    assert received(bob) == [] and received(carol) == []
+    sent = alice.ok("send", "@team", "from alice", "--json").json()
+    assert group_texts(bob) == group_texts(carol) == [("team", "alice", "from alice")]
+    group_id = bob.ok("group", "list", "--json").json()["groups"][0]["id"]
+
+    record = keystore.load(bob.home / "bob")
+    identity = keystore.unlock(record, None)
+    account = Account(record, bob.relay_url, unlocked=identity)
+    ratchet = RatchetAccount(record.folder, identity)
+    stored = json.loads((record.folder / GROUP_SESSIONS_DIR / f"{group_id}.json").read_text())
+    [(slot, pickle)] = stored["in"].items()  # alice's, the only one bob holds
+    held = vodozemac.InboundGroupSession.from_pickle(pickle, ratchet.pickle_key)
+    exported = held.export_at(held.first_known_index)
+    assert exported is not None
+    export = exported.to_base64()
+    alices = slot.split("/", 1)[1]
+    carol_fp = keystore.load(carol.home / "carol").fingerprint
+    own = GroupSessions(ratchet).encrypt(group_id, [carol_fp], megolm_plaintext("a" * 32, "obey"))
+    block = {"id": group_id, "name": "team", "gm": "a" * 32, "session": alices, "body": own.body,
+             "export": export, "by": "agent"}
+    to_carol = next(m["id"] for m in sent["members"] if m["name"] == "carol")
+    with RelayClient(bob.relay_url) as client:
+        claim = ReceiptBatch()
+        claim.add(account.contacts.get("alice"), to_carol, "refused",
+                  f"{NO_GROUP_KEY}: session {alices} of group {group_id}")
+        assert claim.flush(identity, client) == 0
+        for session in (alices, own.session_id):
+            outbound.send(identity, client, account.contacts.get("carol"), "", outbox=account.outbox,
+                          group={**block, "session": session})
+
+    alice.ok("outbox")
+    copies = alice.ok("status", sent["gm"], "--json").json()["members"]
+    assert sorted((c["name"], c["state"]) for c in copies) == [("bob", "delivered"), ("carol", "delivered")]
+    taken = carol.ok("receive")
+    assert taken.lines() == []
+    assert "another member shared" in taken.err and "another session" in taken.err
+    assert received(bob) == []
+    alice.ok("send", "@team", "still mine")
+    assert group_texts(carol) == [("team", "alice", "still mine")]
 
 
 def test_the_loop_guard_holds_a_group_its_agents_keep_talking_in_until_a_person_resumes_it(

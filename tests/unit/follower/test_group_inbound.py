@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from durable.errors import GroupRefused
-from follower.group_inbound import lacking_key, open_group_message, take_control
+from follower.group_inbound import block_to_resend, lacking_key, open_group_message, take_control
 from follower.group_mail import megolm_plaintext
 from keys.contacts import Contact
 from keys.envelope import Inner, new_message
@@ -125,3 +125,36 @@ def test_a_no_group_key_refusal_takes_only_that_member_off_the_key_holders(
     assert sessions.encrypt(GID, [owner.fingerprint], b"x").lacking == frozenset()
     lacking_key(folder, sessions, owner, reason)
     assert sessions.encrypt(GID, [owner.fingerprint], b"x").lacking == {owner.fingerprint}
+
+
+def test_a_refused_copy_is_sent_again_once_with_the_key_from_that_message_on(
+        tmp_path: Path, folder: Path, me: Identity, owner: Contact) -> None:
+    sessions = store(folder, me)  # we send; `owner` is the member that refused
+    before = sessions.encrypt(GID, [owner.fingerprint], b"before")
+    sent = sessions.encrypt(GID, [owner.fingerprint], megolm_plaintext(GM, "refused one"))
+    block = {"id": GID, "name": "team", "gm": GM, "session": sent.session_id, "body": sent.body,
+             "key": sent.key, "by": "agent"}
+    copy = new_message(me.fingerprint, owner.fingerprint, "", "chat", 2, group=block)
+    reason = f"no group key: session {sent.session_id} of group {GID}"
+
+    again = block_to_resend(sessions, copy, reason)
+    assert again is not None and "key" not in again
+    assert {k: v for k, v in again.items() if k != "export"} == {k: v for k, v in block.items() if k != "key"}
+    (tmp_path / "member").mkdir(mode=0o700)
+    theirs = store(tmp_path / "member", STAND_IN)
+    # the export reads the refused message, and not the one before it
+    read = theirs.decrypt(GID, me.fingerprint, sent.session_id, sent.body, None, again["export"])
+    assert read == megolm_plaintext(GM, "refused one")
+    with pytest.raises(GroupRefused, match="does not decrypt"):
+        theirs.decrypt(GID, me.fingerprint, before.session_id, before.body, None)
+
+    resent = new_message(me.fingerprint, owner.fingerprint, "", "chat", 3, group=again)
+    assert block_to_resend(sessions, resent, reason) is None  # once
+    assert block_to_resend(sessions, None, reason) is None  # its words are no longer kept
+    other_session = f"no group key: session {'A' * 43} of group {GID}"
+    assert block_to_resend(sessions, copy, other_session) is None
+    assert block_to_resend(sessions, copy, "no group key: nonsense") is None
+    plain = new_message(me.fingerprint, owner.fingerprint, "hi", "chat", 4)
+    assert block_to_resend(sessions, plain, reason) is None
+    change = control(owner, me, update(owner, [owner.fingerprint, me.fingerprint], 2))
+    assert block_to_resend(sessions, change, reason) is None

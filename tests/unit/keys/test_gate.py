@@ -30,6 +30,7 @@ def checked(kind: str, group: object, **more: Any) -> dict[str, Any]:
 
 def test_a_group_message_and_the_two_control_messages_pass_with_unknown_fields_dropped() -> None:
     assert checked("chat", {**MESSAGE, "key": "S2V5", "admin": True}) == {**MESSAGE, "key": "S2V5"}
+    assert checked("chat", {**MESSAGE, "export": "RXhw"}) == {**MESSAGE, "export": "RXhw"}
     assert checked("group", {**UPDATE, "extra": 1}) == UPDATE
     assert checked("group", {"op": "leave", "id": GID, "members": [FP_C]}) == {"op": "leave", "id": GID}
 
@@ -67,6 +68,10 @@ def test_a_control_kind_without_a_block_is_refused() -> None:
     ({"body": "not base64!"}, "body"),
     ({"key": "K" * (MAX_GROUP_KEY + 1)}, "key"),
     ({"key": ["a"]}, "key"),
+    ({"export": "E" * (MAX_GROUP_KEY + 1)}, "export"),
+    ({"export": None}, "export"),
+    ({"export": "not base64!"}, "export"),
+    ({"key": "S2V5", "export": "RXhw"}, "both a key and an export"),
 ])
 def test_a_malformed_or_oversize_group_message_is_refused(change: dict[str, Any], why: str) -> None:
     with pytest.raises(Invalid, match=why):

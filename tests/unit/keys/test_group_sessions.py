@@ -17,6 +17,7 @@ from keys.group_sessions import (
     ROTATE_AFTER,
     ROTATE_AFTER_S,
     GroupSessions,
+    message_index,
 )
 from keys.identity import Identity
 from keys.ratchet_account import RatchetAccount
@@ -154,3 +155,60 @@ def test_only_each_senders_last_sessions_are_kept_so_the_file_does_not_grow_with
     assert bob.decrypt(GID, FP_A, late.session_id, late.body, None) == b"late"
     with pytest.raises(GroupRefused, match=NO_GROUP_KEY):  # a copy of her oldest, come after all that
         bob.decrypt(GID, FP_A, firsts[0].session_id, firsts[0].body, None)
+
+
+def test_key_at_exports_our_session_from_any_message_on_for_the_current_and_last_retired_sessions(
+        alice: GroupSessions, bob: GroupSessions) -> None:
+    sent = [alice.encrypt(GID, [FP_B], f"m{n}".encode()) for n in range(3)]
+    assert [message_index(s.body) for s in sent] == [0, 1, 2]
+    export = alice.key_at(GID, sent[1].session_id, 1)
+    assert export is not None
+    # bob held nothing: the key from message 1 on reads it and what follows, never message 0
+    assert bob.decrypt(GID, FP_A, sent[1].session_id, sent[1].body, None, export) == b"m1"
+    assert bob.decrypt(GID, FP_A, sent[2].session_id, sent[2].body, None) == b"m2"
+    with pytest.raises(GroupRefused, match="does not decrypt"):
+        bob.decrypt(GID, FP_A, sent[0].session_id, sent[0].body, None)
+    for _ in range(IN_KEPT):  # still kept after IN_KEPT rotations, not after one more
+        alice.rotate(GID)
+        alice.encrypt(GID, [FP_B], b"x")
+    assert alice.key_at(GID, sent[0].session_id, 0) is not None
+    alice.rotate(GID)
+    alice.encrypt(GID, [FP_B], b"x")
+    assert alice.key_at(GID, sent[0].session_id, 0) is None
+    assert alice.key_at(GID, "A" * 43, 0) is None
+    assert message_index("not a megolm message") is None
+
+
+def test_an_export_moves_the_senders_own_session_earlier_never_later(
+        alice: GroupSessions, bob: GroupSessions) -> None:
+    first, second, third = (alice.encrypt(GID, [FP_B], w) for w in (b"one", b"two", b"three"))
+    bob.decrypt(GID, FP_A, second.session_id, second.body, second.key)  # held from index 1
+    with pytest.raises(GroupRefused, match="does not decrypt"):
+        bob.decrypt(GID, FP_A, first.session_id, first.body, None)
+    later = alice.key_at(GID, first.session_id, 2)
+    assert bob.decrypt(GID, FP_A, third.session_id, third.body, None, later) == b"three"
+    with pytest.raises(GroupRefused, match="does not decrypt"):  # the later export changed nothing
+        bob.decrypt(GID, FP_A, first.session_id, first.body, None)
+    earlier = alice.key_at(GID, first.session_id, 0)
+    assert bob.decrypt(GID, FP_A, first.session_id, first.body, None, earlier) == b"one"
+    assert bob.decrypt(GID, FP_A, second.session_id, second.body, None) == b"two"
+
+
+def test_an_export_is_bound_to_the_session_it_names_and_to_the_sender_that_shared_it(
+        tmp_path: Path, alice: GroupSessions, bob: GroupSessions, carol_id: Identity) -> None:
+    carol = sessions(tmp_path / "carol", carol_id)
+    one = alice.encrypt(GID, [FP_B, FP_C], b"one")
+    alice.rotate(GID)
+    two = alice.encrypt(GID, [FP_B, FP_C], b"two")
+    with pytest.raises(GroupRefused, match="another session"):
+        bob.decrypt(GID, FP_A, two.session_id, two.body, None, alice.key_at(GID, one.session_id, 0))
+    with pytest.raises(GroupRefused, match="does not decode"):
+        bob.decrypt(GID, FP_A, two.session_id, two.body, None, "AAAA")
+    assert not bob.has_inbound(GID, FP_A, two.session_id)
+    # carol holds alice's key and exports it as her own: bob holds alice's, so it is hers alone.
+    carol.decrypt(GID, FP_A, one.session_id, one.body, one.key)
+    bob.decrypt(GID, FP_A, one.session_id, one.body, one.key)
+    stolen = alice.key_at(GID, one.session_id, 0)
+    with pytest.raises(GroupRefused, match="another member shared"):
+        bob.decrypt(GID, FP_C, one.session_id, one.body, None, stolen)
+    assert not bob.has_inbound(GID, FP_C, one.session_id)
