@@ -33,7 +33,7 @@ from typing import NamedTuple
 
 from durable.files import open_private, read_private, replace_file
 
-__all__ = ["MAGIC", "MIN_SLOT", "Slotted", "read_slots", "write_slots"]
+__all__ = ["MAGIC", "MIN_SLOT", "Slotted", "holds", "read_slots", "write_slots"]
 
 MAGIC = b"talkslt1"
 MIN_SLOT = 4096
@@ -92,9 +92,31 @@ def read_slots(path: Path) -> Slotted | None:
     return max(found, key=lambda s: s.counter)
 
 
-def write_slots(path: Path, payload: bytes, after: Slotted | None) -> Slotted:
+def holds(path: Path, at: Slotted) -> bool:
+    """Whether `path` still holds `at` as its newest state, told from the slot headers alone
+    (a few bytes, no payload read): for a writer holding its lock, to reuse the state it wrote
+    last. Any later write, whole or torn, and any file put in its place changes what this reads.
+    """
+    try:
+        fd = open_private(path, os.O_RDONLY)
+    except FileNotFoundError:
+        return False
+    try:
+        if at.slot < 0 or os.fstat(fd).st_size != _HEAD + 2 * at.size:
+            return False
+        head = os.pread(fd, _HEAD, 0)
+        counters = [int.from_bytes(os.pread(fd, 8, _HEAD + i * at.size), "big") for i in (0, 1)]
+    finally:
+        os.close(fd)
+    return (head == MAGIC + at.size.to_bytes(4, "big") and counters[at.slot] == at.counter
+            and counters[1 - at.slot] < at.counter)
+
+
+def write_slots(path: Path, payload: bytes, after: Slotted | None, sync: bool = True) -> Slotted:
     """Write `payload` as the state that follows `after` (what `read_slots` gave, or the last
     write returned, under the writer's lock; None: no file yet) and return where it now lies.
+    Without `sync` a write in place is left to the kernel: it survives the writer being killed,
+    not a power loss (a file laid out anew is synced all the same).
 
     Raises:
         OSError: it cannot be written (a full disk, say); the state before it is still there.
@@ -113,7 +135,8 @@ def write_slots(path: Path, payload: bytes, after: Slotted | None) -> Slotted:
         data = _slot(payload, counter)
         if os.pwrite(fd, data, _HEAD + slot * after.size) != len(data):
             raise OSError(f"{path} took only part of a write")
-        os.fdatasync(fd)
+        if sync:
+            os.fdatasync(fd)
     finally:
         os.close(fd)
     return Slotted(payload, counter, slot, after.size)

@@ -3,7 +3,7 @@
 Files, in the identity folder: `ratchet_sessions/<peer fingerprint>.json` holds, as JSON in a
 file rewritten in place (`durable.slots`: one data sync per save, on every message sent),
 {"v": 1, "sessions": [PICKLE, ...], "seen": [ID, ...], "card"?: CARD, "lost"?: N, "lost_at"?: T,
-"unopened"?: [ID, ...], "unopened_at"?: T, "started_at"?: T}:
+"unopened"?: [ID, ...], "unopened_at"?: T, "started_at"?: T, "unsynced"?: N, "boot"?: ID}:
 the sessions with that peer, the one used last first, each sealed under the Olm account's pickle
 key (`keys.ratchet_account`), the ids of the last `SEEN_MOST` messages received, the peer's
 ratchet card the last session was started with (public, checked against the pin when it came,
@@ -59,7 +59,16 @@ kill before the commit fetches the message again, to be refused and noted again,
 noted once. The note is never the reason anything is acked or kept.
 
 Sending: `encrypt` saves the advanced session before it returns the ciphertext, so no chain
-key ever encrypts two messages, whatever is killed afterwards.
+key ever encrypts two messages, whatever is killed afterwards. Only one save in `SYNC_EVERY`
+waits for the disk: the others are left in the kernel's page cache, which outlives any process
+that is killed, so only a crash of the machine can take them back, and the machine then boots
+again. The file says in which boot it was written (`boot`, `durable.boot`) and how many
+saves since the last synced one (`unsynced`). A state read in another boot may be older than
+what was sent, by fewer than `SYNC_EVERY` messages (sends after it, or after the synced save it
+is, may be lost), so before anything else every session in it encrypts and throws away
+`SYNC_EVERY` messages, stepping past every message key that could have been used, and the next
+save is synced. The peer sees a gap of unsent messages, which Olm allows (it keeps the skipped
+keys for a while). Without a boot id every save is synced and none is stepped past.
 """
 
 from __future__ import annotations
@@ -73,22 +82,24 @@ from typing import Any, NamedTuple
 
 import vodozemac
 
+from durable.boot import boot_id
 from durable.errors import NotFound, TamperedMessage, UserError
 from durable.files import ensure_private_dir
 from durable.locks import locked
-from durable.slots import Slotted, read_slots, write_slots
+from durable.slots import Slotted, holds, read_slots, write_slots
 from keys.encoding import is_hex32
 from keys.ratchet_account import RatchetAccount
 from keys.ratchet_card import Claim
 
 __all__ = [
-    "SEEN_MOST", "SESSIONS_DIR", "Busy", "History", "Opened", "Page", "SessionStore", "has_sessions",
-    "session_card", "session_history", "stored_state",
+    "SEEN_MOST", "SESSIONS_DIR", "SYNC_EVERY", "Busy", "History", "Opened", "Page", "SessionStore",
+    "has_sessions", "session_card", "session_history", "stored_state",
 ]
 
 SESSIONS_DIR = "ratchet_sessions"
 SEEN_MOST = 1000  # ids remembered per peer; an older replay meets Olm's own refusal instead
 SESSIONS_MOST = 5  # sessions kept per peer (two can start at once when both sides write first)
+SYNC_EVERY = 16  # sends per synced save; far below the gap Olm lets a receiver skip
 
 
 class Opened(NamedTuple):
@@ -112,6 +123,7 @@ class _Peer(NamedTuple):
     unopened_at: float = 0.0
     started_at: float = 0.0
     at: Slotted | None = None  # where the file holds this state: the next save goes beside it
+    unsynced: int = 0  # saves since the last synced one (SYNC_EVERY: the next one must be)
 
 
 class History(NamedTuple):
@@ -185,6 +197,14 @@ def _marks(stored: dict[str, Any]) -> dict[str, Any]:
             "started_at": float(stored.get("started_at", 0.0))}
 
 
+# What `encrypt` saved last, per session file and pickle key: a process that sends again (the
+# follower, the MCP server, a library caller) reuses it while the file still holds it
+# (`durable.slots.holds`), instead of reading and unpickling it on every message. Only `encrypt`
+# takes from it, and takes the entry out while it uses it: a state some other step changed in
+# memory without saving is never handed out again.
+_LAST_SENT: dict[tuple[Path, bytes], _Peer] = {}
+
+
 class SessionStore:
     """The Olm sessions of the identity whose account `account` holds, with every peer."""
 
@@ -215,15 +235,22 @@ class SessionStore:
             sessions = [vodozemac.Session.from_pickle(str(p), self._key) for p in stored["sessions"]]
             card = stored["card"] if isinstance(stored.get("card"), dict) else None
             seen = [str(i) for i in stored["seen"]]
-            return _Peer(sessions, seen, card=card, at=at, **_marks(stored))
+            unsynced = int(stored.get("unsynced", 0))
+            if stored.get("boot", boot_id()) != boot_id():
+                _step_past_unsynced(sessions)
+                unsynced = SYNC_EVERY
+            return _Peer(sessions, seen, card=card, at=at, unsynced=unsynced, **_marks(stored))
         except (KeyError, TypeError, ValueError) as exc:  # vodozemac's and json's errors are ValueErrors
             raise UserError(
                 f"the ratchet sessions with {peer} cannot be opened ({exc}); move "
                 f"{self._path(peer, '.json')} aside and a new session is started"
             ) from exc
 
-    def _save(self, peer: str, state: _Peer) -> _Peer:
-        """Save `state` (loaded under the peer's lock, still held); the state as now saved."""
+    def _save(self, peer: str, state: _Peer, sync: bool = True) -> _Peer:
+        """Save `state` (loaded under the peer's lock, still held); the state as now saved.
+        Without `sync` (a send's save) the disk is waited for only every `SYNC_EVERY` saves."""
+        boot = boot_id()
+        unsynced = 0 if sync or boot is None or state.unsynced + 1 >= SYNC_EVERY else state.unsynced + 1
         losses = {"lost": state.lost, "lost_at": state.lost_at} if state.lost else {}
         unopened = ({"unopened": list(state.unopened[-SEEN_MOST:]), "unopened_at": state.unopened_at}
                     if state.unopened else {})
@@ -235,8 +262,11 @@ class SessionStore:
             **unopened,
             **({"started_at": state.started_at} if state.started_at else {}),
             **({"card": state.card} if state.card is not None else {}),
+            **({"boot": boot} if boot is not None else {}),
+            **({"unsynced": unsynced} if unsynced else {}),
         }, separators=(",", ":")).encode()
-        return state._replace(at=write_slots(self._path(peer, ".json"), data, state.at))
+        at = write_slots(self._path(peer, ".json"), data, state.at, sync=not unsynced)
+        return state._replace(at=at, unsynced=unsynced)
 
     def has_session(self, peer: str) -> bool:
         with self._locked(peer) as state:
@@ -266,11 +296,17 @@ class SessionStore:
         Raises:
             NotFound: no session with `peer` yet (`start` one from a claimed key).
         """
-        with self._locked(peer) as state:
+        path = self._path(peer, ".json")
+        kept = _LAST_SENT.pop((path, self._key), None)
+        if kept is None:
+            ensure_private_dir(self.folder, "ratchet sessions folder")
+        with locked(self._path(peer, ".lock")):
+            reuse = kept is not None and kept.at is not None and holds(path, kept.at)
+            state = kept if reuse and kept is not None else self._load(peer)
             if not state.sessions:
                 raise NotFound(f"no ratchet session with {peer} yet")
             message = state.sessions[0].encrypt(plaintext)
-            self._save(peer, state)
+            _LAST_SENT[(path, self._key)] = self._save(peer, state, sync=False)
         return message
 
     @contextlib.contextmanager
@@ -360,6 +396,14 @@ class Page:
             except BlockingIOError as exc:
                 raise Busy("the ratchet account is in use") from exc
         return self._account
+
+
+def _step_past_unsynced(sessions: list[vodozemac.Session]) -> None:
+    """Step each session's sending chain past every message key a send may have used since the
+    last synced save (see the module's docstring), in memory."""
+    for session in sessions:
+        for _ in range(SYNC_EVERY):
+            session.encrypt(b"")
 
 
 def _decrypt_in_session(

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from durable.slots import MAGIC, MIN_SLOT, read_slots, write_slots
+from durable.slots import MAGIC, MIN_SLOT, holds, read_slots, write_slots
 from tests.conftest import wait_for
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -102,3 +102,20 @@ def test_a_writer_killed_at_any_moment_leaves_a_whole_state_and_readers_never_se
             child.wait()
         found = read_slots(path)
         assert found is not None and json.loads(found.payload)["n"] == found.counter >= goal
+
+
+def test_holds_tells_from_the_headers_whether_a_state_is_still_the_newest(tmp_path: Path) -> None:
+    path = tmp_path / "state"
+    first = write_slots(path, b"first", None)
+    assert holds(path, first)
+    second = write_slots(path, b"second", first)
+    assert not holds(path, first) and holds(path, second)
+    data = bytearray(path.read_bytes())
+    head = len(MAGIC) + 4
+    data[head + first.slot * first.size + 7] = 99  # a torn write began in the other slot
+    path.write_bytes(bytes(data))
+    assert not holds(path, second) and read_slots(path) == second
+    path.write_bytes(b'{"v": 1}')  # put in its place whole
+    assert not holds(path, second)
+    path.unlink()
+    assert not holds(path, second)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import base64
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -22,6 +23,7 @@ from keys.ratchet_account import RatchetAccount, card_for, unpublished_keys
 from keys.ratchet_card import Claim
 from keys.ratchet_sessions import (
     SESSIONS_DIR,
+    SYNC_EVERY,
     Busy,
     History,
     Opened,
@@ -182,7 +184,8 @@ def test_sessions_are_sealed_at_rest(sides: tuple[Side, Side], bob_id: Identity)
     with pytest.raises(UserError, match="cannot be opened"):
         stranger.encrypt(bob.fp, b"x")
     stored = stored_state(path)
-    assert set(stored) == {"v", "sessions", "seen", "card", "started_at"} and len(stored["sessions"]) == 1
+    assert set(stored) == {"v", "sessions", "seen", "card", "started_at", "boot"}
+    assert len(stored["sessions"]) == 1
 
 
 def test_a_message_no_session_opens_is_one_clear_error(sides: tuple[Side, Side], tmp_path: Path,
@@ -373,9 +376,9 @@ def write_json(path, data, **how):
 keys.ratchet_account.write_json = write_json
 laid = keys.ratchet_sessions.write_slots
 
-def write_slots(path, data, after):
+def write_slots(path, data, after, **how):
     global count
-    at = laid(path, data, after)
+    at = laid(path, data, after, **how)
     count += 1
     if count == saves:
         os.kill(os.getpid(), signal.SIGKILL)
@@ -513,3 +516,87 @@ def test_a_page_holding_a_lock_waits_for_no_other(sides: tuple[Side, Side], caro
     handed: dict[str, bytes] = {}
     assert receive_page(bob, [(carol, "c1", from_carol)], handed) == ["c1"] and handed == {"c1": b"c"}
     assert stored_seen(bob, alice) == ["a1", "a2"] and stored_seen(bob, carol) == ["c1"]
+
+
+def test_a_send_waits_for_the_disk_once_in_sync_every(sides: tuple[Side, Side],
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    alice, bob = sides
+    synced: list[int] = []
+    data_sync = os.fdatasync
+
+    def counted(fd: int) -> None:
+        synced.append(fd)
+        data_sync(fd)
+
+    with monkeypatch.context() as patched:
+        patched.setattr(os, "fdatasync", counted)
+        messages = [alice.store().encrypt(bob.fp, b"%d" % n) for n in range(2 * SYNC_EVERY)]
+    assert len(synced) == 2
+    handed: dict[str, bytes] = {}
+    for n, message in enumerate(messages):
+        assert receive(bob, alice, f"m{n}", message, handed) and handed[f"m{n}"] == b"%d" % n
+
+
+@pytest.mark.parametrize("lost", ["the sends after a synced save", "unsynced sends"])
+def test_after_the_machine_crashed_no_message_key_is_used_twice(
+        sides: tuple[Side, Side], monkeypatch: pytest.MonkeyPatch, lost: str) -> None:
+    """A power loss takes back saves the disk was not waited for: the state read after it is
+    older than what went out. Simulated: the session file as it was, read in another boot."""
+    alice, bob = sides
+    handed: dict[str, bytes] = {}
+    path = alice.folder / SESSIONS_DIR / f"{bob.fp}.json"
+    sent = SYNC_EVERY - 1 if lost == "the sends after a synced save" else 3
+    for n in range(sent):  # the last of these is synced when it is the SYNC_EVERY-th save
+        assert receive(bob, alice, f"early{n}", alice.store().encrypt(bob.fp, b"early"), handed)
+    on_disk = path.read_bytes()
+    gone = [alice.store().encrypt(bob.fp, b"gone %d" % n) for n in range(SYNC_EVERY - 2)]
+    for n, message in enumerate(gone):  # they went out, and bob read them
+        assert receive(bob, alice, f"gone{n}", message, handed)
+    path.write_bytes(on_disk)  # ... then the machine lost power
+
+    # Read in the same boot (what a crash cannot give), the old state would use their keys again:
+    reused = alice.store().encrypt(bob.fp, b"again")
+    with pytest.raises(TamperedMessage):
+        opens(bob, alice, "reused", reused)
+    path.write_bytes(on_disk)
+    import keys.ratchet_sessions as sessions_mod
+    monkeypatch.setattr(sessions_mod, "boot_id", lambda: "another boot")
+    after = alice.store().encrypt(bob.fp, b"after the crash")
+    assert receive(bob, alice, "after", after, handed) and handed["after"] == b"after the crash"
+    assert stored_state(path)["boot"] == "another boot" and "unsynced" not in stored_state(path)
+    later = alice.store().encrypt(bob.fp, b"and on")  # stepped once, not again
+    assert receive(bob, alice, "later", later, handed) and handed["later"] == b"and on"
+
+
+SENDS_ONE = """
+import base64, sys
+from pathlib import Path
+from keys.identity import Identity
+from keys.ratchet_account import RatchetAccount
+from keys.ratchet_sessions import SessionStore
+identity = Identity.from_secret("alice", bytes.fromhex(sys.argv[2]))
+store = SessionStore(RatchetAccount(Path(sys.argv[1]), identity))
+message = store.encrypt(sys.argv[3], b"from another process")
+kind, body = message.to_parts()
+print(kind, base64.b64encode(body).decode())
+"""
+
+
+def test_a_sender_reuses_its_last_state_only_while_the_file_still_holds_it(
+        sides: tuple[Side, Side], tmp_path: Path) -> None:
+    """Another process's send between two of this one's advances the session on disk: this
+    process must not encrypt from the state it kept, or two messages would share a key."""
+    alice, bob = sides
+    first = alice.store().encrypt(bob.fp, b"first")  # kept in this process
+    root = Path(__file__).resolve().parents[3]
+    child = subprocess.run([sys.executable, "-c", SENDS_ONE, str(alice.folder),
+                            alice.identity.secret_bytes().hex(), bob.fp],
+                           cwd=root, text=True, capture_output=True, timeout=120)
+    assert child.returncode == 0, child.stderr
+    kind, body = child.stdout.split()
+    middle = vodozemac.AnyOlmMessage.from_parts(int(kind), base64.b64decode(body))
+    third = alice.store().encrypt(bob.fp, b"third")
+    handed: dict[str, bytes] = {}
+    for msg_id, message in (("first", first), ("middle", middle), ("third", third)):
+        assert receive(bob, alice, msg_id, message, handed)
+    assert handed == {"first": b"first", "middle": b"from another process", "third": b"third"}
