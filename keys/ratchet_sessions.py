@@ -324,6 +324,7 @@ class Page:
         self._store = store
         self._locks = locks
         self._peers: dict[str, _Peer] = {}
+        self._seen: dict[str, set[str]] = {}  # each peer's `seen`, to look an id up in one step
         self._touched: set[str] = set()
         self._account: vodozemac.Account | None = None
         self._account_changed = False
@@ -346,7 +347,8 @@ class Page:
             UserError: the stored sessions or account cannot be opened.
         """
         state = self._peer(peer)
-        if msg_id in state.seen:
+        seen = self._seen.setdefault(peer, set(state.seen))
+        if msg_id in seen:
             return Opened(True, b"")
         try:
             opened = _decrypt_in_session(state.sessions, message)
@@ -362,7 +364,9 @@ class Page:
             raise
         plaintext, used = opened
         others = [s for s in state.sessions if s is not used]
-        self._peers[peer] = state._replace(sessions=[used, *others], seen=[*state.seen, msg_id],
+        state.seen.append(msg_id)  # the page's own list (loaded for it), not copied per message
+        seen.add(msg_id)
+        self._peers[peer] = state._replace(sessions=[used, *others],
                                            card=card or state.card,
                                            started_at=time.time() if started else state.started_at)
         self._touched.add(peer)
