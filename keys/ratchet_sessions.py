@@ -298,7 +298,7 @@ class SessionStore:
         """
         path = self._path(peer, ".json")
         kept = _LAST_SENT.pop((path, self._key), None)
-        if kept is None:
+        if kept is None or not self.folder.is_dir():  # checked when kept, unless since removed
             ensure_private_dir(self.folder, "ratchet sessions folder")
         with locked(self._path(peer, ".lock")):
             reuse = kept is not None and kept.at is not None and holds(path, kept.at)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import base64
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -16,7 +17,7 @@ from pathlib import Path
 import pytest
 import vodozemac
 
-from durable.errors import TamperedMessage, UserError
+from durable.errors import NotFound, TamperedMessage, UserError
 from durable.locks import locked
 from keys.identity import Identity
 from keys.ratchet_account import RatchetAccount, card_for, unpublished_keys
@@ -600,3 +601,15 @@ def test_a_sender_reuses_its_last_state_only_while_the_file_still_holds_it(
     for msg_id, message in (("first", first), ("middle", middle), ("third", third)):
         assert receive(bob, alice, msg_id, message, handed)
     assert handed == {"first": b"first", "middle": b"from another process", "third": b"third"}
+
+
+def test_a_sender_whose_session_folder_was_removed_starts_again_cleanly(sides: tuple[Side, Side]) -> None:
+    alice, bob = sides
+    alice.store().encrypt(bob.fp, b"kept in this process")
+    shutil.rmtree(alice.folder / SESSIONS_DIR)  # the state is lost while the process runs on
+    with pytest.raises(NotFound, match="no ratchet session"):
+        alice.store().encrypt(bob.fp, b"after")
+    alice.store().start(bob.fp, bob.claim())
+    handed: dict[str, bytes] = {}
+    assert receive(bob, alice, "new", alice.store().encrypt(bob.fp, b"in a new session"), handed)
+    assert handed == {"new": b"in a new session"}
