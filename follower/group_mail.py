@@ -28,6 +28,7 @@ import secrets
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from durable.errors import NotFound, RelayError, UserError
+from durable.message_ids import resolve
 from follower import outbound
 from keys.group_book import Group, GroupBook, GroupState
 from keys.group_sessions import GroupSessions
@@ -76,12 +77,28 @@ class GroupSent(NamedTuple):
                 **({"held": self.held} if self.held else {})}
 
 
-def group_status(outbox: Outbox, gm: str) -> dict[str, Any] | None:
-    """Each member's copy of sent group message `gm` and how far it got (what `talk status GM`
-    and the MCP tool answer); None if `gm` names no group message in the outbox."""
-    copies = [e for e in outbox.entries().values() if e.extra.get("gm") == gm]
+def group_status(outbox: Outbox, typed: str) -> dict[str, Any] | None:
+    """Each member's copy of a sent group message and how far it got (what `talk status GM`
+    and the MCP tool answer), named by its gm or an unambiguous prefix of one, as lists show
+    ids (`durable.message_ids`); None if it names no group message, so the caller looks for a
+    message of that id.
+
+    Raises:
+        UserError: the prefix begins several messages (group messages or copies).
+    """
+    entries = outbox.entries()
+    copies = [e for e in entries.values() if e.extra.get("gm") == typed]
     if not copies:
-        return None
+        prefix = typed.strip().lower()
+        everything = outbox.everything()
+        gms = {str(e.extra["gm"]) for e in everything.values() if isinstance(e.extra.get("gm"), str)}
+        if not prefix or not any(g.startswith(prefix) for g in gms):
+            return None
+        gm = resolve(prefix, [*gms, *everything], "sent message", "`talk outbox` lists them")
+        copies = [e for e in everything.values() if e.extra.get("gm") == gm]
+        if not copies:
+            return None  # the prefix named one copy's own id: the caller shows that message
+    gm = str(copies[0].extra["gm"])
     return {"gm": gm, "group": copies[0].extra.get("group"), "members": [e.public() for e in copies]}
 
 

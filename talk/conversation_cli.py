@@ -86,7 +86,7 @@ def message_status(folder: Any, msg_id: str, as_json: bool) -> None:
     if group is not None:  # a group message: one copy per member, each with its own receipts
         lines = [f"{c['id']} to {c['name']}: {c['state']}" + (f": {c['reason']}" if c["reason"] else "")
                  for c in group["members"]]
-        result(group, f"group message {msg_id} to @{group['group']}:\n" + "\n".join(lines), as_json)
+        result(group, f"group message {group['gm']} to @{group['group']}:\n" + "\n".join(lines), as_json)
         return
     entry = outbox.pick(msg_id)
     why = f": {entry.reason}" if entry.reason else ""
