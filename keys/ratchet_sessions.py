@@ -347,7 +347,9 @@ class Page:
             UserError: the stored sessions or account cannot be opened.
         """
         state = self._peer(peer)
-        seen = self._seen.setdefault(peer, set(state.seen))
+        seen = self._seen.get(peer)
+        if seen is None:  # once per peer and page: the set is built from the loaded list
+            seen = self._seen[peer] = set(state.seen)
         if msg_id in seen:
             return Opened(True, b"")
         try:
