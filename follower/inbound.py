@@ -37,7 +37,6 @@ from follower import admission, group_inbound
 from follower import receipts as receipts_mod
 from follower.admission import RateWindow, admit, hops_of
 from follower.client import Fetched, RelayClient
-from follower.group_mail import send_copy
 from follower.held import HeldBox
 from follower.outbound import resend_in_new_session, send
 from follower.outbox import Entry, Outbox
@@ -358,6 +357,8 @@ class Inbox:
         message (the refused id is in its seen list: the same id would be a duplicate there).
         After the refused copy's in-flight record is dropped, so a kill in between loses this
         copy rather than sending it twice. How it went is the new copy's state in the outbox."""
+        from follower.group_mail import send_copy  # the group sender's side: only when it sends again
+
         shown = (refused.text, {"group": block["name"], "gm": block["gm"]})
         with contextlib.suppress(SecurityError):  # nothing was sent: the refused copy says why
             send_copy(self.identity, self.client, outbox, contact, "chat", {"group": block}, shown)
