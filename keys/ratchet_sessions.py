@@ -1,7 +1,7 @@
 """Pairwise Olm sessions, one file per peer, sealed at rest, and the one safe order to receive in.
 
 Files, in the identity folder: `ratchet_sessions/<peer fingerprint>.json` holds, as JSON in a
-file rewritten in place (`durable.slots`: one data sync per save, on every message sent),
+file rewritten in place (`durable.slots`: a save costs one data sync at most, see Sending),
 {"v": 1, "sessions": [PICKLE, ...], "seen": [ID, ...], "card"?: CARD, "lost"?: N, "lost_at"?: T,
 "unopened"?: [ID, ...], "unopened_at"?: T, "started_at"?: T, "unsynced"?: N, "boot"?: ID}:
 the sessions with that peer, the one used last first, each sealed under the Olm account's pickle
