@@ -171,6 +171,21 @@ class Rig:
         sender.join()
         assert not errors, errors
 
+    def settled(self, timeout: float = 120.0) -> None:
+        """Wait until nothing more can reach the model on its own: the session idle, the alarm's
+        outbox empty, every batch it posted confirmed, and bob's spool read to the end. A second
+        delivery of something would have been posted by then, so `delivered_once` after this is a
+        fair check of "once"."""
+        from alarms.opencode_status import alarm_status
+
+        def quiet() -> bool:
+            status = http_json("GET", f"{self.opencode.url}/session/status", timeout=10)
+            busy = status.get(self.sid, {}).get("type") == "busy"
+            rows = [r for r in alarm_status(self.bob.home / "bob") if r["session"] == self.sid]
+            return not busy and all(r["outbox"] == r["waiting"] == r["unsettled"] == 0 for r in rows)
+
+        wait_for(quiet, timeout, "opencode idle, the alarm's outbox empty and the spool read")
+
     def delivered_once(self, text: str) -> None:
         """The model got `text` as new input once, and opencode stored it in one user message."""
         assert self.model.count(text) == 1, self.model.summary()

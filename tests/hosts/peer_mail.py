@@ -3,9 +3,12 @@ request holds one whole, whether it was handed over once, and the receipts on bo
 
 from __future__ import annotations
 
+import time
+from pathlib import Path
+
 from durable.receipt_states import Receipt
 from spool_writer.layout import SpoolLayout
-from tests.conftest import Agent
+from tests.conftest import Agent, wait_for
 from tests.hosts.fake_model import FakeModel, Request
 from tests.unit.samples import handed_states
 
@@ -54,3 +57,13 @@ def outbox_state(alice: Agent, msg_id: str) -> str:
 
 def bob_layout(bob: Agent) -> SpoolLayout:
     return SpoolLayout(bob.home / "bob" / "spool")
+
+
+def older_than_the_margin(pending: Path) -> None:
+    """Wait until the pending batch at `pending` is older than `alarms.pending.MARGIN_S` (and a
+    half second), so what the host writes after a kill is judged against it as later, not as
+    the same moment. A condition on the file's age, with a deadline a loaded machine meets."""
+    from alarms.pending import MARGIN_S
+
+    wait_for(lambda: time.time() - pending.stat().st_mtime > MARGIN_S + 0.5, 60,
+             "the pending batch to be older than the margin")

@@ -40,6 +40,7 @@ from tests.hosts.claude import interactive_claude, live_session, spool_has
 from tests.hosts.configs import CLAUDE_NO_INBOX, claude_env, seed_claude_home
 from tests.hosts.fake_model import FakeModel
 from tests.hosts.npm import host_env
+from tests.hosts.peer_mail import older_than_the_margin
 from tests.hosts.procs import ProcessGroup, descendants
 from tests.hosts.talk_install import install_plugin
 
@@ -450,7 +451,7 @@ def test_stop_hook_killed_after_taking_mail_hands_it_on_next_prompt_exactly_once
     """SIGKILL between the cursor's move and Claude Code reading the Stop hook's answer: the next
     prompt of the session (`--resume`) finds the batch missing from the transcript and hands it on."""
     from alarms.mailbox import SessionMail
-    from alarms.pending import MARGIN_S, pending_file
+    from alarms.pending import pending_file
 
     alice, bob, plugin = following
     needle = f"KILLED-{uuid.uuid4().hex[:8]}"
@@ -470,7 +471,7 @@ def test_stop_hook_killed_after_taking_mail_hands_it_on_next_prompt_exactly_once
             wait_for(hold.exists, 60, "the Stop hook to take the mail")
             # `take` has returned: the batch is recorded and the cursor moved; nothing is printed yet.
             assert pending.exists() and SessionMail(bob.home / "bob", sid).waiting() == 0
-            time.sleep(MARGIN_S + 0.5)  # so what Claude Code writes after the kill is well after the batch
+            older_than_the_margin(pending)  # what Claude Code writes after the kill is later
             hook = int(hold.read_text())
             assert hook in descendants(claude.pid)
             os.kill(hook, signal.SIGKILL)

@@ -41,6 +41,7 @@ from talk.install_codex import (
     trust_plan,
 )
 from tests.conftest import wait_for
+from tests.hosts.peer_mail import older_than_the_margin
 from tests.hosts.talk_install import install_codex
 
 PYTHON = sys.executable
@@ -551,7 +552,7 @@ def test_stop_hook_killed_after_taking_mail_hands_it_on_next_run_exactly_once(
 ) -> None:
     """SIGKILL between the cursor's move and Codex reading the Stop hook's answer: the next run of
     the session (a resume) finds the batch missing from the rollout and hands it on, once."""
-    from alarms.pending import MARGIN_S, pending_file
+    from alarms.pending import pending_file
     from tests.hosts.fake_model import FakeModel
     from tests.hosts.procs import descendants
 
@@ -569,7 +570,7 @@ def test_stop_hook_killed_after_taking_mail_hands_it_on_next_run_exactly_once(
         wait_for(hold.exists, 60, "the Stop hook to take the mail")
         # `take` has returned: the batch is recorded and the cursor moved; nothing is printed yet.
         assert pending.exists() and SessionMail(s["folder"], sid).waiting() == 0
-        time.sleep(MARGIN_S + 0.5)  # so what Codex writes after the kill is well after the batch
+        older_than_the_margin(pending)  # what Codex writes after the kill is later
         hook = int(hold.read_text())
         assert hook in descendants(proc.pid)
         os.kill(hook, signal.SIGKILL)

@@ -14,7 +14,6 @@ import os
 import shlex
 import signal
 import subprocess
-import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -24,7 +23,7 @@ from typing import NamedTuple
 import pytest
 
 from alarms.mailbox import SessionMail
-from alarms.pending import MARGIN_S, pending_file
+from alarms.pending import pending_file
 from tests.conftest import Agent, wait_for
 from tests.hosts.claude import spool_has
 from tests.hosts.copilot import copilot_env, install, interactive, live_session, prompt_argv, uninstall
@@ -36,6 +35,7 @@ from tests.hosts.peer_mail import (
     copies_steady,
     handed_states,
     long_text,
+    older_than_the_margin,
     outbox_state,
     send,
     steady,
@@ -282,7 +282,7 @@ def test_hook_killed_after_taking_mail_hands_it_on_at_the_stop_exactly_once(
         wait_for(hold.exists, 60, "the postToolUse hook to take the mail")
         pending = Path(pending_file(str(rig.bob.home / "bob" / "spool" / "sessions"), sid))
         assert pending.exists() and SessionMail(rig.bob.home / "bob", sid).waiting() == 0
-        time.sleep(MARGIN_S + 0.5)  # so what Copilot writes after the kill is well after the batch
+        older_than_the_margin(pending)  # what Copilot writes after the kill is later
         hook = int(hold.read_text())
         assert hook in descendants(proc.pid)
         os.kill(hook, signal.SIGKILL)

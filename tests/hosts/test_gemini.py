@@ -12,7 +12,6 @@ import json
 import os
 import shlex
 import signal
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -22,6 +21,7 @@ import pytest
 from alarms.mailbox import SessionMail
 from tests.conftest import TALK, wait_for
 from tests.hosts.gemini import gemini_env, prompt_argv, write_gemini_settings
+from tests.hosts.peer_mail import older_than_the_margin
 
 HELD_HOOK = Path(__file__).resolve().parent / "held_hook.py"
 LONG_WORDS = 7_600  # a 60 KB text: longer than what Gemini CLI keeps of a tool's result
@@ -242,7 +242,7 @@ def test_after_agent_hook_killed_after_taking_mail_hands_it_on_next_run_exactly_
     """SIGKILL between the cursor's move and Gemini CLI reading the AfterAgent hook's answer: the
     next run of the session (a resume) finds the batch missing from the transcript and hands it
     on, once; the run after that does not hand it on again."""
-    from alarms.pending import MARGIN_S, pending_file
+    from alarms.pending import pending_file
     from tests.hosts.fake_model import FakeModel
     from tests.hosts.procs import descendants
 
@@ -258,7 +258,7 @@ def test_after_agent_hook_killed_after_taking_mail_hands_it_on_next_run_exactly_
         pending = Path(pending_file(str(s["folder"] / "spool" / "sessions"), sid))
         wait_for(hold.exists, 60, "the AfterAgent hook to take the mail")
         assert pending.exists() and SessionMail(s["folder"], sid).waiting() == 0
-        time.sleep(MARGIN_S + 0.5)  # so what Gemini CLI writes after the kill is well after the batch
+        older_than_the_margin(pending)  # what Gemini CLI writes after the kill is later
         hook = int(hold.read_text())
         assert hook in descendants(proc.pid)
         os.kill(hook, signal.SIGKILL)

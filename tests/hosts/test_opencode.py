@@ -55,7 +55,7 @@ def test_mail_reaches_the_model_exactly_once_and_earns_written_then_delivered(ri
     assert rig.opencode.proc is not None and row["host_pid"] == rig.opencode.proc.pid
     again = alarm(rig.bob, "opencode", "--url", rig.opencode.url)
     assert again == {"pid": rig.alarm_pids[0], "session": rig.sid, "url": rig.opencode.url, "started": False}
-    time.sleep(2)  # a second delivery would come within this
+    rig.settled()  # a second delivery would have been posted by then
     rig.delivered_once(text)
     # The alarm logged its hand-over: bob's follower tells alice, whose receive takes the receipt.
     wait_for(lambda: rig.alice.ok("receive").out == ""
@@ -75,9 +75,9 @@ def test_opencode_takes_a_batch_posted_twice_as_one_turn(rig: Rig) -> None:
     client.prompt_async(rig.sid, batch.body())
     client.prompt_async(rig.sid, batch.body())  # a retry before the turn ran
     rig.model.wait_for(text, 20)
-    time.sleep(1)
+    rig.settled()
     client.prompt_async(rig.sid, batch.body())  # a retry after the turn (a crash after the 204)
-    time.sleep(2)
+    rig.settled()
     rig.delivered_once(text)
 
 
@@ -89,12 +89,11 @@ def test_mail_sent_while_opencode_is_down_arrives_once_when_it_is_back(rig: Rig)
         rig.send(text)
     for text in texts:
         wait_for(lambda t=text: rig.spooled(t), 20, f"{text} in bob's spool")  # type: ignore[misc]
-    time.sleep(1)
-    assert all(rig.model.count(t) == 0 for t in texts)
+    assert all(rig.model.count(t) == 0 for t in texts)  # opencode is down: nothing can reach it
     rig.opencode.start()  # same HOME, project and port: the session and the URL are still there
     for text in texts:
         rig.model.wait_for(text, WARM_S)
-    time.sleep(2)
+    rig.settled()
     for text in texts:
         rig.delivered_once(text)
     [row] = [r for r in alarm_status(rig.bob.home / "bob") if r["session"] == rig.sid]
@@ -115,7 +114,7 @@ def test_a_busy_session_gets_the_mail_right_after_its_current_step(rig: Rig) -> 
     chats = [r for r in rig.model.requests if r["path"].startswith("/v1/chat")]
     after = [r for r in chats if r["n"] > slow["n"]]
     assert after and after[0]["n"] == seen["n"], "the mail was not in the request right after the slow step"
-    time.sleep(2)
+    rig.settled()
     rig.delivered_once(text)
 
 
@@ -125,7 +124,7 @@ def test_kill_9_of_the_alarm_at_random_moments_loses_and_repeats_nothing(rig: Ri
     rig.send_killing_the_alarm(texts)
     for text in texts:
         rig.model.wait_for(text, 30)
-    time.sleep(2)
+    rig.settled()
     for text in texts:
         rig.delivered_once(text)
 
@@ -152,7 +151,7 @@ def test_a_crash_before_the_post_or_after_the_204_is_healed_by_the_outbox(rig: R
         pid = rig.start_alarm()
         wait_for(lambda: outbox.load().pending is None, 20, "the outbox to empty")
         rig.model.wait_for(text, 20)
-        time.sleep(2)
+        rig.settled()
         rig.delivered_once(text)
         alarm(rig.bob, "stop", "opencode")
         assert running_pid(folder, rig.sid) is None and pid in rig.alarm_pids

@@ -180,7 +180,8 @@ def test_no_delivered_receipt_while_qwen_holds_the_message(held_rig: QwenRig) ->
     text = marker("HELD")
     rig.send(text)
     wait_for(lambda: rig.door_status().get("counts", {}).get("held"), 60, "Qwen's held answer")
-    time.sleep(3)  # a receipt or a delivery would come within this
+    # The door keeps it, waiting, once Qwen said it holds it: nothing else is on its way.
+    wait_for(lambda: rig.door_status().get("waiting") == 1, 60, "the door to keep the held message")
     assert rig.model.count(text) == 0
     rig.alice.run("receive")
     rows = rig.alice.ok("outbox", "--json").json()
