@@ -7,8 +7,9 @@
 
 `deliver` writes each target's line first and the whole entry last, all under the spool lock.
 A SIGKILL in between leaves lines whose ids the log lacks. Every append to a spool file calls
-`note_tail` first, so such lines are still the last ones of their file when they are found, and
-are recorded as partial; a redelivery then skips the targets that already hold them.
+`note_tail` first, so such lines are still the last ones of their file (or, where a batch was cut
+short across a rotation, of the generations before it) when they are found, and are recorded as
+partial; a redelivery then skips the targets that already hold them.
 
 A batch (`hold` ... `flush`) keeps its entries in memory, applied at once so the batch sees
 them, and writes them in one append when the batch ends, after its spool lines are synced:
@@ -121,8 +122,9 @@ class DeliveredIndex:
 
     def note_tail(self, spool_file: Path, target: str) -> None:
         """Record the lines a crashed delivery left at the end of `spool_file` (the ids this log
-        lacks), before anything follows them. Reads one line when there are none."""
-        for line in lines.last_lines(spool_file):
+        lacks), before anything follows them. Reads one line when there are none; goes on into
+        the rotated generations only while every line it has read is unknown."""
+        for line in lines.tail_lines(spool_file):
             msg_id = lines.id_of(line)
             if msg_id is None or self.delivered(msg_id) or target in self.targets_with(msg_id):
                 return

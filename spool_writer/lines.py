@@ -16,7 +16,7 @@ from pathlib import Path
 from durable.files import fsync_dir, open_private, read_private
 from durable.ndjson import append_to, complete_lines
 from durable.printable import json_safe
-from spool_writer.layout import generation
+from spool_writer.layout import generation, generations
 from spool_writer.record import SpoolRecord
 
 _CHUNK = 64 * 1024
@@ -96,6 +96,14 @@ def last_lines(path: Path) -> Iterator[bytes]:
             end = start
     finally:
         os.close(fd)
+
+
+def tail_lines(path: Path) -> Iterator[bytes]:
+    """`last_lines` of `path`, then of its rotated generations, newest first: a batch cut short
+    may have written lines on both sides of a rotation, so its first lines can be in `.1`."""
+    yield from last_lines(path)
+    for older in generations(path):
+        yield from last_lines(older)
 
 
 def read_from(fd: int, offset: int) -> bytes:

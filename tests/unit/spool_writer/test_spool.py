@@ -223,6 +223,29 @@ def test_sigkill_anywhere_in_a_batch_then_redelivery_of_the_page_leaves_each_id_
     assert_each_once(root, parent, expected)
 
 
+def test_a_batch_cut_short_across_a_rotation_is_written_once_when_the_page_comes_again(
+    tmp_path: Path, hosts: list[subprocess.Popen[bytes]]
+) -> None:
+    """The page's first lines went to the generation the batch rotated away, its last ones to the
+    new file; none reached the index. The page coming again must find the first ones too."""
+    root = tmp_path / "spool"
+    register(root, "claude", "a", start_host(hosts))
+    first = Spool(root, max_bytes=1024, generations=100)
+    page = [f"p{i}" for i in range(20)]
+    with pytest.raises(RuntimeError), first.batch():
+        for msg_id in page:
+            first.deliver(message(msg_id, "x" * 100))
+        raise RuntimeError("the process dies before the batch ends")
+    assert len(oldest_first(root / "sessions" / "a.ndjson")) > 2  # the page spans rotations
+    again_spool = Spool(root, max_bytes=1024, generations=100)
+    with again_spool.batch():
+        for msg_id in page:
+            again_spool.deliver(message(msg_id, "again"))
+    counts = Counter(r["id"] for r in all_lines(root / "sessions" / "a.ndjson"))
+    assert counts == Counter(page)
+    assert all(again_spool.knows(i) for i in page)
+
+
 def count_syncs(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     """The fdatasync calls made from here on (their fds), by wrapping the real call."""
     calls: list[int] = []
