@@ -82,7 +82,7 @@ class RedisHub:
                 await asyncio.sleep(RETRY_S)  # also when listen() ends: never spin
                 await self._reconnect(pubsub)
         finally:
-            await pubsub.aclose()  # type: ignore[no-untyped-call]  # untyped in redis-py
+            await pubsub.aclose()  # type: ignore[no-untyped-call, unused-ignore]  # untyped before redis-py 8.2
 
     async def _reconnect(self, pubsub: PubSub) -> None:
         with contextlib.suppress(RedisError, OSError):
