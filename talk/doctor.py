@@ -147,15 +147,15 @@ def files_checks(fix: bool) -> list[Check]:
     checks = []
     for host in _hosts():
         found = loose(host.paths())
-        if not found:
-            continue
-        named = ", ".join(map(str, found))
-        if fix:
-            tighten(found)
-            checks.append(Check(f"{host.HOST} files", "ok", f"others can no longer write to {named}"))
-        else:
-            checks.append(Check(f"{host.HOST} files", "fail", f"other users can write to {named}, and so add "
-                                f"code {host.HOST} runs as you", "talk doctor --fix"))
+        fixed = tighten(found) if fix else []
+        if fixed:
+            checks.append(Check(f"{host.HOST} files", "ok",
+                                f"others can no longer write to {', '.join(map(str, fixed))}"))
+        left = loose(found) if fix else found
+        if left:
+            how = "ask its owner to close it, or move it aside" if fix else "talk doctor --fix"
+            checks.append(Check(f"{host.HOST} files", "fail", f"other users can write to "
+                                f"{', '.join(map(str, left))}, and so add code {host.HOST} runs as you", how))
     return checks or [Check("host files", "ok", "what talk installed in agent hosts only you can write to")]
 
 

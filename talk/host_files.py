@@ -88,11 +88,14 @@ def loose(paths: Iterable[Path]) -> list[Path]:
 
 
 def tighten(paths: Iterable[Path]) -> list[Path]:
-    """Take others' write bits from those of `paths` that have them; the paths changed."""
+    """Take others' write bits from those of `paths` that have them and are the user's (another
+    user's stay as they are: `loose` still finds them); the paths changed."""
     fixed = []
     for path in loose(paths):
-        os.chmod(path, os.stat(path).st_mode & 0o7777 & ~OTHERS_WRITE)
-        fixed.append(path)
+        st = os.stat(path)
+        if st.st_uid == os.geteuid():
+            os.chmod(path, st.st_mode & 0o7777 & ~OTHERS_WRITE)
+            fixed.append(path)
     return fixed
 
 

@@ -78,6 +78,8 @@ def test_another_users_listener_on_the_port_gets_no_mail_and_the_sender_is_not_t
         human = bob.ok("status").out
         assert "belongs to nobody (uid 65534), not to you: talk hands it no mail" in human
         assert len([x for x in human.splitlines() if "last error" in x]) == 1
+        (check,) = [c for c in bob.run("doctor", "--json").json() if c["name"] == "opencode"]
+        assert check["status"] == "warn" and "belongs to nobody (uid 65534)" in check["detail"]
         # A control, so the silence below means something: the impostor records what reaches it.
         import urllib.request
 

@@ -58,3 +58,12 @@ def test_loose_finds_what_others_can_write_and_tighten_closes_only_that(tmp_path
     assert loose([shared, mine, gone]) == [shared]
     assert tighten([shared, mine, gone]) == [shared]
     assert (mode(shared), mode(mine)) == (0o755, 0o755) and loose([shared]) == []
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="giving a folder to another user needs root")
+def test_tighten_leaves_another_users_folder_for_doctor_to_report(tmp_path: Path) -> None:
+    theirs = tmp_path / "theirs"
+    theirs.mkdir()
+    os.chown(theirs, 65534, 65534)
+    theirs.chmod(0o777)
+    assert tighten([theirs]) == [] and loose([theirs]) == [theirs]
