@@ -28,6 +28,10 @@ restarted with the same HOME and project, on the same port, is found again; one 
 back on another port needs `talk alarm opencode --url NEW --session SID`. A session opencode
 no longer knows (404) is reported in the status and its mail is kept, never dropped.
 
+It hands mail only to the user's own opencode: each connection's other end must belong to the
+user (`alarms.opencode_trust`); while another user's listener holds the port, mail is kept and
+the status says whose it is.
+
 Its files and status, and how `talk status` shows them: `alarms.opencode_status`.
 Nothing is lost and nothing is shown twice: see `alarms.opencode_outbox` for why.
 """
@@ -45,7 +49,7 @@ from pathlib import Path
 
 from alarms.framing import frame
 from alarms.mailbox import SessionMail
-from alarms.opencode_api import OpencodeClient, OpencodeError, OpencodeRefused
+from alarms.opencode_api import OpencodeClient, OpencodeError, OpencodeRefused, OpencodeUntrusted
 from alarms.opencode_events import EventFollower, Run
 from alarms.opencode_outbox import Prompt, PromptOutbox, PromptOutboxState, accepted, new_prompt, settled
 from alarms.opencode_status import HOST, AlarmFiles, AlarmStatus, State, start_log
@@ -279,6 +283,8 @@ def _advice(exc: Exception, sid: str) -> str:
     if isinstance(exc, OpencodeRefused) and exc.status == 404:
         return (f"{exc}; mail is kept. Restart opencode with the same HOME and project, or stop this "
                 f"alarm (`talk alarm stop opencode --session {sid}`) and start one for a live session")
+    if isinstance(exc, OpencodeUntrusted):
+        return f"{exc}; mail is kept until your own opencode listens there"
     return f"{exc}; mail is kept and delivered when opencode answers"
 
 

@@ -5,20 +5,34 @@ Verified against opencode 1.18.33: `GET /session/status` maps each busy session 
 gives the newest N messages, oldest first; `GET /event` is a server-sent event stream of
 `data: {"type", "properties"}` lines (see `alarms.opencode_events`).
 
+Every call connects anew, and each connection is checked before a byte is sent on it: the
+server at its other end must be the user's own (`alarms.opencode_trust`), else the call fails
+with `OpencodeUntrusted` and nothing, neither mail nor a password, reaches it.
+
 Every call has a timeout: an opencode server that is still starting can accept a connection
 and answer nothing for minutes. Failures come in two kinds, because the alarm treats them
 differently: `OpencodeDown` (no answer, or a 5xx: wait and try again, keep the mail) and
 `OpencodeRefused` (a 4xx: the session is gone or the request is wrong; still keep the mail,
-but say so loudly, since only the user can fix it).
+but say so loudly, since only the user can fix it). `OpencodeUntrusted` is a kind of
+`OpencodeDown`: the mail waits until the user's own server listens there again.
+
+    OpencodeError
+    ├── OpencodeDown
+    │   └── OpencodeUntrusted   the server there is not the user's
+    └── OpencodeRefused         4xx, with its status
 """
 
 from __future__ import annotations
 
 import http.client
 import json
+import os
 import urllib.parse
 from dataclasses import dataclass
 from typing import Any
+
+from alarms.opencode_trust import authorization, distrust
+from alarms.procnet import peer_owner
 
 TIMEOUT_S = 5.0
 SESSION_TITLE = "talk"  # with a title opencode makes no extra "title generator" model call
@@ -30,6 +44,10 @@ class OpencodeError(Exception):
 
 class OpencodeDown(OpencodeError):
     """No usable answer (refused, timed out, 5xx): opencode is down or busy starting."""
+
+
+class OpencodeUntrusted(OpencodeDown):
+    """The server at the URL is not the user's (another user's listener, or one of unknown owner)."""
 
 
 class OpencodeRefused(OpencodeError):
@@ -63,12 +81,28 @@ class OpencodeClient:
         self.host, self.port, self.prefix = split_url(url)
         self.timeout = timeout
 
+    def _connect(self, timeout: float, what: str) -> http.client.HTTPConnection:
+        """A connection to the server, made and checked (`alarms.opencode_trust`) before use."""
+        conn = http.client.HTTPConnection(self.host, self.port, timeout=timeout)
+        try:
+            conn.connect()
+            assert conn.sock is not None
+            peer = conn.sock.getpeername()
+            why = distrust(peer_owner(conn.sock), peer[0], os.geteuid(), f"{self.host}:{self.port}")
+        except OSError as exc:
+            conn.close()
+            raise OpencodeDown(f"opencode at {self.url} did not answer {what}: {exc!r}") from exc
+        if why is not None:
+            conn.close()
+            raise OpencodeUntrusted(why)
+        return conn
+
     def request(self, method: str, path: str, body: Any = None) -> Reply:
         data = None if body is None else json.dumps(body).encode()
         headers = {"content-type": "application/json"} if data is not None else {}
-        conn = http.client.HTTPConnection(self.host, self.port, timeout=self.timeout)
+        conn = self._connect(self.timeout, f"{method} {path}")
         try:
-            conn.request(method, self.prefix + path, body=data, headers=headers)
+            conn.request(method, self.prefix + path, body=data, headers={**headers, **authorization()})
             resp = conn.getresponse()
             reply = Reply(resp.status, resp.read())
         except (OSError, http.client.HTTPException) as exc:
@@ -132,9 +166,10 @@ class OpencodeClient:
 
     def open_events(self, timeout: float) -> http.client.HTTPResponse:
         """`GET /event`, the server's event stream; the caller reads lines and closes it."""
-        conn = http.client.HTTPConnection(self.host, self.port, timeout=timeout)
+        conn = self._connect(timeout, "GET /event")
         try:
-            conn.request("GET", self.prefix + "/event", headers={"accept": "text/event-stream"})
+            conn.request("GET", self.prefix + "/event",
+                         headers={"accept": "text/event-stream", **authorization()})
             resp = conn.getresponse()
         except (OSError, http.client.HTTPException) as exc:
             conn.close()

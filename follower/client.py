@@ -24,6 +24,7 @@ from urllib.parse import urlsplit
 from nacl.exceptions import CryptoError
 
 from durable.errors import RelayError, UserError
+from durable.printable import printable
 from follower.http11 import Connection, ProtocolError
 from keys.encoding import b64d
 from keys.envelope import MAX_BLOB
@@ -438,9 +439,8 @@ def _text(value: object) -> str:
 
 
 def _printable(text: str, limit: int = 200) -> str:
-    """Relay-sent text for a one-line error: control characters shown escaped, length bounded."""
-    cut = text[:limit]
-    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in cut)
+    """Relay-sent text for a one-line error: length bounded, then shown as every peer text is."""
+    return printable(text[:limit])
 
 
 def _reason(exc: BaseException) -> str:

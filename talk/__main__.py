@@ -46,7 +46,7 @@ def _typer(args: list[str]) -> int:
         if show is not None:
             show()
         else:
-            sys.stderr.write(f"talk: error: {exc}\n")
+            _error(str(exc))
         return 1
     except typer.Abort:
         sys.stderr.write("talk: aborted\n")
@@ -60,7 +60,7 @@ def _guarded(call: Callable[[], int | None]) -> int:
     try:
         return call() or 0
     except TalkError as exc:
-        sys.stderr.write(f"talk: error: {exc.message}\n")
+        _error(exc.message)
         return exc.exit_code
     except KeyboardInterrupt:
         sys.stderr.write("talk: interrupted\n")
@@ -69,9 +69,15 @@ def _guarded(call: Callable[[], int | None]) -> int:
         return 0  # the reader of our stdout went away (e.g. `| head`)
     except OSError as exc:  # this machine's files: a bad TALK_HOME, a full disk, permissions
         where = f": {exc.filename}" if exc.filename else ""
-        sys.stderr.write(f"talk: error: {exc.strerror or exc}{where}; check TALK_HOME, its permissions "
-                         "and the free disk space\n")
+        _error(f"{exc.strerror or exc}{where}; check TALK_HOME, its permissions and the free disk space")
         return 1
+
+
+def _error(message: str) -> None:
+    """An error's line: it may quote a relay, a peer or a file name, so it is shown as peer text is."""
+    from durable.printable import printable
+
+    sys.stderr.write(f"talk: error: {printable(message, lines=True)}\n")
 
 
 if __name__ == "__main__":

@@ -167,7 +167,9 @@ def stop_opencode(session: SessionOpt = None, user: User = None, as_json: Json =
 
 def opencode_wiring(folder: Path) -> Wiring:
     """The opencode alarms of an identity, for `talk doctor`: one stopped while mail waits for its
-    session is a problem; one stopped with nothing waiting is a session that ended."""
+    session is a problem, and so is one running that cannot deliver (opencode down, refusing, or
+    not the user's own); one stopped with nothing waiting is a session that ended."""
+    from alarms.opencode_status import State as AlarmState
     from alarms.opencode_status import alarm_status
 
     rows = alarm_status(folder)
@@ -179,5 +181,11 @@ def opencode_wiring(folder: Path) -> Wiring:
         return Wiring("opencode", State.INCOMPLETE,
                       f"the alarm for session {r['session']} is not running and mail waits for it",
                       f"talk alarm opencode --url {r['url']} --session {r['session']}")
+    waiting = [r for r in rows if r["running"] and r["state"] == AlarmState.WAITING and r["last_error"]]
+    if waiting:
+        r = waiting[0]
+        return Wiring("opencode", State.INCOMPLETE,
+                      f"the alarm for session {r['session']} cannot deliver: {r['last_error']}",
+                      "talk status")
     running = sum(1 for r in rows if r["running"])
     return Wiring("opencode", State.WIRED, f"{running} alarm(s) running, {len(rows) - running} stopped")

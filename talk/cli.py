@@ -579,6 +579,18 @@ app.command()(purge)
 
 # The alarms: waking agent sessions on the hosts.
 install_app = TalkTyper(help="Install talk into an agent host (hooks, plugin).", no_args_is_help=True)
+uninstall_app = TalkTyper(help="Remove what `talk install` put into an agent host.", no_args_is_help=True)
+
+
+@install_app.callback()
+@uninstall_app.callback()
+def _private_files() -> None:
+    """What an install writes, and what the programs it runs write, is the user's alone."""
+    from talk.host_files import private_umask
+
+    private_umask()
+
+
 install_app.command("codex")(install_codex_command)
 install_app.command("claude")(install_claude_command)
 install_app.command("pi")(install_pi_command)
@@ -586,7 +598,6 @@ install_app.command("copilot")(install_copilot_command)
 install_app.command("gemini")(install_gemini_command)
 install_app.command("qwen")(install_qwen_command)
 app.add_typer(install_app, name="install")
-uninstall_app = TalkTyper(help="Remove what `talk install` put into an agent host.", no_args_is_help=True)
 uninstall_app.command("pi")(uninstall_pi_command)
 uninstall_app.command("copilot")(uninstall_copilot_command)
 uninstall_app.command("gemini")(uninstall_gemini_command)

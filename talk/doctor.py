@@ -3,8 +3,11 @@ problem the one command that fixes it.
 
 The checks only read: the identity and its relay (reachable, its clock, our published keys),
 the follower and its push stream, the registered sessions, the spool's size and the free disk,
-and talk's wiring in each agent host, as each `talk install HOST` module judges it (`wiring`).
-Exit status 0 when nothing failed, 1 otherwise; `--json` gives the same as a list.
+and talk's wiring in each agent host, as each `talk install HOST` module judges it (`wiring`),
+and whether another user could write into what those installs wrote (`host_files`): only
+`--fix` changes anything, taking others' write permission from such files and folders.
+Exit status 0 when nothing failed, 1 otherwise; `--json` gives the same as a list. Every line
+goes through `durable.printable`: a detail may quote a relay's answer.
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ from typing import Annotated, Any, NamedTuple
 import typer
 
 from talk.options import Json, Relay, User
-from talk.output import emit_json
+from talk.output import emit_json, say
 
 SKEW_WARN_S = 60.0  # owner signatures carry a time the relay checks; a clock this far off trips them
 SPOOL_WARN_BYTES = 200 * 2**20
@@ -120,20 +123,43 @@ def spool_checks(folder: Path) -> list[Check]:
     return checks
 
 
-def host_checks(folder: Path | None) -> list[Check]:
-    """One line per agent host; the opencode alarm needs the identity's folder."""
+def _hosts() -> tuple[Any, ...]:
     from talk import install_claude, install_codex, install_copilot, install_gemini, install_pi, install_qwen
 
-    hosts = (install_claude, install_codex, install_pi, install_qwen, install_gemini, install_copilot)
-    wirings = [host.wiring() for host in hosts]
+    return install_claude, install_codex, install_pi, install_qwen, install_gemini, install_copilot
+
+
+def host_checks(folder: Path | None, fix: bool = False) -> list[Check]:
+    """One line per agent host; the opencode alarm needs the identity's folder."""
+    wirings = [host.wiring() for host in _hosts()]
     if folder is not None:
         from talk.alarm_cli import opencode_wiring
 
         wirings.append(opencode_wiring(folder))
-    return [Check(w.host, w.status, w.detail, w.fix) for w in wirings]
+    return [Check(w.host, w.status, w.detail, w.fix) for w in wirings] + files_checks(fix)
 
 
-def run_checks(user: str | None, relay: str | None) -> list[Check]:
+def files_checks(fix: bool) -> list[Check]:
+    """A line per host where another user could write into what `talk install` wrote (and so add
+    code the host runs as this user); with `fix`, those write permissions are taken away."""
+    from talk.host_files import loose, tighten
+
+    checks = []
+    for host in _hosts():
+        found = loose(host.paths())
+        fixed = tighten(found) if fix else []
+        if fixed:
+            checks.append(Check(f"{host.HOST} files", "ok",
+                                f"others can no longer write to {', '.join(map(str, fixed))}"))
+        left = loose(found) if fix else found
+        if left:
+            how = "ask its owner to close it, or move it aside" if fix else "talk doctor --fix"
+            checks.append(Check(f"{host.HOST} files", "fail", f"other users can write to "
+                                f"{', '.join(map(str, left))}, and so add code {host.HOST} runs as you", how))
+    return checks or [Check("host files", "ok", "what talk installed in agent hosts only you can write to")]
+
+
+def run_checks(user: str | None, relay: str | None, fix: bool = False) -> list[Check]:
     from durable.errors import TalkError
     from talk.context import open_account
 
@@ -141,26 +167,29 @@ def run_checks(user: str | None, relay: str | None) -> list[Check]:
         account = open_account(user, relay, None)
     except TalkError as exc:
         return [Check("identity", "fail", exc.message, "talk init NAME (talk whoami lists them)"),
-                *host_checks(None)]
+                *host_checks(None, fix)]
     checks = [Check("identity", "ok", f"{account.record.name} ({account.record.fingerprint})")]
     checks += relay_checks(account.relay)
     if checks[-1].status != "fail" or checks[-1].name != "relay":
         checks.append(keys_check(account))
     folder = account.folder
-    return checks + follower_checks(folder) + spool_checks(folder) + host_checks(folder)
+    return checks + follower_checks(folder) + spool_checks(folder) + host_checks(folder, fix)
 
 
 def doctor(
     user: User = None, relay: Relay = None, as_json: Json = False,
     quiet: Annotated[bool, typer.Option("--problems", help="Show only what is not ok.")] = False,
+    fix: Annotated[bool, typer.Option(
+        "--fix", help="Take other users' write permission from the files and folders talk installed "
+        "into agent hosts (the only change doctor makes).")] = False,
 ) -> None:
     """Check that everything is wired: identity, relay, clock, keys, follower, push, sessions, spool, disk,
-    and talk in each agent host."""
-    checks = run_checks(user, relay)
+    talk in each agent host, and that no other user can write to what talk installed there."""
+    checks = run_checks(user, relay, fix)
     shown = [c for c in checks if not quiet or c.status != "ok"]
     if as_json:
         emit_json([c._asdict() for c in shown])
     else:
-        typer.echo("\n".join(c.line() for c in shown) or "all ok")
+        say("\n".join(c.line() for c in shown) or "all ok")
     if any(c.status == "fail" for c in checks):
         raise typer.Exit(1)

@@ -2,7 +2,8 @@
 
 Hooks files, settings.json and mcp.json belong to the user and their host: talk reads what is
 there, changes only its own entries (hook handlers it recognises, one MCP server), and writes
-the file back atomically, only if something changed, keeping the file's mode. A file talk cannot
+the file back atomically, only if something changed, keeping the file's mode less any write
+bit for others (a new file is 0600: `talk.host_files`). A file talk cannot
 read as a JSON object is left as it is, with one line saying what to fix.
 """
 
@@ -15,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from durable.errors import UserError
-from durable.files import replace_file
+from talk.host_files import write_file
 from talk.output import warn
 
 __all__ = [
@@ -45,9 +46,10 @@ def read_config(path: Path, again: str) -> Doc:
     return doc
 
 
-def write_config(path: Path, doc: Doc | None, new_mode: int = 0o644) -> bool:
+def write_config(path: Path, doc: Doc | None, new_mode: int = 0o600) -> bool:
     """Write `doc` atomically if it differs from what is there (None: remove the file); whether
-    anything changed. An existing file keeps its mode; a new one gets `new_mode`."""
+    anything changed. An existing file keeps its mode, a new one gets `new_mode`: either less
+    any write bit for others."""
     if doc is None:
         existed = path.exists()
         path.unlink(missing_ok=True)
@@ -55,13 +57,12 @@ def write_config(path: Path, doc: Doc | None, new_mode: int = 0o644) -> bool:
     text = json.dumps(doc, indent=2, ensure_ascii=False) + "\n"
     if path.exists() and path.read_text() == text:
         return False
-    path.parent.mkdir(parents=True, exist_ok=True)
     mode = path.stat().st_mode & 0o777 if path.exists() else new_mode
-    replace_file(path, text.encode(), mode=mode)
+    write_file(path, text.encode(), mode=mode)
     return True
 
 
-def edit_config(path: Path, change: Callable[[Doc], Doc | None], again: str, new_mode: int = 0o644) -> bool:
+def edit_config(path: Path, change: Callable[[Doc], Doc | None], again: str, new_mode: int = 0o600) -> bool:
     """`change` what `path` holds and write it back; a ValueError from `change` (a shape the host
     would refuse) becomes one line naming the file."""
     try:

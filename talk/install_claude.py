@@ -17,7 +17,6 @@ and the interpreter its talk.env names are still there.
 from __future__ import annotations
 
 import json
-import shutil
 import sys
 from pathlib import Path
 from typing import Annotated, Any
@@ -26,6 +25,7 @@ import typer
 
 from durable.errors import UserError
 from talk.host_config import read_config
+from talk.host_files import copy_file, copy_tree, tighten, tree, write_file
 from talk.options import Json, User
 from talk.output import result, warn
 from talk.wiring import State, Wiring, guarded, missing_program
@@ -77,19 +77,22 @@ def install(target: Path, python: str, home: Path, user: str | None) -> Path:
                         "(pip install --force-reinstall talk-mailbox)")
     if target.resolve() == source:
         raise UserError(f"{target} is the plugin shipped with talk; choose another --dir")
-    target.mkdir(parents=True, exist_ok=True)
-    shutil.copytree(source, target, dirs_exist_ok=True,
-                    ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    copy_tree(source, target, skip=lambda p: p.name == "__pycache__" or p.suffix == ".pyc",
+              executable=lambda rel: str(rel) in EXECUTABLES)
     # The plugin folder holds a copy of the launcher for installs from the repository's
     # marketplace; what talk installs is the adapter itself.
-    shutil.copyfile(monitor_source(), target / MONITOR)
-    for name in EXECUTABLES:
-        (target / name).chmod(0o755)
-    (target / ENV_FILE).write_text(env_text(python, home, user))
+    copy_file(monitor_source(), target / MONITOR, executable=True)
+    write_file(target / ENV_FILE, env_text(python, home, user).encode())
     manifest = json.loads((source / ".claude-plugin" / "plugin.json").read_text())
-    (target / ".claude-plugin" / "marketplace.json").write_text(
-        json.dumps(marketplace(str(manifest.get("description", ""))), indent=2) + "\n")
+    write_file(target / ".claude-plugin" / "marketplace.json",
+               (json.dumps(marketplace(str(manifest.get("description", ""))), indent=2) + "\n").encode())
+    tighten(paths(target))
     return target
+
+
+def paths(plugin: Path | None = None) -> list[Path]:
+    """What the install writes, for `talk doctor`: the plugin folder, all of it talk's."""
+    return tree(plugin or default_plugin_dir())
 
 
 def how_to_enable(target: Path) -> str:

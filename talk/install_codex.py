@@ -34,6 +34,7 @@ import typer
 
 from durable.errors import UserError
 from talk.host_config import place, read_config, warn_without_identity, write_config
+from talk.host_files import tighten
 from talk.options import Json, User
 from talk.output import result
 from talk.wiring import State, Wiring, guarded, judge_hooks
@@ -169,6 +170,7 @@ def install_codex_command(
     command = hook_command(sys.executable, hook_script(), os.environ.get("TALK_HOME"),
                            user or os.environ.get("TALK_USER"))
     write_config(hooks_file, merged_hooks_file(hooks_file, command))  # Codex's own file: readable as before
+    tighten(paths(home))
     found = find_codex(codex_bin)
     if found is None:
         result({"hooks_file": str(hooks_file), "command": command, "trusted": []},
@@ -183,6 +185,13 @@ def install_codex_command(
            f"installed and trusted talk's hooks in {hooks_file}:\n" + "\n".join(f"  {k}" for k in keys),
            as_json)
     warn_without_identity(user)
+
+
+def paths(given: Path | None = None) -> list[Path]:
+    """What the install writes, for `talk doctor`: Codex's home, its hooks and (recording trust) its
+    config."""
+    home = codex_home(given)
+    return [home, home / "hooks.json", home / "config.toml"]
 
 
 def trust_key(hooks_file: Path, event: str, group: int, handler: int) -> str:

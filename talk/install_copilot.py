@@ -24,6 +24,7 @@ from typing import Annotated, Any
 import typer
 
 from talk.host_config import edit_config, read_config, warn_without_identity, with_server
+from talk.host_files import tighten
 from talk.options import Json, User
 from talk.output import result
 from talk.wiring import State, Wiring, guarded, judge_hooks, with_mcp_server
@@ -129,6 +130,7 @@ def install_copilot_command(copilot_dir: Home = None, user: User = None, as_json
     edit_config(hooks_file, lambda doc: merge_hooks(doc, handlers), AGAIN)
     entry = server_entry(sys.executable, talk_home, user)
     edit_config(mcp_file, lambda doc: merge_servers(doc, entry), AGAIN)
+    tighten(paths(home))
     result({"hooks_file": str(hooks_file), "mcp_file": str(mcp_file), "events": list(EVENTS)},
            f"installed talk's hooks in {hooks_file} and its MCP server in {mcp_file}", as_json)
     warn_without_identity(user)
@@ -143,6 +145,12 @@ def uninstall_copilot_command(copilot_dir: Home = None, as_json: Json = False) -
     result({"changed": changed},
            "removed talk from " + ", ".join(changed) if changed else "talk was not installed for Copilot CLI",
            as_json)
+
+
+def paths(given: Path | None = None) -> list[Path]:
+    """What the install writes, for `talk doctor`: Copilot's home, its hooks folder, both files."""
+    home = copilot_home(given)
+    return [home, home / "hooks", home / "hooks" / HOOKS_NAME, home / MCP_NAME]
 
 
 def wiring(given: Path | None = None) -> Wiring:

@@ -27,6 +27,7 @@ import typer
 
 from durable.errors import UserError
 from talk.host_config import edit_config, handlers_in, place, read_config, warn_without_identity
+from talk.host_files import tighten
 from talk.install_codex import hook_command
 from talk.options import Json, User
 from talk.output import result
@@ -155,6 +156,7 @@ def install_gemini_command(settings: SettingsOption = None, user: User = None, a
     command = hook_command(sys.executable, hook_script(), talk_home, who)
     mcp = mcp_entry(talk_program(), talk_home, who)
     changed = edit_config(path, lambda doc: merge_settings(doc, command, mcp), AGAIN)
+    tighten(paths(path))
     result({"settings_file": str(path), "command": command, "events": list(EVENTS), "mcp_server": MCP_NAME,
             "changed": changed},
            f"installed talk's hooks ({', '.join(EVENTS)}) and MCP server in {path}", as_json)
@@ -167,6 +169,12 @@ def uninstall_gemini_command(settings: SettingsOption = None, as_json: Json = Fa
     changed = path.exists() and edit_config(path, remove_settings, AGAIN)
     result({"settings_file": str(path), "changed": changed},
            f"removed talk from {path}" if changed else f"talk was not installed in {path}", as_json)
+
+
+def paths(given: Path | None = None) -> list[Path]:
+    """What the install writes, for `talk doctor`: Gemini CLI's settings and their folder."""
+    settings = (given or settings_path(dict(os.environ))).expanduser().resolve()
+    return [settings.parent, settings]
 
 
 def wiring(given: Path | None = None) -> Wiring:

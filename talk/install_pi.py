@@ -21,8 +21,8 @@ from typing import Annotated, Any
 import typer
 
 from durable.errors import UserError
-from durable.files import replace_file
 from talk.host_config import read_config, with_server, write_config
+from talk.host_files import copy_file, tighten, tree, write_file
 from talk.options import Json, User
 from talk.output import result, warn
 from talk.wiring import State, Wiring, guarded, missing_program, with_mcp_server
@@ -95,14 +95,21 @@ def install(agent: Path, python: str, home: Path, user: str | None) -> dict[str,
         raise UserError(f"talk's pi extension is missing from {source}; reinstall talk "
                         "(pip install --force-reinstall talk-mailbox)")
     target = agent / "extensions" / FOLDER
-    target.mkdir(parents=True, exist_ok=True)
     for name in SHIPPED:
-        shutil.copyfile(source / name, target / name)
-    replace_file(target / CONFIG_FILE,
-                 (json.dumps(config_json(python, home, user), indent=2) + "\n").encode(), 0o600)
+        copy_file(source / name, target / name)
+    write_file(target / CONFIG_FILE, (json.dumps(config_json(python, home, user), indent=2) + "\n").encode())
     mcp = agent / MCP_FILE
     write_config(mcp, merged(read_config(mcp, AGAIN), server_entry(python, home, user)), new_mode=0o600)
+    tighten(paths(agent))
     return {"extension_dir": str(target), "mcp_config": str(mcp)}
+
+
+def paths(given: Path | None = None) -> list[Path]:
+    """What the install writes, for `talk doctor`: pi's folders down to the extension (pi loads
+    every extension in them), the extension, and the MCP config."""
+    agent = agent_dir(given, dict(os.environ))
+    pi = [agent.parent] if agent.parent.name == ".pi" else []  # not the parent of an --agent-dir
+    return [*pi, agent, agent / "extensions", *tree(agent / "extensions" / FOLDER), agent / MCP_FILE]
 
 
 def uninstall(agent: Path) -> dict[str, Any]:

@@ -35,6 +35,7 @@ import typer
 from durable.errors import UserError
 from durable.files import read_json, write_json
 from talk.host_config import handlers_in, place, read_config, with_server, write_config
+from talk.host_files import tighten
 from talk.options import Json, User
 from talk.output import result
 from talk.wiring import State, Wiring, guarded, judge_hooks, with_mcp_server
@@ -251,6 +252,7 @@ def install_qwen_command(qwen_home: QwenHome = None, qwen_bin: QwenBin = None, u
     set_inbound = set_now or (ours and policy == ACCEPT)
     write_json(files.install, {"qwen_home": str(home), "set_inbound": set_inbound})
     write_config(settings, doc, new_mode=0o600)
+    tighten(paths(home))
     if set_now:
         said = (f'set agents.{INBOUND} to "{ACCEPT}" (it was unset): Qwen delivers messages from other '
                 "sessions, talk's mail among them, without asking you first, marked as not from you; "
@@ -289,6 +291,12 @@ def uninstall_qwen_command(qwen_home: QwenHome = None, qwen_bin: QwenBin = None,
     result({"settings": str(settings), "changed": changed, "revoked": revoked},
            f"removed talk from Qwen Code ({settings}{', revoked controller ' + revoked if revoked else ''})",
            as_json)
+
+
+def paths(given: Path | None = None) -> list[Path]:
+    """What the install writes, for `talk doctor`: Qwen Code's home and its settings."""
+    home = _home(given)
+    return [home, home / "settings.json"]
 
 
 def wiring(given: Path | None = None) -> Wiring:

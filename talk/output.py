@@ -14,13 +14,18 @@ def emit_json(data: Any) -> None:
     sys.stdout.flush()
 
 
+def say(human: str) -> None:
+    """Lines for a person on stdout. They may carry a peer's or a relay's words: no control,
+    reordering or invisible character reaches the terminal raw."""
+    sys.stdout.write(printable(human.rstrip("\n"), lines=True) + "\n")
+    sys.stdout.flush()
+
+
 def result(data: dict[str, Any], human: str, as_json: bool) -> None:
     if as_json:
         emit_json(data)
     else:
-        # Human lines may carry a peer's words: no control byte reaches the terminal raw.
-        sys.stdout.write(printable(human.rstrip("\n"), lines=True) + "\n")
-        sys.stdout.flush()
+        say(human)
 
 
 def warn(message: str) -> None:

@@ -160,7 +160,7 @@ def test_relay_error_text_is_shown_on_one_line_with_controls_escaped(
     finally:
         server.close()
     assert_relay_error(r, queued_ok=True)
-    assert "one\\nfake second line" in r.err and "\\x1b[2J" in r.err
+    assert "one\\x0afake second line" in r.err and "\\x1b[2J" in r.err  # escaped as all peer text is
 
 
 @pytest.fixture
