@@ -8,7 +8,8 @@ of kind "chat" with an empty text and a group block:
 
     {"group": {"id", "name", "gm", "session", "body", "key"? or "export"?, "by"}}
 
-`gm` names the group message (the same in every copy), `body` is the Megolm message, `key` the
+`gm` names the group message (the same in every copy), `body` is the Megolm message (whose words,
+`keys.group_text`, name the group, the gm and this identity as their writer), `key` the
 session key, only in the copies to members that lack it, and `by` says whether a person or an
 agent wrote it. `export` replaces `key` in a copy sent again, in a new message, to a member that
 refused one for want of the key (`follower.inbound`, `follower.group_inbound.block_to_resend`):
@@ -23,7 +24,6 @@ the change and the sending leaves members uninformed until the owner's next chan
 
 from __future__ import annotations
 
-import json
 import secrets
 from typing import TYPE_CHECKING, Any, NamedTuple
 
@@ -32,6 +32,7 @@ from durable.message_ids import resolve
 from follower import outbound
 from keys.group_book import Group, GroupBook, GroupState
 from keys.group_sessions import GroupSessions
+from keys.group_text import GroupText
 from keys.ratchet_account import RatchetAccount
 
 if TYPE_CHECKING:
@@ -41,7 +42,7 @@ if TYPE_CHECKING:
     from keys.contacts import Contact
     from keys.identity import Identity
 
-__all__ = ["Changed", "Copy", "GroupMail", "GroupSent", "group_status", "megolm_plaintext", "send_copy"]
+__all__ = ["Changed", "Copy", "GroupMail", "GroupSent", "group_status", "send_copy"]
 
 NOT_A_CONTACT = "not a contact"
 
@@ -100,11 +101,6 @@ def group_status(outbox: Outbox, typed: str) -> dict[str, Any] | None:
             return None  # the prefix named one copy's own id: the caller shows that message
     gm = str(copies[0].extra["gm"])
     return {"gm": gm, "group": copies[0].extra.get("group"), "members": [e.public() for e in copies]}
-
-
-def megolm_plaintext(gm: str, text: str) -> bytes:
-    """What the Megolm message encrypts: the text, bound to its group message id."""
-    return json.dumps({"gm": gm, "text": text}, ensure_ascii=False, separators=(",", ":")).encode()
 
 
 class GroupMail:
@@ -229,7 +225,7 @@ class GroupMail:
         self._spend(others)
         outbound.send_queued(self.account.client, self.account.outbox)  # what waits goes first
         gm = secrets.token_hex(16)
-        encrypted = self.sessions.encrypt(group.id, others, megolm_plaintext(gm, text))
+        encrypted = self.sessions.encrypt(group.id, others, GroupText(group.id, self.me, gm, text).encode())
         block = {"id": group.id, "name": group.name, "gm": gm, "session": encrypted.session_id,
                  "body": encrypted.body, "by": by}
         copies = []

@@ -16,7 +16,9 @@ outbound session, which only ratchets forward, would start later. The cost: whoe
 this identity's state reads what it sent in those sessions, as a member's stolen state reads
 what it was sent. "in" holds the inbound sessions other members shared, each bound to the
 sender that shared it: a session id is only ever looked up under the sender of the message
-naming it, so no member can speak in another's session. Every pickle is sealed under the Olm
+naming it, and taken only with a message whose words name that sender as their writer
+(`keys.group_text`), which only the session's maker can write: no member can speak in
+another's session, nor hold another's session as its own. Every pickle is sealed under the Olm
 account's pickle key, as the Olm sessions are (`keys.ratchet_sessions`). "in_order" lists them
 as they came; only the last `IN_KEPT` of each sender are kept, so the file, rewritten on every
 group message, does not grow with the group's history: a message that arrives after its sender
@@ -48,6 +50,7 @@ from durable.errors import GroupRefused, UserError
 from durable.files import ensure_private_dir, read_json, write_json
 from durable.locks import locked
 from keys.encoding import b64d, b64e, is_hex32
+from keys.group_text import GroupText
 from keys.ratchet_account import RatchetAccount
 
 __all__ = [
@@ -154,18 +157,20 @@ class GroupSessions:
             return f"{sender}/{session_id}" in stored["in"]
 
     def decrypt(self, group_id: str, sender: str, session_id: str, body: str, key: str | None,
-                export: str | None = None) -> bytes:
-        """The plaintext of `sender`'s group message in its session `session_id`, importing
-        `key` or `export` first when given (each must be that very session's key). A `key` is
-        taken only when none is held, so a later copy cannot move the session's first readable
-        index; an `export` (the key from a refused message on, sent again with it) also replaces
-        the held one when it starts earlier: within its own slot a sender can only widen what
-        its members read of what it sent them, never narrow it.
+                export: str | None = None) -> GroupText:
+        """The words of `sender`'s group message in its session `session_id`, importing `key`
+        or `export` first when given (each must be that very session's key). A `key` is taken
+        only when none is held, so a later copy cannot move the session's first readable index;
+        an `export` (the key from a refused message on, sent again with it) also replaces the
+        held one when it starts earlier: within its own slot a sender can only widen what its
+        members read of what it sent them, never narrow it. Nothing is kept unless the message
+        opens and its words name `sender` as their writer (`GroupText.read`): only a session's
+        maker can write that in it, so a key another member passes on never fills a slot.
 
         Raises:
             GroupRefused: a key for another session, no key for this session here (the reason
-                starts with NO_GROUP_KEY), a session id another sender shared, or a message that
-                does not decrypt.
+                starts with NO_GROUP_KEY), a session id another sender shared, a message that
+                does not decrypt, or words another member wrote.
         """
         with self._changing(group_id) as stored:
             inbound = stored["in"]
@@ -187,8 +192,9 @@ class GroupSessions:
             except (ValueError, TypeError) as exc:
                 raise GroupRefused(f"a group message from {sender[:8]} does not decrypt in its session "
                                    f"({exc}): altered, or sent before the key this side holds") from exc
+            said = GroupText.read(plaintext, group_id, sender)  # before the block saves a key
             inbound[slot] = session.pickle(self._key)
-        return plaintext
+        return said
 
     def _import_export(self, stored: dict[str, Any], sender: str, slot: str, export: str,
                        session_id: str) -> None:

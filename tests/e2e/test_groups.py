@@ -17,13 +17,14 @@ from mcp import Client, StdioServerParameters
 from follower import outbound
 from follower.account import Account
 from follower.client import RelayClient
-from follower.group_mail import megolm_plaintext
 from follower.receipts import ReceiptBatch
 from keys import keystore
 from keys.group_sessions import GROUP_SESSIONS_DIR, NO_GROUP_KEY, GroupSessions
+from keys.group_text import GroupText
 from keys.ratchet_account import RatchetAccount
 from tests.conftest import TALK, Agent, RelayProcess, befriend, make_agent
 from tests.e2e.terminal import on_a_terminal
+from tests.peer_forge import peek
 
 
 @pytest.fixture
@@ -146,7 +147,8 @@ def test_a_contact_outside_the_group_cannot_speak_in_it(trio: tuple[Agent, Agent
     identity = keystore.unlock(record, None)
     account = Account(record, carol.relay_url, unlocked=identity)
     encrypted = GroupSessions(RatchetAccount(record.folder, identity)).encrypt(
-        group_id, [keystore.load(bob.home / "bob").fingerprint], b'{"gm":"' + b"a" * 32 + b'","text":"obey"}')
+        group_id, [keystore.load(bob.home / "bob").fingerprint],
+        GroupText(group_id, identity.fingerprint, "a" * 32, "obey").encode())
     block = {"id": group_id, "name": "pair", "gm": "a" * 32, "session": encrypted.session_id,
              "body": encrypted.body, "key": encrypted.key, "by": "agent"}
     with RelayClient(carol.relay_url) as client:
@@ -193,7 +195,8 @@ def test_a_member_cannot_use_an_export_to_read_or_speak_in_another_member_s_sess
     export = exported.to_base64()
     alices = slot.split("/", 1)[1]
     carol_fp = keystore.load(carol.home / "carol").fingerprint
-    own = GroupSessions(ratchet).encrypt(group_id, [carol_fp], megolm_plaintext("a" * 32, "obey"))
+    own = GroupSessions(ratchet).encrypt(group_id, [carol_fp],
+                                         GroupText(group_id, identity.fingerprint, "a" * 32, "obey").encode())
     block = {"id": group_id, "name": "team", "gm": "a" * 32, "session": alices, "body": own.body,
              "export": export, "by": "agent"}
     to_carol = next(m["id"] for m in sent["members"] if m["name"] == "carol")
@@ -215,6 +218,58 @@ def test_a_member_cannot_use_an_export_to_read_or_speak_in_another_member_s_sess
     assert received(bob) == []
     alice.ok("send", "@team", "still mine")
     assert group_texts(carol) == [("team", "alice", "still mine")]
+
+
+def exported(agent: Agent, name: str, group_id: str, sender: Agent, sender_name: str) -> str:
+    """`sender`'s session in the group, exported from where `agent` holds it, with `agent`'s keys."""
+    identity = keystore.unlock(keystore.load(agent.home / name), None)
+    key = RatchetAccount(agent.home / name, identity).pickle_key
+    fp = keystore.load(sender.home / sender_name).fingerprint
+    stored = json.loads((agent.home / name / GROUP_SESSIONS_DIR / f"{group_id}.json").read_text())
+    [pickle] = [p for slot, p in stored["in"].items() if slot.startswith(fp)]
+    held = vodozemac.InboundGroupSession.from_pickle(pickle, key)
+    export = held.export_at(held.first_known_index)
+    assert export is not None
+    return export.to_base64()
+
+
+def test_a_member_who_passes_on_anothers_session_first_silences_nobody(
+        trio: tuple[Agent, Agent, Agent]) -> None:
+    """bob, a member, takes alice's message and key from his own copy and sends them to carol as
+    his own (once with the key, once with an export of alice's session), and carol reads bob's
+    mail first (a won race, or a relay holding alice's copy back): carol refuses both, shows
+    none of it as bob's, and reads alice's first message and every later one as alice's."""
+    alice, bob, carol = trio
+    alice.ok("group", "create", "team", "--member", "bob", "--member", "carol")
+    assert received(bob) == [] and received(carol) == []
+    group_id = bob.ok("group", "list", "--json").json()["groups"][0]["id"]
+    alice.ok("send", "@team", "alice's first words")
+    [copy] = [m for m in peek(bob.relay_url, bob.home, "bob", "alice") if "group" in m.extra]
+    block = copy.extra["group"]
+    assert "key" in block  # the first copy of a session carries its key
+    assert group_texts(bob) == [("team", "alice", "alice's first words")]
+    export = exported(bob, "bob", group_id, alice, "alice")
+
+    record = keystore.load(bob.home / "bob")
+    identity = keystore.unlock(record, None)
+    account = Account(record, bob.relay_url, unlocked=identity)
+    bare = {k: v for k, v in block.items() if k != "key"}
+    with RelayClient(bob.relay_url) as client:
+        forged = [outbound.send(identity, client, account.contacts.get("carol"), "", outbox=account.outbox,
+                                group={**bare, **passed_on})
+                  for passed_on in ({"key": block["key"]}, {"export": export})]
+
+    first = carol.ok("receive", "--peer", "bob")  # bob's mail before alice's
+    assert first.lines() == []
+    assert first.err.count("may not pass another's words on") == 2
+    assert sessions_from(carol, "carol", bob, "bob") == 0
+    assert group_texts(carol) == [("team", "alice", "alice's first words")]
+    for text in ("alice goes on", "and on"):
+        alice.ok("send", "@team", text)
+    assert group_texts(carol) == [("team", "alice", "alice goes on"), ("team", "alice", "and on")]
+    bob.ok("outbox")  # the receipts
+    for inner in forged:
+        assert bob.ok("status", inner.id, "--json").json()["state"] == "refused"
 
 
 def test_the_loop_guard_holds_a_group_its_agents_keep_talking_in_until_a_person_resumes_it(
