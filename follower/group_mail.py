@@ -42,7 +42,7 @@ if TYPE_CHECKING:
     from keys.contacts import Contact
     from keys.identity import Identity
 
-__all__ = ["Changed", "Copy", "GroupMail", "GroupSent", "group_status", "send_copy"]
+__all__ = ["Changed", "Copy", "GroupMail", "GroupSent", "Resumed", "group_status", "send_copy"]
 
 NOT_A_CONTACT = "not a contact"
 
@@ -64,11 +64,19 @@ class Changed(NamedTuple):
     told: list[Copy]
 
 
+class Resumed(NamedTuple):
+    """What a person's resume of a group lifted: the members (fingerprints) and their kept mail."""
+
+    group: Group
+    members: list[str]
+    released: list[str]
+
+
 class GroupSent(NamedTuple):
     gm: str
     group: str
     copies: list[Copy]
-    held: str | None = None  # this message brought the group to the loop guard's cap: the notice
+    held: str | None = None  # this message brought us to the loop guard's cap: the notice
 
     def report(self) -> dict[str, Any]:
         """What `talk send @NAME --json` prints."""
@@ -186,16 +194,27 @@ class GroupMail:
         LoopGuard(self.account.folder).forget(group.id)
         return Changed(left, self._control(group.others(self.me), {"op": "leave", "id": group.id}))
 
-    def resume(self, name: str) -> tuple[Group, list[str]]:
-        """Lift the loop guard's hold on group `name` (a person's act): the group and the ids of
-        its mail held meanwhile, for the caller to release into the spool."""
+    def resume(self, name: str, member: str | None = None) -> Resumed:
+        """Lift the loop guard's hold on `member` of group `name` (None: on each held member; a
+        person's act): the members it lifted and the ids of their mail the guard kept aside, for
+        the caller to release into the spool. Nothing held: nothing lifted, nothing released.
+
+        Raises:
+            NotFound: no such group, or `member` is no contact.
+            UserError: `member` is not a member of the group.
+        """
         from follower.held import HeldBox
-        from follower.loop_guard import LoopGuard
+        from follower.loop_guard import LoopGuard, is_loop_hold
 
         group = self.book.get(name)
-        LoopGuard(self.account.folder).resume(group.id)
+        chosen = None if member is None else self._contacts([member])[0].fingerprint
+        if chosen is not None and chosen not in group.members:
+            raise UserError(f"{member} is not a member of {group.name}; `talk group list` shows them")
+        lifted = LoopGuard(self.account.folder).resume(group.id, chosen)
         held = HeldBox(self.account.folder).all()
-        return group, [i for i, h in held.items() if h["record"].get("group_id") == group.id]
+        kept = [i for i, h in held.items() if h["record"].get("group_id") == group.id
+                and h["record"].get("from") in lifted and is_loop_hold(str(h.get("reason", "")))]
+        return Resumed(group, lifted, sorted(kept, key=lambda i: float(held[i]["held_at"])))  # as they came
 
     def _announce(self, group: Group, to: list[str]) -> list[Copy]:
         return self._control(to, {"op": "update", "id": group.id, "name": group.name, "owner": group.owner,
@@ -240,19 +259,20 @@ class GroupMail:
 
     def _loop_check(self, group: Group, by: str) -> str | None:
         """Note this message with the loop guard, before anything is encrypted or sent; the
-        notice to show if it brought the group to the cap (it still goes).
+        notice to show if it brought this identity to the cap (it still goes).
 
         Raises:
-            UserError: the group is held and an agent wrote this (a person's send lifts the hold).
+            UserError: this identity is held in the group and an agent wrote this (a person's
+                send lifts the hold).
         """
         from follower.loop_guard import Author, Decision, LoopGuard, Way, notice
 
         guard = LoopGuard(self.account.folder)
-        decision = guard.note(group.id, Author(by), Way.SENT)
-        count = guard.states()[group.id].count
+        decision = guard.note(group.id, self.me, Author(by), Way.SENT)
+        count = guard.state(group.id, self.me).count
         if decision is Decision.HELD:
-            raise UserError(f"not sent: {notice(group.name, count)}")
-        return notice(group.name, count) if decision is Decision.TRIPPED else None
+            raise UserError(f"not sent: {notice(group.name, None, count)}")
+        return notice(group.name, None, count) if decision is Decision.TRIPPED else None
 
     def _spend(self, members: list[str]) -> None:
         """Count this message against each member's send rate, as `talk send` does per contact,

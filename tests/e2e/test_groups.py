@@ -272,45 +272,107 @@ def test_a_member_who_passes_on_anothers_session_first_silences_nobody(
         assert bob.ok("status", inner.id, "--json").json()["state"] == "refused"
 
 
-def test_the_loop_guard_holds_a_group_its_agents_keep_talking_in_until_a_person_resumes_it(
+def test_a_member_whose_agent_floods_the_group_holds_only_itself_and_a_resume_works_once(
+        trio: tuple[Agent, Agent, Agent]) -> None:
+    """bob, a member, turns his own brake off and has his agent write 21 messages in a row: at
+    alice's and carol's (cap 20) bob alone is held, once his 20th is through; their own agents'
+    mail still flows between them and to bob. A person resumes bob at carol's once; he can hold
+    himself again there only with 20 more, and alice, who did not resume, still holds him."""
+    alice, bob, carol = trio
+    bob.extra_env["TALK_GROUP_LOOP_CAP"] = "off"  # his own brake is his to turn off
+    alice.ok("group", "create", "team", "--member", "bob", "--member", "carol")
+    assert received(bob) == [] and received(carol) == []
+    for n in range(1, 22):
+        bob.ok("send", "@team", f"flood {n}")  # off a terminal: marked as an agent's
+    for member in (alice, carol):
+        taken = member.ok("receive")
+        assert [m["text"] for m in taken.lines()] == [f"flood {n}" for n in range(1, 21)]
+        assert taken.err.count("group #team: bob held after 20 agent messages") == 1
+        assert "bob's messages in group #team are held by the recipient's loop guard" in taken.err
+
+    alice.ok("send", "@team", "alice's agent goes on")
+    carol.ok("send", "@team", "carol's agent goes on")
+    assert group_texts(carol) == [("team", "alice", "alice's agent goes on")]
+    assert group_texts(alice) == [("team", "carol", "carol's agent goes on")]
+    assert group_texts(bob) == [("team", "alice", "alice's agent goes on"),
+                                ("team", "carol", "carol's agent goes on")]
+    bob.ok("send", "@team", "flood 22")
+    assert received(alice) == [] and received(carol) == []  # kept aside, as flood 21
+    [row] = carol.ok("status", "--json").json()["loop_guard"]["groups"]
+    assert [(m["name"], m["count"]) for m in row["members"] if m["held"]] == [("bob", 20)]
+    assert row["kept"] == 2
+
+    code, shown = on_a_terminal(carol, "group", "resume", "team", typed=[])
+    assert code == 0 and "resumed bob in group team: 2 kept messages released" in shown, shown
+    code, shown = on_a_terminal(carol, "group", "resume", "team", typed=[])
+    assert code == 0 and "nobody is held in group team: 0 kept messages released" in shown, shown
+    spooled = (carol.home / "carol" / "spool" / "inbox.ndjson").read_text().splitlines()
+    assert [json.loads(line)["text"] for line in spooled] == ["flood 21", "flood 22"]
+
+    for n in range(23, 43):  # at once again: it takes him 20 more to be held again
+        bob.ok("send", "@team", f"flood {n}")
+    taken = carol.ok("receive")
+    assert [m["text"] for m in taken.lines()] == [f"flood {n}" for n in range(23, 43)]
+    assert taken.err.count("group #team: bob held after 20 agent messages") == 1
+    assert received(alice) == []  # not resumed there: still held
+    alice.ok("send", "@team", "still heard")
+    carol.ok("send", "@team", "and answered")
+    assert group_texts(carol) == [("team", "alice", "still heard")]
+    assert group_texts(alice) == [("team", "carol", "and answered")]
+    [row] = alice.ok("status", "--json").json()["loop_guard"]["groups"]
+    assert [(m["name"], m["kept"]) for m in row["members"] if m["held"]] == [("bob", 22)]  # 21 to 42
+
+
+def test_the_loop_guard_holds_each_member_whose_agent_keeps_talking_until_a_person_resumes_it(
     pair: tuple[Agent, Agent],
 ) -> None:
-    """Two agents answering each other in a group, no person in between: at bob's cap (3) the
-    group is held at bob's, he is told once, later mail waits aside, his agent's sends are
-    refused, and only a person at a terminal lifts it."""
+    """Two agents answering each other in a group, no person in between: at bob's cap (3) each
+    of them is held at bob's, once its own third message is through; he is told once each,
+    alice's later mail waits aside, his agent's sends are refused, and only a person at a
+    terminal lifts it."""
     alice, bob = pair
     bob.extra_env["TALK_GROUP_LOOP_CAP"] = "3"
     alice.ok("group", "create", "duo", "--member", "bob")
     assert received(bob) == []
-    alice.ok("send", "@duo", "ping 1")  # off a terminal: an agent wrote it
-    assert group_texts(bob) == [("duo", "alice", "ping 1")]
-    bob.ok("send", "@duo", "pong 1")
-    alice.ok("send", "@duo", "ping 2")
+    for n in (1, 2):
+        alice.ok("send", "@duo", f"ping {n}")  # off a terminal: an agent wrote it
+        assert group_texts(bob) == [("duo", "alice", f"ping {n}")]
+        bob.ok("send", "@duo", f"pong {n}")
+    alice.ok("send", "@duo", "ping 3")
     tripped = bob.ok("receive")
-    assert [m["text"] for m in tripped.lines()] == ["ping 2"]  # the third still goes, and tells
-    assert tripped.err.count("group #duo held after 3 agent messages") == 1
+    assert [m["text"] for m in tripped.lines()] == ["ping 3"]  # the third still goes, and tells
+    assert tripped.err.count("group #duo: alice held after 3 agent messages") == 1
+    third = bob.ok("send", "@duo", "pong 3")  # bob's own third still goes, and tells
+    assert third.err.count("group #duo: your agents' sends held after 3 agent messages") == 1
 
-    refused = bob.run("send", "@duo", "pong 2")
-    assert refused.code == 1 and "not sent: group #duo held" in refused.err and "Traceback" not in refused.err
-    kept = alice.ok("send", "@duo", "ping 3", "--json").json()["members"][0]["id"]
+    refused = bob.run("send", "@duo", "pong 4")
+    assert refused.code == 1 and "not sent: group #duo: your agents' sends held" in refused.err
+    assert "Traceback" not in refused.err
+    kept = alice.ok("send", "@duo", "ping 4", "--json").json()["members"][0]["id"]
     taken = bob.ok("receive")
-    assert taken.lines() == [] and "held by the recipient's loop guard" in taken.err
+    assert taken.lines() == [] and "alice's messages in group #duo are held by the recipient's loop guard" \
+        in taken.err
     assert kept in bob.ok("held", "--json").out
     [row] = bob.ok("status", "--json").json()["loop_guard"]["groups"]
-    assert (row["name"], row["held"]) == ("duo", True)
+    assert (row["name"], row["held"], row["kept"]) == ("duo", True, 1)
+    assert sorted((m["name"], m["held"]) for m in row["members"]) == [("alice", True), ("bob", True)]
     assert "talk group resume duo" in bob.ok("status").out
     alice.ok("outbox")  # the receipts
     assert alice.ok("status", kept, "--json").json()["state"] == "held"
 
     by_agent = bob.run("group", "resume", "duo")
     assert by_agent.code == 1 and "only a person at a terminal" in by_agent.err
-    code, shown = on_a_terminal(bob, "group", "resume", "duo", typed=[])
-    assert code == 0 and "1 kept message released" in shown, shown
+    code, shown = on_a_terminal(bob, "group", "resume", "duo", "--member", "alice", typed=[])
+    assert code == 0 and "resumed alice in group duo: 1 kept message released" in shown, shown
+    code, shown = on_a_terminal(bob, "group", "resume", "duo", typed=[])  # the rest: bob's own agents
+    assert code == 0 and "resumed bob in group duo: 0 kept messages released" in shown, shown
+    code, shown = on_a_terminal(bob, "group", "resume", "duo", typed=[])  # once: nothing is held now
+    assert code == 0 and "nobody is held in group duo: 0 kept messages released" in shown, shown
     inbox = bob.home / "bob" / "spool" / "inbox.ndjson"
     assert [json.loads(line)["id"] for line in inbox.read_text().splitlines()].count(kept) == 1
     assert not bob.ok("status", "--json").json()["loop_guard"]["groups"][0]["held"]
-    bob.ok("send", "@duo", "pong 3")
-    assert group_texts(alice) == [("duo", "bob", "pong 1"), ("duo", "bob", "pong 3")]
+    bob.ok("send", "@duo", "pong 5")
+    assert group_texts(alice) == [("duo", "bob", f"pong {n}") for n in (1, 2, 3, 5)]
 
     # The cap is the identity's own setting, which only a person sets (the environment's wins).
     bob.extra_env.pop("TALK_GROUP_LOOP_CAP")
