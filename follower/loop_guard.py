@@ -96,8 +96,8 @@ class Way(StrEnum):
 
 class Decision(StrEnum):
     PASS = "pass"  # send it, or give it to the agent sessions
-    TRIPPED = "tripped"  # as PASS, and the group is held from now on: tell a person, this once
-    HELD = "held"  # the group is held: keep received mail aside, refuse an agent's send
+    TRIPPED = "tripped"  # as PASS, and its writer is held from now on: tell a person, this once
+    HELD = "held"  # its writer is held: keep its received mail aside, refuse our agent's send
 
     @property
     def passes(self) -> bool:

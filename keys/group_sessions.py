@@ -33,8 +33,8 @@ Every reader of the identity (receive, follower, MCP) holds `<group id>.lock` fr
 group's sessions to saving them. `encrypt` saves the advanced session before it returns the
 ciphertext, so no message index is used twice whatever is killed afterwards; a kill after
 the save loses only an index. `decrypt` changes the file only to add a session, or to move one
-to an earlier start with its own sender's export, both idempotent: a message taken again
-imports the same key.
+to an earlier start with its own sender's key or export, both idempotent: a message taken
+again imports the same key.
 """
 
 from __future__ import annotations
@@ -159,13 +159,15 @@ class GroupSessions:
     def decrypt(self, group_id: str, sender: str, session_id: str, body: str, key: str | None,
                 export: str | None = None) -> GroupText:
         """The words of `sender`'s group message in its session `session_id`, importing `key`
-        or `export` first when given (each must be that very session's key). A `key` is taken
-        only when none is held, so a later copy cannot move the session's first readable index;
-        an `export` (the key from a refused message on, sent again with it) also replaces the
-        held one when it starts earlier: within its own slot a sender can only widen what its
-        members read of what it sent them, never narrow it. Nothing is kept unless the message
-        opens and its words name `sender` as their writer (`GroupText.read`): only a session's
-        maker can write that in it, so a key another member passes on never fills a slot.
+        or `export` first when given (each must be that very session's key: a `key` comes with
+        the first copy a member gets, an `export` with a refused copy sent again). Either is held
+        when none is, or in place of the held one when it starts earlier, so a later copy cannot
+        move the session's first readable index, and a first copy the relay held back is still
+        read after a later one was sent again: within its own slot a sender can only widen what
+        its members read of what it sent them, never narrow it. Nothing is kept unless the
+        message opens and its words name `sender` as their writer (`GroupText.read`): only a
+        session's maker can write that in it, so a key another member passes on never fills a
+        slot.
 
         Raises:
             GroupRefused: a key for another session, no key for this session here (the reason
@@ -178,11 +180,9 @@ class GroupSessions:
             if owners - {sender}:
                 raise GroupRefused(f"a group message from {sender[:8]} names a session another member shared")
             slot = f"{sender}/{session_id}"
-            if key is not None and slot not in inbound:
-                inbound[slot] = self._imported(_from_key, key, session_id).pickle(self._key)
-                _keep_last(stored, sender, slot)
-            if export is not None:
-                self._import_export(stored, sender, slot, export, session_id)
+            for given, load in ((key, _from_key), (export, _from_export)):
+                if given is not None:
+                    self._hold_earliest(stored, sender, slot, self._imported(load, given, session_id))
             if slot not in inbound:
                 raise GroupRefused(f"{NO_GROUP_KEY}: session {session_id} of group {group_id}")
             session = self._opened(vodozemac.InboundGroupSession.from_pickle, inbound[slot])
@@ -196,10 +196,9 @@ class GroupSessions:
             inbound[slot] = session.pickle(self._key)
         return said
 
-    def _import_export(self, stored: dict[str, Any], sender: str, slot: str, export: str,
-                       session_id: str) -> None:
-        """Hold `export` in `slot` if it is empty, or if the held session starts later."""
-        imported = self._imported(_from_export, export, session_id)
+    def _hold_earliest(self, stored: dict[str, Any], sender: str, slot: str,
+                       imported: vodozemac.InboundGroupSession) -> None:
+        """Hold `imported` in `slot` if it is empty, or if the held session starts later."""
         held = stored["in"].get(slot)
         if held is not None:
             known = self._opened(vodozemac.InboundGroupSession.from_pickle, held).first_known_index

@@ -13,18 +13,21 @@ from typing import Any
 import pytest
 import vodozemac
 from mcp import Client, StdioServerParameters
+from nacl.public import PublicKey
 
 from follower import outbound
 from follower.account import Account
 from follower.client import RelayClient
 from follower.receipts import ReceiptBatch
 from keys import keystore
+from keys.envelope import channel_tag
 from keys.group_sessions import GROUP_SESSIONS_DIR, NO_GROUP_KEY, GroupSessions
 from keys.group_text import GroupText
 from keys.ratchet_account import RatchetAccount
 from tests.conftest import TALK, Agent, RelayProcess, befriend, make_agent
+from tests.e2e.relay_calls import ack, deposit, waiting
 from tests.e2e.terminal import on_a_terminal
-from tests.peer_forge import peek
+from tests.peer_forge import contact_of, identity_of, peek
 
 
 @pytest.fixture
@@ -233,43 +236,78 @@ def exported(agent: Agent, name: str, group_id: str, sender: Agent, sender_name:
     return export.to_base64()
 
 
-def test_a_member_who_passes_on_anothers_session_first_silences_nobody(
-        trio: tuple[Agent, Agent, Agent]) -> None:
+def pass_on_alices_first_copy(alice: Agent, bob: Agent, carol: Agent) -> list[str]:
     """bob, a member, takes alice's message and key from his own copy and sends them to carol as
-    his own (once with the key, once with an export of alice's session), and carol reads bob's
-    mail first (a won race, or a relay holding alice's copy back): carol refuses both, shows
-    none of it as bob's, and reads alice's first message and every later one as alice's."""
-    alice, bob, carol = trio
-    alice.ok("group", "create", "team", "--member", "bob", "--member", "carol")
-    assert received(bob) == [] and received(carol) == []
+    his own, once with the key and once with an export of alice's session: his message ids."""
     group_id = bob.ok("group", "list", "--json").json()["groups"][0]["id"]
-    alice.ok("send", "@team", "alice's first words")
     [copy] = [m for m in peek(bob.relay_url, bob.home, "bob", "alice") if "group" in m.extra]
     block = copy.extra["group"]
     assert "key" in block  # the first copy of a session carries its key
     assert group_texts(bob) == [("team", "alice", "alice's first words")]
     export = exported(bob, "bob", group_id, alice, "alice")
-
     record = keystore.load(bob.home / "bob")
     identity = keystore.unlock(record, None)
     account = Account(record, bob.relay_url, unlocked=identity)
     bare = {k: v for k, v in block.items() if k != "key"}
     with RelayClient(bob.relay_url) as client:
-        forged = [outbound.send(identity, client, account.contacts.get("carol"), "", outbox=account.outbox,
-                                group={**bare, **passed_on})
-                  for passed_on in ({"key": block["key"]}, {"export": export})]
+        return [outbound.send(identity, client, account.contacts.get("carol"), "", outbox=account.outbox,
+                              group={**bare, **passed_on}).id
+                for passed_on in ({"key": block["key"]}, {"export": export})]
 
-    first = carol.ok("receive", "--peer", "bob")  # bob's mail before alice's
+
+def refused_as_passed_on(carol: Agent, bob: Agent, forged: list[str]) -> None:
+    """carol took bob's passed-on copies first: both refused, none shown, no slot of his kept."""
+    first = carol.ok("receive", "--peer", "bob")
     assert first.lines() == []
     assert first.err.count("may not pass another's words on") == 2
     assert sessions_from(carol, "carol", bob, "bob") == 0
+    bob.ok("outbox")  # the receipts
+    for msg_id in forged:
+        assert bob.ok("status", msg_id, "--json").json()["state"] == "refused"
+
+
+def test_a_member_who_passes_on_anothers_session_first_silences_nobody(
+        trio: tuple[Agent, Agent, Agent]) -> None:
+    """carol reads bob's passed-on copies before alice's (a race bob won): she refuses them,
+    shows none of it as bob's, and reads alice's first message and every later one as alice's."""
+    alice, bob, carol = trio
+    alice.ok("group", "create", "team", "--member", "bob", "--member", "carol")
+    assert received(bob) == [] and received(carol) == []
+    alice.ok("send", "@team", "alice's first words")
+    refused_as_passed_on(carol, bob, pass_on_alices_first_copy(alice, bob, carol))
     assert group_texts(carol) == [("team", "alice", "alice's first words")]
     for text in ("alice goes on", "and on"):
         alice.ok("send", "@team", text)
     assert group_texts(carol) == [("team", "alice", "alice goes on"), ("team", "alice", "and on")]
-    bob.ok("outbox")  # the receipts
-    for inner in forged:
-        assert bob.ok("status", inner.id, "--json").json()["state"] == "refused"
+
+
+def test_a_member_passing_on_a_session_while_the_relay_holds_back_the_real_copy_silences_nobody(
+        relay: RelayProcess, trio: tuple[Agent, Agent, Agent]) -> None:
+    """The relay holds alice's first copy to carol back while bob's passed-on copies reach her:
+    carol refuses them, refuses alice's second copy for want of the key (alice sends it again
+    with the key), and still reads the first when the relay lets it through, as alice's."""
+    alice, bob, carol = trio
+    alice.ok("group", "create", "team", "--member", "bob", "--member", "carol")
+    assert received(bob) == [] and received(carol) == []
+    alice.ok("send", "@team", "alice's first words")
+    me = identity_of(carol.home, "carol")
+    from_alice = PublicKey(contact_of(carol.home, "carol", "alice").box_key)
+    tag = channel_tag(me.box_secret, from_alice, me.fingerprint)
+    [(held_back, blob)] = waiting(relay, me, [tag]).items()
+    assert ack(relay, me, [held_back]).status == 200
+
+    refused_as_passed_on(carol, bob, pass_on_alices_first_copy(alice, bob, carol))
+    second = alice.ok("send", "@team", "alice's second words", "--json").json()
+    taken = carol.ok("receive")
+    assert taken.lines() == [] and NO_GROUP_KEY in taken.err
+    alice.ok("outbox")  # the refusal: the copy goes again, with the key from that message on
+    assert group_texts(carol) == [("team", "alice", "alice's second words")]
+    deposit(relay, me.fingerprint, tag, blob)  # the relay lets the first copy through at last
+    assert group_texts(carol) == [("team", "alice", "alice's first words")]
+    alice.ok("send", "@team", "and on")
+    assert group_texts(carol) == [("team", "alice", "and on")]
+    copies = alice.ok("status", second["gm"], "--json").json()["members"]
+    assert sorted(c["state"] for c in copies if c["name"] == "carol") == ["refused", "stored"]
 
 
 def test_a_member_whose_agent_floods_the_group_holds_only_itself_and_a_resume_works_once(

@@ -250,3 +250,15 @@ def test_words_for_another_group_or_without_a_writer_are_refused_and_fill_no_slo
         bob.decrypt(GID, FP_A, older.session_id, older.body, older.key)
     assert not bob.has_inbound(GID, FP_A, elsewhere.session_id)
     assert not bob.has_inbound(GID, FP_A, older.session_id)
+
+
+def test_a_first_copy_held_back_by_the_relay_is_read_after_a_later_one_was_sent_again(
+        alice: GroupSessions, bob: GroupSessions) -> None:
+    first = alice.encrypt(GID, [FP_B], words("first"))  # its copy carries the key; the relay holds it
+    second = alice.encrypt(GID, [FP_B], words("second"))
+    with pytest.raises(GroupRefused, match=NO_GROUP_KEY):
+        bob.decrypt(GID, FP_A, second.session_id, second.body, None)
+    again = alice.key_at(GID, second.session_id, 1)  # the refused copy, sent again with the key
+    assert bob.decrypt(GID, FP_A, second.session_id, second.body, None, again).text == "second"
+    assert bob.decrypt(GID, FP_A, first.session_id, first.body, first.key).text == "first"
+    assert bob.decrypt(GID, FP_A, second.session_id, second.body, None).text == "second"
