@@ -196,8 +196,9 @@ class GroupMail:
 
     def resume(self, name: str, member: str | None = None) -> Resumed:
         """Lift the loop guard's hold on `member` of group `name` (None: on each held member; a
-        person's act): the members it lifted and the ids of their mail the guard kept aside, for
-        the caller to release into the spool. Nothing held: nothing lifted, nothing released.
+        person's act): the members it lifted and the ids of the mail the guard kept aside from
+        them (None: all it kept in the group, an older talk's whole-group hold too), for the
+        caller to release into the spool. Nothing held: nothing lifted, nothing released.
 
         Raises:
             NotFound: no such group, or `member` is no contact.
@@ -207,13 +208,15 @@ class GroupMail:
         from follower.loop_guard import LoopGuard, is_loop_hold
 
         group = self.book.get(name)
-        chosen = None if member is None else self._contacts([member])[0].fingerprint
-        if chosen is not None and chosen not in group.members:
-            raise UserError(f"{member} is not a member of {group.name}; `talk group list` shows them")
+        chosen = None
+        if member is not None:
+            chosen = self.me if member == self.account.name else self._contacts([member])[0].fingerprint
+            if chosen not in group.members:
+                raise UserError(f"{member} is not a member of {group.name}; `talk group list` shows them")
         lifted = LoopGuard(self.account.folder).resume(group.id, chosen)
         held = HeldBox(self.account.folder).all()
         kept = [i for i, h in held.items() if h["record"].get("group_id") == group.id
-                and h["record"].get("from") in lifted and is_loop_hold(str(h.get("reason", "")))]
+                and chosen in (None, h["record"].get("from")) and is_loop_hold(str(h.get("reason", "")))]
         return Resumed(group, lifted, sorted(kept, key=lambda i: float(held[i]["held_at"])))  # as they came
 
     def _announce(self, group: Group, to: list[str]) -> list[Copy]:

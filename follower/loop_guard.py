@@ -23,7 +23,8 @@ holds; a hold already made stays until a person lifts it, since its kept mail wa
 
 File: {"cap"?, "groups": {GROUP_ID: {"members": {FINGERPRINT: {"count", "held", "held_at",
 "kept"}}}}}; a member at count 0 and not held is left out. A group entry without "members" (the
-whole-group holds of an older talk) counts as no member held: its kept mail stays in `talk held`.
+whole-group holds of an older talk) counts as no member held; the next `talk group resume` of
+the group releases the mail such a hold kept aside.
 
 Crash reasoning: the follower, `talk send` and the MCP server note from separate processes, so
 each note reads, decides and replaces `group_guard.json` under the identity folder's lock, and
