@@ -42,7 +42,9 @@ class GroupText(NamedTuple):
         """
         try:
             data: Any = json.loads(plaintext)
-            said = cls(data["group"], data["from"], data["gm"], gate.check_text(data["text"]))
+            if not isinstance(data, dict):
+                raise TypeError("not a JSON object")
+            said = cls(data.get("group", ""), data.get("from", ""), data["gm"], gate.check_text(data["text"]))
         except (ValueError, KeyError, TypeError) as exc:
             raise GroupRefused(f"a group message from {sender[:8]} holds no valid text ({exc})") from exc
         if not all(map(is_hex32, (said.group, said.sender, said.gm))):

@@ -246,8 +246,12 @@ def test_words_for_another_group_or_without_a_writer_are_refused_and_fill_no_slo
         bob.decrypt(GID, FP_A, elsewhere.session_id, elsewhere.body, elsewhere.key)
     alice.rotate(GID)
     older = alice.encrypt(GID, [FP_B], json.dumps({"gm": GM, "text": "no writer"}).encode())
-    with pytest.raises(GroupRefused, match="holds no valid text"):
+    with pytest.raises(GroupRefused, match="names no group, writer or message id"):
         bob.decrypt(GID, FP_A, older.session_id, older.body, older.key)
+    alice.rotate(GID)
+    damaged = alice.encrypt(GID, [FP_B], b"[]")
+    with pytest.raises(GroupRefused, match="holds no valid text"):
+        bob.decrypt(GID, FP_A, damaged.session_id, damaged.body, damaged.key)
     assert not bob.has_inbound(GID, FP_A, elsewhere.session_id)
     assert not bob.has_inbound(GID, FP_A, older.session_id)
 
