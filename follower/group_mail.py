@@ -205,7 +205,7 @@ class GroupMail:
             UserError: `member` is not a member of the group.
         """
         from follower.held import HeldBox
-        from follower.loop_guard import LoopGuard, is_loop_hold
+        from follower.loop_guard import LoopGuard, kept_aside
 
         group = self.book.get(name)
         chosen = None
@@ -214,10 +214,7 @@ class GroupMail:
             if chosen not in group.members:
                 raise UserError(f"{member} is not a member of {group.name}; `talk group list` shows them")
         lifted = LoopGuard(self.account.folder).resume(group.id, chosen)
-        held = HeldBox(self.account.folder).all()
-        kept = [i for i, h in held.items() if h["record"].get("group_id") == group.id
-                and chosen in (None, h["record"].get("from")) and is_loop_hold(str(h.get("reason", "")))]
-        return Resumed(group, lifted, sorted(kept, key=lambda i: float(held[i]["held_at"])))  # as they came
+        return Resumed(group, lifted, kept_aside(HeldBox(self.account.folder).all(), group.id, chosen))
 
     def _announce(self, group: Group, to: list[str]) -> list[Copy]:
         return self._control(to, {"op": "update", "id": group.id, "name": group.name, "owner": group.owner,

@@ -65,6 +65,7 @@ __all__ = [
     "decide",
     "held_reason",
     "is_loop_hold",
+    "kept_aside",
     "lifted",
     "notice",
     "parse_cap",
@@ -292,6 +293,15 @@ LOOP_HOLD = "held by the recipient's loop guard"  # in every reason the guard ho
 def is_loop_hold(reason: str) -> bool:
     """Whether held mail waits for a resume (and not for the sender's policy or rate)."""
     return LOOP_HOLD in reason
+
+
+def kept_aside(held: Mapping[str, Mapping[str, Any]], group_id: str, member: str | None) -> list[str]:
+    """The ids, oldest first, of the held mail (`follower.held` entries) the guard kept aside in
+    the group from `member`, or from anyone (None: what a resume of the whole group releases,
+    an older talk's whole-group hold included); never mail held by a sender's policy or rate."""
+    ids = [i for i, h in held.items() if h["record"].get("group_id") == group_id
+           and member in (None, h["record"].get("from")) and is_loop_hold(str(h.get("reason", "")))]
+    return sorted(ids, key=lambda i: float(held[i]["held_at"]))
 
 
 def notice(group: str, who: str | None, count: int) -> str:

@@ -28,6 +28,7 @@ from follower.loop_guard import (
     decide,
     held_reason,
     is_loop_hold,
+    kept_aside,
     lifted,
     notice,
     parse_cap,
@@ -302,6 +303,22 @@ def test_the_held_reason_names_the_group_the_member_and_who_can_lift_it() -> Non
     assert reason == ("bob's messages in group #team are held by the recipient's loop guard until a person "
                       "there resumes them")
     assert is_loop_hold(reason) and not is_loop_hold("held by policy")
+
+
+def test_a_resume_releases_what_the_guard_kept_from_the_resumed_oldest_first_and_nothing_else() -> None:
+    def entry(sender: str, group: str, reason: str, at: float) -> dict[str, object]:
+        return {"record": {"from": sender, "group_id": group}, "reason": reason, "held_at": at}
+
+    held = {"i1": entry(A, "g", held_reason("team", "alice"), 3.0),
+            "i2": entry(A, "g", held_reason("team", "alice"), 1.0),
+            "i3": entry(B, "g", held_reason("team", "bob"), 2.0),
+            "i4": entry(B, "g", "held by the policy for bob", 0.5),  # waits for a person's `talk held`
+            "i5": entry(A, "other", held_reason("else", "alice"), 0.1),
+            "i6": entry(B, "g", "group #team is held by the recipient's loop guard until a person there "
+                        "resumes it", 0.2)}  # an older talk's whole-group hold
+    assert kept_aside(held, "g", A) == ["i2", "i1"]
+    assert kept_aside(held, "g", None) == ["i6", "i2", "i3", "i1"]
+    assert kept_aside(held, "g", ME) == []
 
 
 def test_status_rows_put_held_groups_first_and_render_one_line_per_held_member() -> None:
