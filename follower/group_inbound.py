@@ -7,7 +7,8 @@ authenticated contact and every field of the group block has its shape. What is 
 is refused for a reason the inbox quarantines the message with and tells its sender
 (`GroupRefused`): an update not from the group's owner or not newer, a leave from a non-member,
 a group message for a group unknown or not active here, from a sender not a member in this
-side's view, in a session another member shared, or in one this side holds no key for (the
+side's view, in a session another member shared, with words another member wrote (its key and
+message passed on: `keys.group_text`), or in a session this side holds no key for (the
 reason then starts with `keys.group_sessions.NO_GROUP_KEY`: the sender's next copy carries
 the key, and the refused one is sent again once, with the key from that message on).
 
@@ -19,14 +20,12 @@ its key imported already and decrypts the same.
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from durable.errors import GroupRefused
-from keys import gate
 from keys.contacts import Contact
 from keys.envelope import Inner
 from keys.group_book import GroupBook, GroupState, apply_leave, apply_update
@@ -76,17 +75,12 @@ def open_group_message(folder: Path, contact: Contact, inner: Inner,
     if contact.fingerprint not in group.members:
         raise GroupRefused(f"a group message for {group.name} from {contact.name}, who is not a member "
                            "of it here")
-    plaintext = sessions.decrypt(group.id, contact.fingerprint, block["session"], block["body"],
-                                 block.get("key"), block.get("export"))
-    try:
-        data = json.loads(plaintext)
-        text = gate.check_text(data["text"])
-        if data["gm"] != block["gm"]:
-            raise gate.Invalid("the group message names another gm inside than outside")
-    except (ValueError, KeyError, TypeError) as exc:
-        raise GroupRefused(f"a group message from {contact.name} holds no valid text ({exc})") from exc
+    said = sessions.decrypt(group.id, contact.fingerprint, block["session"], block["body"],
+                            block.get("key"), block.get("export"))
+    if said.gm != block["gm"]:
+        raise GroupRefused(f"a group message from {contact.name} names another gm inside than outside")
     fields = {"group": group.name, "group_id": group.id, "gm": block["gm"], "by": block["by"]}
-    return replace(inner, text=text), fields
+    return replace(inner, text=said.text), fields
 
 
 def lacking_key(folder: Path, sessions: GroupSessions, contact: Contact, reason: str) -> None:

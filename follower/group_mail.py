@@ -8,7 +8,8 @@ of kind "chat" with an empty text and a group block:
 
     {"group": {"id", "name", "gm", "session", "body", "key"? or "export"?, "by"}}
 
-`gm` names the group message (the same in every copy), `body` is the Megolm message, `key` the
+`gm` names the group message (the same in every copy), `body` is the Megolm message (whose words,
+`keys.group_text`, name the group, the gm and this identity as their writer), `key` the
 session key, only in the copies to members that lack it, and `by` says whether a person or an
 agent wrote it. `export` replaces `key` in a copy sent again, in a new message, to a member that
 refused one for want of the key (`follower.inbound`, `follower.group_inbound.block_to_resend`):
@@ -23,7 +24,6 @@ the change and the sending leaves members uninformed until the owner's next chan
 
 from __future__ import annotations
 
-import json
 import secrets
 from typing import TYPE_CHECKING, Any, NamedTuple
 
@@ -32,6 +32,7 @@ from durable.message_ids import resolve
 from follower import outbound
 from keys.group_book import Group, GroupBook, GroupState
 from keys.group_sessions import GroupSessions
+from keys.group_text import GroupText
 from keys.ratchet_account import RatchetAccount
 
 if TYPE_CHECKING:
@@ -41,7 +42,7 @@ if TYPE_CHECKING:
     from keys.contacts import Contact
     from keys.identity import Identity
 
-__all__ = ["Changed", "Copy", "GroupMail", "GroupSent", "group_status", "megolm_plaintext", "send_copy"]
+__all__ = ["Changed", "Copy", "GroupMail", "GroupSent", "Resumed", "group_status", "send_copy"]
 
 NOT_A_CONTACT = "not a contact"
 
@@ -63,11 +64,19 @@ class Changed(NamedTuple):
     told: list[Copy]
 
 
+class Resumed(NamedTuple):
+    """What a person's resume of a group lifted: the members (fingerprints) and their kept mail."""
+
+    group: Group
+    members: list[str]
+    released: list[str]
+
+
 class GroupSent(NamedTuple):
     gm: str
     group: str
     copies: list[Copy]
-    held: str | None = None  # this message brought the group to the loop guard's cap: the notice
+    held: str | None = None  # this message brought us to the loop guard's cap: the notice
 
     def report(self) -> dict[str, Any]:
         """What `talk send @NAME --json` prints."""
@@ -100,11 +109,6 @@ def group_status(outbox: Outbox, typed: str) -> dict[str, Any] | None:
             return None  # the prefix named one copy's own id: the caller shows that message
     gm = str(copies[0].extra["gm"])
     return {"gm": gm, "group": copies[0].extra.get("group"), "members": [e.public() for e in copies]}
-
-
-def megolm_plaintext(gm: str, text: str) -> bytes:
-    """What the Megolm message encrypts: the text, bound to its group message id."""
-    return json.dumps({"gm": gm, "text": text}, ensure_ascii=False, separators=(",", ":")).encode()
 
 
 class GroupMail:
@@ -190,16 +194,27 @@ class GroupMail:
         LoopGuard(self.account.folder).forget(group.id)
         return Changed(left, self._control(group.others(self.me), {"op": "leave", "id": group.id}))
 
-    def resume(self, name: str) -> tuple[Group, list[str]]:
-        """Lift the loop guard's hold on group `name` (a person's act): the group and the ids of
-        its mail held meanwhile, for the caller to release into the spool."""
+    def resume(self, name: str, member: str | None = None) -> Resumed:
+        """Lift the loop guard's hold on `member` of group `name` (None: on each held member; a
+        person's act): the members it lifted and the ids of the mail the guard kept aside from
+        them (None: all it kept in the group, an older talk's whole-group hold too), for the
+        caller to release into the spool. Nothing held: nothing lifted, nothing released.
+
+        Raises:
+            NotFound: no such group, or `member` is no contact.
+            UserError: `member` is not a member of the group.
+        """
         from follower.held import HeldBox
-        from follower.loop_guard import LoopGuard
+        from follower.loop_guard import LoopGuard, kept_aside
 
         group = self.book.get(name)
-        LoopGuard(self.account.folder).resume(group.id)
-        held = HeldBox(self.account.folder).all()
-        return group, [i for i, h in held.items() if h["record"].get("group_id") == group.id]
+        chosen = None
+        if member is not None:
+            chosen = self.me if member == self.account.name else self._contacts([member])[0].fingerprint
+            if chosen not in group.members:
+                raise UserError(f"{member} is not a member of {group.name}; `talk group list` shows them")
+        lifted = LoopGuard(self.account.folder).resume(group.id, chosen)
+        return Resumed(group, lifted, kept_aside(HeldBox(self.account.folder).all(), group.id, chosen))
 
     def _announce(self, group: Group, to: list[str]) -> list[Copy]:
         return self._control(to, {"op": "update", "id": group.id, "name": group.name, "owner": group.owner,
@@ -229,7 +244,7 @@ class GroupMail:
         self._spend(others)
         outbound.send_queued(self.account.client, self.account.outbox)  # what waits goes first
         gm = secrets.token_hex(16)
-        encrypted = self.sessions.encrypt(group.id, others, megolm_plaintext(gm, text))
+        encrypted = self.sessions.encrypt(group.id, others, GroupText(group.id, self.me, gm, text).encode())
         block = {"id": group.id, "name": group.name, "gm": gm, "session": encrypted.session_id,
                  "body": encrypted.body, "by": by}
         copies = []
@@ -244,19 +259,20 @@ class GroupMail:
 
     def _loop_check(self, group: Group, by: str) -> str | None:
         """Note this message with the loop guard, before anything is encrypted or sent; the
-        notice to show if it brought the group to the cap (it still goes).
+        notice to show if it brought this identity to the cap (it still goes).
 
         Raises:
-            UserError: the group is held and an agent wrote this (a person's send lifts the hold).
+            UserError: this identity is held in the group and an agent wrote this (a person's
+                send lifts the hold).
         """
         from follower.loop_guard import Author, Decision, LoopGuard, Way, notice
 
         guard = LoopGuard(self.account.folder)
-        decision = guard.note(group.id, Author(by), Way.SENT)
-        count = guard.states()[group.id].count
+        decision = guard.note(group.id, self.me, Author(by), Way.SENT)
+        count = guard.state(group.id, self.me).count
         if decision is Decision.HELD:
-            raise UserError(f"not sent: {notice(group.name, count)}")
-        return notice(group.name, count) if decision is Decision.TRIPPED else None
+            raise UserError(f"not sent: {notice(group.name, None, count)}")
+        return notice(group.name, None, count) if decision is Decision.TRIPPED else None
 
     def _spend(self, members: list[str]) -> None:
         """Count this message against each member's send rate, as `talk send` does per contact,

@@ -412,7 +412,7 @@ class Inbox:
             report.notes.append(f"refused a message from {contact.name}: {verdict.reason}")
             return Outcome.DECLINED
         if group:
-            verdict = self.loop_check(group, verdict, report)
+            verdict = self.loop_check(group, contact, verdict, report)
         block = task_block(inner)
         # The ledger hears of a task, result or question before it is held or handed on: a crash
         # in between shows the message again, and the task then reads as a retry (one retry too
@@ -432,19 +432,21 @@ class Inbox:
             self.receipts.add(contact, inner.id, self.handed_state)
         return Outcome.DELIVERED
 
-    def loop_check(self, group: dict[str, Any], verdict: admission.Verdict,
+    def loop_check(self, group: dict[str, Any], contact: Contact, verdict: admission.Verdict,
                    report: Report) -> admission.Verdict:
-        """The loop guard's word on a group message about to be handed on: held while its group
-        is held here; the note that makes the hold tells a person (`follower.loop_guard`)."""
+        """The loop guard's word on `contact`'s group message about to be handed on: held while
+        that member is held in the group here (the others' mail flows on); the note that makes
+        the hold tells a person (`follower.loop_guard`)."""
         from follower import loop_guard
 
         guard = loop_guard.LoopGuard(self.folder)
         by = loop_guard.claimed_author(group["by"])
-        decision = guard.note(group["group_id"], by, loop_guard.Way.RECEIVED)
+        decision = guard.note(group["group_id"], contact.fingerprint, by, loop_guard.Way.RECEIVED)
         if decision is loop_guard.Decision.TRIPPED:
-            report.notes.append(loop_guard.notice(group["group"], guard.states()[group["group_id"]].count))
+            count = guard.state(group["group_id"], contact.fingerprint).count
+            report.notes.append(loop_guard.notice(group["group"], contact.name, count))
         if decision is loop_guard.Decision.HELD and verdict.action is not Policy.HOLD:
-            return admission.Verdict(Policy.HOLD, loop_guard.held_reason(group["group"]))
+            return admission.Verdict(Policy.HOLD, loop_guard.held_reason(group["group"], contact.name))
         return verdict
 
     def take_control(self, contact: Contact, inner: Inner, rule: Rule, report: Report, now: float) -> Outcome:

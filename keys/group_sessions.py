@@ -16,7 +16,9 @@ outbound session, which only ratchets forward, would start later. The cost: whoe
 this identity's state reads what it sent in those sessions, as a member's stolen state reads
 what it was sent. "in" holds the inbound sessions other members shared, each bound to the
 sender that shared it: a session id is only ever looked up under the sender of the message
-naming it, so no member can speak in another's session. Every pickle is sealed under the Olm
+naming it, and taken only with a message whose words name that sender as their writer
+(`keys.group_text`), which only the session's maker can write: no member can speak in
+another's session, nor hold another's session as its own. Every pickle is sealed under the Olm
 account's pickle key, as the Olm sessions are (`keys.ratchet_sessions`). "in_order" lists them
 as they came; only the last `IN_KEPT` of each sender are kept, so the file, rewritten on every
 group message, does not grow with the group's history: a message that arrives after its sender
@@ -31,8 +33,8 @@ Every reader of the identity (receive, follower, MCP) holds `<group id>.lock` fr
 group's sessions to saving them. `encrypt` saves the advanced session before it returns the
 ciphertext, so no message index is used twice whatever is killed afterwards; a kill after
 the save loses only an index. `decrypt` changes the file only to add a session, or to move one
-to an earlier start with its own sender's export, both idempotent: a message taken again
-imports the same key.
+to an earlier start with its own sender's key or export, both idempotent: a message taken
+again imports the same key.
 """
 
 from __future__ import annotations
@@ -48,6 +50,7 @@ from durable.errors import GroupRefused, UserError
 from durable.files import ensure_private_dir, read_json, write_json
 from durable.locks import locked
 from keys.encoding import b64d, b64e, is_hex32
+from keys.group_text import GroupText
 from keys.ratchet_account import RatchetAccount
 
 __all__ = [
@@ -154,18 +157,22 @@ class GroupSessions:
             return f"{sender}/{session_id}" in stored["in"]
 
     def decrypt(self, group_id: str, sender: str, session_id: str, body: str, key: str | None,
-                export: str | None = None) -> bytes:
-        """The plaintext of `sender`'s group message in its session `session_id`, importing
-        `key` or `export` first when given (each must be that very session's key). A `key` is
-        taken only when none is held, so a later copy cannot move the session's first readable
-        index; an `export` (the key from a refused message on, sent again with it) also replaces
-        the held one when it starts earlier: within its own slot a sender can only widen what
-        its members read of what it sent them, never narrow it.
+                export: str | None = None) -> GroupText:
+        """The words of `sender`'s group message in its session `session_id`, importing `key`
+        or `export` first when given (each must be that very session's key: a `key` comes with
+        the first copy a member gets, an `export` with a refused copy sent again). Either is held
+        when none is, or in place of the held one when it starts earlier, so a later copy cannot
+        move the session's first readable index, and a first copy the relay held back is still
+        read after a later one was sent again: within its own slot a sender can only widen what
+        its members read of what it sent them, never narrow it. Nothing is kept unless the
+        message opens and its words name `sender` as their writer (`GroupText.read`): only a
+        session's maker can write that in it, so a key another member passes on never fills a
+        slot.
 
         Raises:
             GroupRefused: a key for another session, no key for this session here (the reason
-                starts with NO_GROUP_KEY), a session id another sender shared, or a message that
-                does not decrypt.
+                starts with NO_GROUP_KEY), a session id another sender shared, a message that
+                does not decrypt, or words another member wrote.
         """
         with self._changing(group_id) as stored:
             inbound = stored["in"]
@@ -173,11 +180,9 @@ class GroupSessions:
             if owners - {sender}:
                 raise GroupRefused(f"a group message from {sender[:8]} names a session another member shared")
             slot = f"{sender}/{session_id}"
-            if key is not None and slot not in inbound:
-                inbound[slot] = self._imported(_from_key, key, session_id).pickle(self._key)
-                _keep_last(stored, sender, slot)
-            if export is not None:
-                self._import_export(stored, sender, slot, export, session_id)
+            for given, load in ((key, _from_key), (export, _from_export)):
+                if given is not None:
+                    self._hold_earliest(stored, sender, slot, self._imported(load, given, session_id))
             if slot not in inbound:
                 raise GroupRefused(f"{NO_GROUP_KEY}: session {session_id} of group {group_id}")
             session = self._opened(vodozemac.InboundGroupSession.from_pickle, inbound[slot])
@@ -187,13 +192,13 @@ class GroupSessions:
             except (ValueError, TypeError) as exc:
                 raise GroupRefused(f"a group message from {sender[:8]} does not decrypt in its session "
                                    f"({exc}): altered, or sent before the key this side holds") from exc
+            said = GroupText.read(plaintext, group_id, sender)  # before the block saves a key
             inbound[slot] = session.pickle(self._key)
-        return plaintext
+        return said
 
-    def _import_export(self, stored: dict[str, Any], sender: str, slot: str, export: str,
-                       session_id: str) -> None:
-        """Hold `export` in `slot` if it is empty, or if the held session starts later."""
-        imported = self._imported(_from_export, export, session_id)
+    def _hold_earliest(self, stored: dict[str, Any], sender: str, slot: str,
+                       imported: vodozemac.InboundGroupSession) -> None:
+        """Hold `imported` in `slot` if it is empty, or if the held session starts later."""
         held = stored["in"].get(slot)
         if held is not None:
             known = self._opened(vodozemac.InboundGroupSession.from_pickle, held).first_known_index

@@ -180,14 +180,18 @@ def gather_status(folder: Path) -> dict[str, Any]:
 
 
 def guard_report(folder: Path) -> dict[str, Any]:
-    """The loop guard's cap and, per group it counts, how many agent messages in a row and
-    whether it holds the group (`follower.loop_guard`)."""
+    """The loop guard's cap and, per group it counts, each member's agent messages in a row and
+    whether it holds that member (`follower.loop_guard`)."""
     from follower.loop_guard import LoopGuard, status_rows
+    from keys import keystore
+    from keys.contacts import ContactBook
     from keys.group_book import GroupBook
 
     guard = LoopGuard(folder)
     names = {gid: g.name for gid, g in GroupBook(folder).all().items()}
-    return {"cap": guard.cap(), "groups": status_rows(guard.states(), names)}
+    me = keystore.load(folder)
+    who = {**{c.fingerprint: c.name for c in ContactBook(folder).all()}, me.fingerprint: me.name}
+    return {"cap": guard.cap(), "groups": status_rows(guard.states(), names, who, me.fingerprint)}
 
 
 def secrecy_rows(folder: Path) -> list[dict[str, Any]]:

@@ -27,16 +27,17 @@ def _account(user: str | None, relay: str | None, passphrase_file: str | None) -
     return open_account(user, relay, passphrase_file)
 
 
-def _row(account: Account, group: Group) -> dict[str, Any]:
-    def name(fp: str) -> str:
-        if fp == account.record.fingerprint:
-            return account.name
-        contact = account.contacts.by_fingerprint(fp)
-        return contact.name if contact is not None else fp[:8]
+def _name(account: Account, fp: str) -> str:
+    if fp == account.record.fingerprint:
+        return account.name
+    contact = account.contacts.by_fingerprint(fp)
+    return contact.name if contact is not None else fp[:8]
 
-    return {"name": group.name, "id": group.id, "owner": name(group.owner), "state": group.state.value,
-            "version": group.version,
-            "members": [{"name": name(m), "fingerprint": m} for m in group.members]}
+
+def _row(account: Account, group: Group) -> dict[str, Any]:
+    return {"name": group.name, "id": group.id, "owner": _name(account, group.owner),
+            "state": group.state.value, "version": group.version,
+            "members": [{"name": _name(account, m), "fingerprint": m} for m in group.members]}
 
 
 def _show(account: Account, changed: Changed, verb: str, as_json: bool) -> None:
@@ -91,24 +92,33 @@ def leave(name: Name, user: User = None, relay: Relay = None, passphrase_file: P
 
 
 @group_app.command("resume")
-def resume(name: Name, user: User = None, relay: Relay = None, passphrase_file: PassFile = None,
-           as_json: Json = False) -> None:
-    """Lift the loop guard's hold on a group, and release the mail it kept aside into the spool.
-    Only a person at a terminal can: the hold is there because agents kept answering each other."""
+def resume(
+    name: Name,
+    member: Annotated[str | None, typer.Option(
+        "--member", "-m", metavar="NAME", help="Resume only this member (default: each held one).")] = None,
+    user: User = None, relay: Relay = None, passphrase_file: PassFile = None, as_json: Json = False,
+) -> None:
+    """Lift the loop guard's hold on a group's held members (or one), and release the mail it
+    kept aside from them into the spool. Only a person at a terminal can: a member is held
+    because its agent kept writing with no person in between."""
     _person_only(f"resumes a held group; run `talk group resume {name}`")
     account = _account(user, relay, passphrase_file)
-    group, held = account.groups.resume(name)
+    resumed = account.groups.resume(name, member)
+    held = resumed.released
     failed = account.release(held) if held else 0
     later = "; the senders will learn it on their resend" if failed else ""
-    result({"name": group.name, "id": group.id, "released": held},
-           f"resumed group {group.name}: {len(held)} kept message{'s' if len(held) != 1 else ''} released "
+    who = sorted(_name(account, fp) for fp in resumed.members)
+    lifted = f"resumed {', '.join(who)} in group {resumed.group.name}" if who else \
+        f"nobody is held in group {resumed.group.name}"
+    result({"name": resumed.group.name, "id": resumed.group.id, "resumed": who, "released": held},
+           f"{lifted}: {len(held)} kept message{'s' if len(held) != 1 else ''} released "
            f"into the spool{later}", as_json)
 
 
 @group_app.command("cap")
 def cap(
     value: Annotated[str | None, typer.Argument(
-        metavar="N|off", help="Agent messages in a row before a group is held (1-10000), or off.")] = None,
+        metavar="N|off", help="Agent messages in a row before a member is held (1-10000), or off.")] = None,
     user: User = None, as_json: Json = False,
 ) -> None:
     """Show or set the loop guard's cap for this identity; only a person at a terminal sets it."""
@@ -120,7 +130,7 @@ def cap(
         _person_only(f"sets the loop cap; run `talk group cap {value}`")
         guard.set_cap(parsed)
     now = guard.cap()
-    shown = "off" if now is None else f"a group is held after {now} agent messages in a row"
+    shown = "off" if now is None else f"a member is held after {now} agent messages in a row from it"
     result({"cap": now}, f"loop guard: {shown}", as_json)
 
 

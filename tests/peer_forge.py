@@ -18,8 +18,12 @@ from follower.client import RelayClient
 from keys import keystore
 from keys.contacts import Contact, ContactBook
 from keys.encoding import utc_now_iso
-from keys.envelope import channel_tag, pad
+from keys.envelope import Inner, channel_tag, open_blob, pad
 from keys.identity import Identity, KeyBundle
+from keys.ratchet_account import RatchetAccount
+from keys.ratchet_card import verify_card
+from keys.ratchet_envelope import is_ratchet, olm_part, unwrap
+from keys.ratchet_sessions import SessionStore
 
 
 def identity_of(home: Path, name: str) -> Identity:
@@ -59,6 +63,31 @@ def deposit_blob(relay_url: str, sender: Identity, to: Contact, blob: bytes) -> 
     tag = channel_tag(sender.box_secret, PublicKey(to.box_key), to.fingerprint)
     with RelayClient(relay_url) as client:
         return client.deposit(to.fingerprint, tag, blob)
+
+
+def peek(relay_url: str, home: Path, name: str, sender_name: str) -> list[Inner]:
+    """The mail `sender_name` left for `name`, opened with `name`'s own keys (its Olm sessions
+    too) as a hostile member's own client would, and left on the relay unacked, its sessions
+    unsaved: the real `talk receive` still takes it afterwards."""
+    me, sender = identity_of(home, name), contact_of(home, name, sender_name)
+    book = ContactBook(home / name)
+    tag = channel_tag(me.box_secret, PublicKey(sender.box_key), me.fingerprint)
+    with RelayClient(relay_url) as client:
+        fetched, _ = client.fetch(me, [tag])
+    opened = []
+    with SessionStore(RatchetAccount(home / name, me)).page() as page:  # never committed
+        for item in fetched:
+            _, outer = open_blob(item.blob, me.box_secret, me.fingerprint, book.with_box_key,
+                                 lambda c: c.fingerprint)
+            if not is_ratchet(outer):
+                opened.append(outer)
+                continue
+            part = olm_part(outer)
+            curve = b"" if part.card is None else verify_card(part.card, sender.fingerprint,
+                                                              sender.sign_key).curve25519
+            inside = page.open(sender.fingerprint, curve, outer.id, part.message, part.card)
+            opened.append(unwrap(outer, inside.plaintext))
+    return opened
 
 
 # What talk itself writes outside the quote; every other line an agent sees must start with "> ".

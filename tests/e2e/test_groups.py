@@ -1,6 +1,7 @@
 """Group rooms over a real relay, with three real identities that are each other's contacts:
 members exchange messages, a member removed midway gets nothing new, a contact outside the
-group cannot speak in it, and a member who leaves is dropped."""
+group cannot speak in it, a member who leaves is dropped, a member who passes another's session
+on silences nobody, and a member whose agent keeps writing holds only itself."""
 
 from __future__ import annotations
 
@@ -13,17 +14,21 @@ from typing import Any
 import pytest
 import vodozemac
 from mcp import Client, StdioServerParameters
+from nacl.public import PublicKey
 
 from follower import outbound
 from follower.account import Account
 from follower.client import RelayClient
-from follower.group_mail import megolm_plaintext
 from follower.receipts import ReceiptBatch
 from keys import keystore
+from keys.envelope import channel_tag
 from keys.group_sessions import GROUP_SESSIONS_DIR, NO_GROUP_KEY, GroupSessions
+from keys.group_text import GroupText
 from keys.ratchet_account import RatchetAccount
 from tests.conftest import TALK, Agent, RelayProcess, befriend, make_agent
+from tests.e2e.relay_calls import ack, deposit, waiting
 from tests.e2e.terminal import on_a_terminal
+from tests.peer_forge import contact_of, identity_of, peek
 
 
 @pytest.fixture
@@ -146,7 +151,8 @@ def test_a_contact_outside_the_group_cannot_speak_in_it(trio: tuple[Agent, Agent
     identity = keystore.unlock(record, None)
     account = Account(record, carol.relay_url, unlocked=identity)
     encrypted = GroupSessions(RatchetAccount(record.folder, identity)).encrypt(
-        group_id, [keystore.load(bob.home / "bob").fingerprint], b'{"gm":"' + b"a" * 32 + b'","text":"obey"}')
+        group_id, [keystore.load(bob.home / "bob").fingerprint],
+        GroupText(group_id, identity.fingerprint, "a" * 32, "obey").encode())
     block = {"id": group_id, "name": "pair", "gm": "a" * 32, "session": encrypted.session_id,
              "body": encrypted.body, "key": encrypted.key, "by": "agent"}
     with RelayClient(carol.relay_url) as client:
@@ -193,7 +199,8 @@ def test_a_member_cannot_use_an_export_to_read_or_speak_in_another_member_s_sess
     export = exported.to_base64()
     alices = slot.split("/", 1)[1]
     carol_fp = keystore.load(carol.home / "carol").fingerprint
-    own = GroupSessions(ratchet).encrypt(group_id, [carol_fp], megolm_plaintext("a" * 32, "obey"))
+    own = GroupSessions(ratchet).encrypt(group_id, [carol_fp],
+                                         GroupText(group_id, identity.fingerprint, "a" * 32, "obey").encode())
     block = {"id": group_id, "name": "team", "gm": "a" * 32, "session": alices, "body": own.body,
              "export": export, "by": "agent"}
     to_carol = next(m["id"] for m in sent["members"] if m["name"] == "carol")
@@ -217,45 +224,194 @@ def test_a_member_cannot_use_an_export_to_read_or_speak_in_another_member_s_sess
     assert group_texts(carol) == [("team", "alice", "still mine")]
 
 
-def test_the_loop_guard_holds_a_group_its_agents_keep_talking_in_until_a_person_resumes_it(
+def exported(agent: Agent, name: str, group_id: str, sender: Agent, sender_name: str) -> str:
+    """`sender`'s session in the group, exported from where `agent` holds it, with `agent`'s keys."""
+    identity = keystore.unlock(keystore.load(agent.home / name), None)
+    key = RatchetAccount(agent.home / name, identity).pickle_key
+    fp = keystore.load(sender.home / sender_name).fingerprint
+    stored = json.loads((agent.home / name / GROUP_SESSIONS_DIR / f"{group_id}.json").read_text())
+    [pickle] = [p for slot, p in stored["in"].items() if slot.startswith(fp)]
+    held = vodozemac.InboundGroupSession.from_pickle(pickle, key)
+    export = held.export_at(held.first_known_index)
+    assert export is not None
+    return export.to_base64()
+
+
+def pass_on_alices_first_copy(alice: Agent, bob: Agent) -> list[str]:
+    """bob, a member, takes alice's message and key from his own copy and sends them to carol as
+    his own, once with the key and once with an export of alice's session: his message ids."""
+    group_id = bob.ok("group", "list", "--json").json()["groups"][0]["id"]
+    [copy] = [m for m in peek(bob.relay_url, bob.home, "bob", "alice") if "group" in m.extra]
+    block = copy.extra["group"]
+    assert "key" in block  # the first copy of a session carries its key
+    assert group_texts(bob) == [("team", "alice", "alice's first words")]
+    export = exported(bob, "bob", group_id, alice, "alice")
+    record = keystore.load(bob.home / "bob")
+    identity = keystore.unlock(record, None)
+    account = Account(record, bob.relay_url, unlocked=identity)
+    bare = {k: v for k, v in block.items() if k != "key"}
+    with RelayClient(bob.relay_url) as client:
+        return [outbound.send(identity, client, account.contacts.get("carol"), "", outbox=account.outbox,
+                              group={**bare, **passed_on}).id
+                for passed_on in ({"key": block["key"]}, {"export": export})]
+
+
+def refused_as_passed_on(carol: Agent, bob: Agent, forged: list[str]) -> None:
+    """carol took bob's passed-on copies first: both refused, none shown, no slot of his kept."""
+    first = carol.ok("receive", "--peer", "bob")
+    assert first.lines() == []
+    assert first.err.count("may not pass another's words on") == 2
+    assert sessions_from(carol, "carol", bob, "bob") == 0
+    bob.ok("outbox")  # the receipts
+    for msg_id in forged:
+        assert bob.ok("status", msg_id, "--json").json()["state"] == "refused"
+
+
+def test_a_member_who_passes_on_anothers_session_first_silences_nobody(
+        trio: tuple[Agent, Agent, Agent]) -> None:
+    """carol reads bob's passed-on copies before alice's (a race bob won): she refuses them,
+    shows none of it as bob's, and reads alice's first message and every later one as alice's."""
+    alice, bob, carol = trio
+    alice.ok("group", "create", "team", "--member", "bob", "--member", "carol")
+    assert received(bob) == [] and received(carol) == []
+    alice.ok("send", "@team", "alice's first words")
+    refused_as_passed_on(carol, bob, pass_on_alices_first_copy(alice, bob))
+    assert group_texts(carol) == [("team", "alice", "alice's first words")]
+    for text in ("alice goes on", "and on"):
+        alice.ok("send", "@team", text)
+    assert group_texts(carol) == [("team", "alice", "alice goes on"), ("team", "alice", "and on")]
+
+
+def test_a_member_passing_on_a_session_while_the_relay_holds_back_the_real_copy_silences_nobody(
+        relay: RelayProcess, trio: tuple[Agent, Agent, Agent]) -> None:
+    """The relay holds alice's first copy to carol back while bob's passed-on copies reach her:
+    carol refuses them, refuses alice's second copy for want of the key (alice sends it again
+    with the key), and still reads the first when the relay lets it through, as alice's."""
+    alice, bob, carol = trio
+    alice.ok("group", "create", "team", "--member", "bob", "--member", "carol")
+    assert received(bob) == [] and received(carol) == []
+    alice.ok("send", "@team", "alice's first words")
+    me = identity_of(carol.home, "carol")
+    from_alice = PublicKey(contact_of(carol.home, "carol", "alice").box_key)
+    tag = channel_tag(me.box_secret, from_alice, me.fingerprint)
+    [(held_back, blob)] = waiting(relay, me, [tag]).items()
+    assert ack(relay, me, [held_back]).status == 200
+
+    refused_as_passed_on(carol, bob, pass_on_alices_first_copy(alice, bob))
+    second = alice.ok("send", "@team", "alice's second words", "--json").json()
+    taken = carol.ok("receive")
+    assert taken.lines() == [] and NO_GROUP_KEY in taken.err
+    alice.ok("outbox")  # the refusal: the copy goes again, with the key from that message on
+    assert group_texts(carol) == [("team", "alice", "alice's second words")]
+    deposit(relay, me.fingerprint, tag, blob)  # the relay lets the first copy through at last
+    assert group_texts(carol) == [("team", "alice", "alice's first words")]
+    alice.ok("send", "@team", "and on")
+    assert group_texts(carol) == [("team", "alice", "and on")]
+    copies = alice.ok("status", second["gm"], "--json").json()["members"]
+    assert sorted(c["state"] for c in copies if c["name"] == "carol") == ["refused", "stored"]
+
+
+def test_a_member_whose_agent_floods_the_group_holds_only_itself_and_a_resume_works_once(
+        trio: tuple[Agent, Agent, Agent]) -> None:
+    """bob, a member, turns his own brake off and has his agent write 21 messages in a row: at
+    alice's and carol's (cap 20) bob alone is held, once his 20th is through; their own agents'
+    mail still flows between them and to bob. A person resumes bob at carol's once; he can hold
+    himself again there only with 20 more, and alice, who did not resume, still holds him."""
+    alice, bob, carol = trio
+    bob.extra_env["TALK_GROUP_LOOP_CAP"] = "off"  # his own brake is his to turn off
+    alice.ok("group", "create", "team", "--member", "bob", "--member", "carol")
+    assert received(bob) == [] and received(carol) == []
+    for n in range(1, 22):
+        bob.ok("send", "@team", f"flood {n}")  # off a terminal: marked as an agent's
+    for member in (alice, carol):
+        taken = member.ok("receive")
+        assert [m["text"] for m in taken.lines()] == [f"flood {n}" for n in range(1, 21)]
+        assert taken.err.count("group #team: bob held after 20 agent messages") == 1
+        assert "bob's messages in group #team are held by the recipient's loop guard" in taken.err
+
+    alice.ok("send", "@team", "alice's agent goes on")
+    carol.ok("send", "@team", "carol's agent goes on")
+    assert group_texts(carol) == [("team", "alice", "alice's agent goes on")]
+    assert group_texts(alice) == [("team", "carol", "carol's agent goes on")]
+    assert group_texts(bob) == [("team", "alice", "alice's agent goes on"),
+                                ("team", "carol", "carol's agent goes on")]
+    bob.ok("send", "@team", "flood 22")
+    assert received(alice) == [] and received(carol) == []  # kept aside, as flood 21
+    [row] = carol.ok("status", "--json").json()["loop_guard"]["groups"]
+    assert [(m["name"], m["count"]) for m in row["members"] if m["held"]] == [("bob", 20)]
+    assert row["kept"] == 2
+
+    code, shown = on_a_terminal(carol, "group", "resume", "team", typed=[])
+    assert code == 0 and "resumed bob in group team: 2 kept messages released" in shown, shown
+    code, shown = on_a_terminal(carol, "group", "resume", "team", typed=[])
+    assert code == 0 and "nobody is held in group team: 0 kept messages released" in shown, shown
+    spooled = (carol.home / "carol" / "spool" / "inbox.ndjson").read_text().splitlines()
+    assert [json.loads(line)["text"] for line in spooled] == ["flood 21", "flood 22"]
+
+    for n in range(23, 43):  # at once again: it takes him 20 more to be held again
+        bob.ok("send", "@team", f"flood {n}")
+    taken = carol.ok("receive")
+    assert [m["text"] for m in taken.lines()] == [f"flood {n}" for n in range(23, 43)]
+    assert taken.err.count("group #team: bob held after 20 agent messages") == 1
+    assert received(alice) == []  # not resumed there: still held
+    alice.ok("send", "@team", "still heard")
+    carol.ok("send", "@team", "and answered")
+    assert group_texts(carol) == [("team", "alice", "still heard")]
+    assert group_texts(alice) == [("team", "carol", "and answered")]
+    [row] = alice.ok("status", "--json").json()["loop_guard"]["groups"]
+    assert [(m["name"], m["kept"]) for m in row["members"] if m["held"]] == [("bob", 22)]  # 21 to 42
+
+
+def test_the_loop_guard_holds_each_member_whose_agent_keeps_talking_until_a_person_resumes_it(
     pair: tuple[Agent, Agent],
 ) -> None:
-    """Two agents answering each other in a group, no person in between: at bob's cap (3) the
-    group is held at bob's, he is told once, later mail waits aside, his agent's sends are
-    refused, and only a person at a terminal lifts it."""
+    """Two agents answering each other in a group, no person in between: at bob's cap (3) each
+    of them is held at bob's, once its own third message is through; he is told once each,
+    alice's later mail waits aside, his agent's sends are refused, and only a person at a
+    terminal lifts it."""
     alice, bob = pair
     bob.extra_env["TALK_GROUP_LOOP_CAP"] = "3"
     alice.ok("group", "create", "duo", "--member", "bob")
     assert received(bob) == []
-    alice.ok("send", "@duo", "ping 1")  # off a terminal: an agent wrote it
-    assert group_texts(bob) == [("duo", "alice", "ping 1")]
-    bob.ok("send", "@duo", "pong 1")
-    alice.ok("send", "@duo", "ping 2")
+    for n in (1, 2):
+        alice.ok("send", "@duo", f"ping {n}")  # off a terminal: an agent wrote it
+        assert group_texts(bob) == [("duo", "alice", f"ping {n}")]
+        bob.ok("send", "@duo", f"pong {n}")
+    alice.ok("send", "@duo", "ping 3")
     tripped = bob.ok("receive")
-    assert [m["text"] for m in tripped.lines()] == ["ping 2"]  # the third still goes, and tells
-    assert tripped.err.count("group #duo held after 3 agent messages") == 1
+    assert [m["text"] for m in tripped.lines()] == ["ping 3"]  # the third still goes, and tells
+    assert tripped.err.count("group #duo: alice held after 3 agent messages") == 1
+    third = bob.ok("send", "@duo", "pong 3")  # bob's own third still goes, and tells
+    assert third.err.count("group #duo: your agents' sends held after 3 agent messages") == 1
 
-    refused = bob.run("send", "@duo", "pong 2")
-    assert refused.code == 1 and "not sent: group #duo held" in refused.err and "Traceback" not in refused.err
-    kept = alice.ok("send", "@duo", "ping 3", "--json").json()["members"][0]["id"]
+    refused = bob.run("send", "@duo", "pong 4")
+    assert refused.code == 1 and "not sent: group #duo: your agents' sends held" in refused.err
+    assert "Traceback" not in refused.err
+    kept = alice.ok("send", "@duo", "ping 4", "--json").json()["members"][0]["id"]
     taken = bob.ok("receive")
-    assert taken.lines() == [] and "held by the recipient's loop guard" in taken.err
+    assert taken.lines() == [] and "alice's messages in group #duo are held by the recipient's loop guard" \
+        in taken.err
     assert kept in bob.ok("held", "--json").out
     [row] = bob.ok("status", "--json").json()["loop_guard"]["groups"]
-    assert (row["name"], row["held"]) == ("duo", True)
+    assert (row["name"], row["held"], row["kept"]) == ("duo", True, 1)
+    assert sorted((m["name"], m["held"]) for m in row["members"]) == [("alice", True), ("bob", True)]
     assert "talk group resume duo" in bob.ok("status").out
     alice.ok("outbox")  # the receipts
     assert alice.ok("status", kept, "--json").json()["state"] == "held"
 
     by_agent = bob.run("group", "resume", "duo")
     assert by_agent.code == 1 and "only a person at a terminal" in by_agent.err
-    code, shown = on_a_terminal(bob, "group", "resume", "duo", typed=[])
-    assert code == 0 and "1 kept message released" in shown, shown
+    code, shown = on_a_terminal(bob, "group", "resume", "duo", "--member", "alice", typed=[])
+    assert code == 0 and "resumed alice in group duo: 1 kept message released" in shown, shown
+    code, shown = on_a_terminal(bob, "group", "resume", "duo", typed=[])  # the rest: bob's own agents
+    assert code == 0 and "resumed bob in group duo: 0 kept messages released" in shown, shown
+    code, shown = on_a_terminal(bob, "group", "resume", "duo", typed=[])  # once: nothing is held now
+    assert code == 0 and "nobody is held in group duo: 0 kept messages released" in shown, shown
     inbox = bob.home / "bob" / "spool" / "inbox.ndjson"
     assert [json.loads(line)["id"] for line in inbox.read_text().splitlines()].count(kept) == 1
     assert not bob.ok("status", "--json").json()["loop_guard"]["groups"][0]["held"]
-    bob.ok("send", "@duo", "pong 3")
-    assert group_texts(alice) == [("duo", "bob", "pong 1"), ("duo", "bob", "pong 3")]
+    bob.ok("send", "@duo", "pong 5")
+    assert group_texts(alice) == [("duo", "bob", f"pong {n}") for n in (1, 2, 3, 5)]
 
     # The cap is the identity's own setting, which only a person sets (the environment's wins).
     bob.extra_env.pop("TALK_GROUP_LOOP_CAP")

@@ -10,11 +10,11 @@ import pytest
 
 from durable.errors import GroupRefused
 from follower.group_inbound import block_to_resend, lacking_key, open_group_message, take_control
-from follower.group_mail import megolm_plaintext
 from keys.contacts import Contact
 from keys.envelope import Inner, new_message
 from keys.group_book import Group, GroupBook, GroupState
 from keys.group_sessions import GroupSessions
+from keys.group_text import GroupText
 from keys.identity import Identity
 from keys.ratchet_account import RatchetAccount
 from spool_writer.record import SpoolRecord
@@ -93,7 +93,8 @@ def group_message(tmp_path: Path, sender: Contact, me: Identity, text: str) -> I
     """`sender`'s copy to me of a group message, with the key (encrypted by a stand-in store)."""
     folder = tmp_path / f"sender-{sender.name}"
     folder.mkdir(mode=0o700, exist_ok=True)
-    sent = store(folder, STAND_IN).encrypt(GID, [me.fingerprint], megolm_plaintext(GM, text))
+    words = GroupText(GID, sender.fingerprint, GM, text).encode()
+    sent = store(folder, STAND_IN).encrypt(GID, [me.fingerprint], words)
     block = {"id": GID, "name": "team", "gm": GM, "session": sent.session_id, "body": sent.body,
              "key": sent.key, "by": "person"}
     return new_message(sender.fingerprint, me.fingerprint, "", "chat", 1, group=block)
@@ -114,6 +115,18 @@ def test_a_member_s_message_opens_and_a_non_member_s_is_refused(tmp_path: Path, 
         open_group_message(folder, owner, group_message(tmp_path, owner, me, "there?"), store(folder, me))
 
 
+def test_a_member_passing_on_anothers_message_and_key_is_refused_and_the_writer_still_heard(
+        tmp_path: Path, folder: Path, me: Identity, owner: Contact, other: Contact) -> None:
+    GroupBook(folder).put(Group(GID, "team", owner.fingerprint,
+                                (owner.fingerprint, me.fingerprint, other.fingerprint), 1))
+    real = group_message(tmp_path, owner, me, "the owner's words")
+    passed_on = new_message(other.fingerprint, me.fingerprint, "", "chat", 1, group=real.extra["group"])
+    with pytest.raises(GroupRefused, match="may not pass another's words on"):
+        open_group_message(folder, other, passed_on, store(folder, me))
+    opened, _ = open_group_message(folder, owner, real, store(folder, me))
+    assert (opened.sender, opened.text) == (owner.fingerprint, "the owner's words")
+
+
 def test_a_no_group_key_refusal_takes_only_that_member_off_the_key_holders(
         folder: Path, me: Identity, owner: Contact, other: Contact) -> None:
     sessions = store(folder, me)
@@ -131,7 +144,8 @@ def test_a_refused_copy_is_sent_again_once_with_the_key_from_that_message_on(
         tmp_path: Path, folder: Path, me: Identity, owner: Contact) -> None:
     sessions = store(folder, me)  # we send; `owner` is the member that refused
     before = sessions.encrypt(GID, [owner.fingerprint], b"before")
-    sent = sessions.encrypt(GID, [owner.fingerprint], megolm_plaintext(GM, "refused one"))
+    sent = sessions.encrypt(
+        GID, [owner.fingerprint], GroupText(GID, me.fingerprint, GM, "refused one").encode())
     block = {"id": GID, "name": "team", "gm": GM, "session": sent.session_id, "body": sent.body,
              "key": sent.key, "by": "agent"}
     copy = new_message(me.fingerprint, owner.fingerprint, "", "chat", 2, group=block)
@@ -144,7 +158,7 @@ def test_a_refused_copy_is_sent_again_once_with_the_key_from_that_message_on(
     theirs = store(tmp_path / "member", STAND_IN)
     # the export reads the refused message, and not the one before it
     read = theirs.decrypt(GID, me.fingerprint, sent.session_id, sent.body, None, again["export"])
-    assert read == megolm_plaintext(GM, "refused one")
+    assert read == GroupText(GID, me.fingerprint, GM, "refused one")
     with pytest.raises(GroupRefused, match="does not decrypt"):
         theirs.decrypt(GID, me.fingerprint, before.session_id, before.body, None)
 
