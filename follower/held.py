@@ -3,9 +3,10 @@
 Mail is held when its sender's policy says `hold` or when it comes faster than the sender's
 receive rate. Held mail expires (24 h by default) with an `expired` receipt to its sender.
 
-One file per held message, `held/SENDER/ID.json`, so a hold costs the same however much is
-held: "held already" is one lookup of that name, a sender's count is a listing of its own
-folder (which the cap keeps small), and a release or an expiry is one unlink. One file for all
+One file per held message, `held/SENDER/ID.BYTES.json`, so a hold costs the same however much
+is held: one listing of the sender's own folder (which the cap keeps small) says whether the
+message is held already and how many messages and bytes the sender has held, reading and
+stat-ing no file, and a release or an expiry is one unlink. One file for all
 held mail, read and rewritten on every hold, made each hold slower than the last and let a
 contact whose mail is held slow everyone's mail queued behind it. An append log would need
 compaction and an index kept in step between the follower and `talk held`; the folder is that
@@ -56,6 +57,7 @@ HELD_MAX = 200  # messages held per sender; the rest are refused with a receipt
 HELD_MAX_BYTES = 16 * 1024 * 1024  # bytes held per sender, however few the messages
 HELD_MAX_ENV = "TALK_HELD_MAX"
 SUFFIX = ".json"
+ID_LEN = 32  # a message id: 32 hex characters (`keys.encoding.is_hex32`)
 
 
 class HeldFull(Exception):
@@ -88,6 +90,19 @@ def _encode(entry: dict[str, Any]) -> bytes:
     return json.dumps(entry, ensure_ascii=False, separators=(",", ":")).encode() + b"\n"
 
 
+def _name(msg_id: str, size: int) -> str:
+    """A held message's file name: its id and its bytes, so a listing alone gives both."""
+    return f"{msg_id}.{size}{SUFFIX}"
+
+
+def _parse(name: str) -> tuple[str, int] | None:
+    """(id, bytes) from a held message's file name; None for any other name."""
+    msg_id, _, size = name.removesuffix(SUFFIX).partition(".")
+    if not (name.endswith(SUFFIX) and is_hex32(msg_id) and size.isascii() and size.isdigit()):
+        return None
+    return msg_id, int(size)
+
+
 class HeldBox:
     def __init__(self, folder: Path, most: int | None = None) -> None:
         self.folder = folder
@@ -108,16 +123,15 @@ class HeldBox:
         held_ns = time.time_ns()
         data = _encode({"record": record, "reason": reason, "held_at": held_ns / 1e9})
         folder = self.root / str(sender)
-        path = folder / f"{msg_id}{SUFFIX}"
         with folder_locked(self.folder):
             self._migrate()
-            if path.exists():
+            listed = self._listing(folder)
+            if msg_id in listed:
                 return False
-            count, size = self._usage(folder)
-            refusal = over_cap(count, size, len(data), self.most)
+            refusal = over_cap(len(listed), sum(listed.values()), len(data), self.most)
             if refusal is not None:
                 raise HeldFull(refusal)
-            self._write(path, data, held_ns)
+            self._write(folder / _name(str(msg_id), len(data)), data, held_ns)
         return True
 
     def all(self) -> dict[str, dict[str, Any]]:
@@ -216,26 +230,29 @@ class HeldBox:
             except FileNotFoundError:
                 continue
             for name in names:
-                msg_id = name.removesuffix(SUFFIX)
-                if name.endswith(SUFFIX) and is_hex32(msg_id):
-                    yield msg_id, folder / name
+                parsed = _parse(name)
+                if parsed is not None:
+                    yield parsed[0], folder / name
 
-    def _usage(self, folder: Path) -> tuple[int, int]:
-        """How many messages the sender of `folder` has held, and their bytes."""
-        count = size = 0
-        leftovers = False
+    def _listing(self, folder: Path) -> dict[str, int]:
+        """The messages held from the sender of `folder`: id → bytes, from their names alone
+        (on every hold: so the names are only sliced here, not matched). A temporary file a
+        killed hold left behind is swept on the way."""
         try:
-            with os.scandir(folder) as it:
-                for e in it:
-                    if e.name.endswith(SUFFIX) and is_hex32(e.name.removesuffix(SUFFIX)):
-                        count += 1
-                        size += e.stat(follow_symlinks=False).st_size
-                    leftovers |= e.name.endswith(".tmp")
+            names = os.listdir(folder)
         except FileNotFoundError:
-            pass
+            return {}
+        listed = {}
+        leftovers = False
+        for name in names:
+            if name.endswith(SUFFIX) and name[ID_LEN:ID_LEN + 1] == ".":
+                size = name[ID_LEN + 1:-len(SUFFIX)]
+                if size.isdigit():
+                    listed[name[:ID_LEN]] = int(size)
+            leftovers |= name.endswith(".tmp")
         if leftovers:
             sweep_temp_files(folder)
-        return count, size
+        return listed
 
     def _write(self, path: Path, data: bytes, held_ns: int) -> None:
         """Put one held message in place, durably; its modification time is when it was held."""
@@ -292,10 +309,11 @@ class HeldBox:
             sender = entry["record"].get("from")
             if not (is_hex32(msg_id) and is_hex32(sender)):
                 continue  # not a name a file can have: it stays where it is
-            path = self.root / str(sender) / f"{msg_id}{SUFFIX}"
-            if not path.exists():
+            folder = self.root / str(sender)
+            if msg_id not in self._listing(folder):
+                data = _encode(entry)
                 held_ns = int(float(entry.get("held_at", time.time())) * 1e9)
-                self._write(path, _encode(entry), held_ns)
+                self._write(folder / _name(msg_id, len(data)), data, held_ns)
             moved.append(msg_id)
         self._drop_legacy(set(moved))
 

@@ -86,7 +86,7 @@ def test_a_held_message_released_later_keeps_the_time_it_arrived(pair: tuple[Age
     [held] = bob.ok("held", "--json").json()
     assert held["id"] == sent
     # Three hours pass before anyone looks: the held entry is dated back rather than slept on.
-    [box] = (bob.home / "bob" / "held").glob(f"*/{sent}.json")
+    [box] = (bob.home / "bob" / "held").glob(f"*/{sent}.*.json")
     entry = read_json(box, {})
     arrived = entry["held_at"] - 3 * 3600
     entry["held_at"] = arrived

@@ -159,9 +159,9 @@ def test_mail_held_by_an_older_version_is_read_released_and_expired(tmp_path: Pa
 def test_a_move_cut_short_shows_each_message_once_and_finishes(tmp_path: Path) -> None:
     legacy_box(tmp_path, [hexid(1), hexid(2)])
     box = HeldBox(tmp_path)
-    box._write(tmp_path / HELD_DIR / FP_B / f"{hexid(1)}.json",  # killed after the first file
-               json.dumps({"record": held_record(hexid(1)), "reason": "old", "held_at": 5.0}).encode(),
-               5_000_000_000)
+    data = json.dumps({"record": held_record(hexid(1)), "reason": "old", "held_at": 5.0}).encode()
+    first = tmp_path / HELD_DIR / FP_B / f"{hexid(1)}.{len(data)}.json"
+    box._write(first, data, 5_000_000_000)  # killed after the first file
     assert sorted(box.ids()) == [hexid(1), hexid(2)]
     assert len(box.all()) == 2
     assert box.hold(held_record(hexid(3)), "new")
