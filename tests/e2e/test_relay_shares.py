@@ -57,9 +57,9 @@ def test_one_contact_fills_only_its_share_while_the_owner_is_away(tmp_path: Path
         quiet = carol.ok("send", "bob", "quiet one", "--json").json()
         assert quiet["state"] == "stored"  # alice's flood left room for carol
 
-        texts = [m.get("text") for m in bob.ok("receive").lines()]
+        texts = [str(m.get("text")) for m in bob.ok("receive").lines()]
         assert sorted(texts) == sorted([f"loud {i}" for i in range(SHARE)] + ["quiet one"])
         # Once bob has read, alice's queued mail goes with her next send.
         alice.ok("send", "bob", "after", "--json")
-        texts = [m.get("text") for m in bob.ok("receive").lines()]
+        texts = [str(m.get("text")) for m in bob.ok("receive").lines()]
         assert sorted(texts) == sorted(["loud 3", "loud 4", "after"])
