@@ -16,7 +16,8 @@ anyway. The JSON is compact and UTF-8, so a held message takes about the room of
 Each sender may have at most `most` messages (and `HELD_MAX_BYTES`) held: past that, `hold`
 raises `HeldFull`, and the caller refuses the message with a receipt saying why, so a contact
 cannot fill the disk within the expiry. A file's modification time is set to when it was held:
-expiry reads no file, only the folder.
+expiry reads no file, only the folder (so a copy of the folder that does not keep times, as
+`cp -r` without `-p`, starts the copied mail's 24 h again).
 
 Crash safety. A hold writes a temporary file, syncs it and renames it into place (then syncs
 the folder), under the identity's folder lock: killed at any point, the message is held once
