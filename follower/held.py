@@ -248,7 +248,7 @@ class HeldBox:
         for name in names:
             if name.endswith(SUFFIX) and name[ID_LEN:ID_LEN + 1] == ".":
                 size = name[ID_LEN + 1:-len(SUFFIX)]
-                if size.isdigit():
+                if size.isascii() and size.isdigit():
                     listed[name[:ID_LEN]] = int(size)
             leftovers |= name.endswith(".tmp")
         if leftovers:
