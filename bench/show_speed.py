@@ -71,8 +71,8 @@ READER = """
 import json, sys
 from pathlib import Path
 folder = Path(sys.argv[1])
-files = [*(folder / "spool").rglob("*.ndjson*"), *(folder / n for n in
-         ("outbox.ndjson", "outbox-history.ndjson", "tasks.ndjson", "held.json"))]
+files = [*(folder / "spool").rglob("*.ndjson*"), *(folder / "held").rglob("*.json"), *(folder / n for n in
+         ("outbox.ndjson", "outbox-history.ndjson", "tasks.ndjson"))]
 count = sum(1 for f in files if f.is_file() for line in f.read_bytes().splitlines() if json.loads(line))
 print(count)
 """

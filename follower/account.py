@@ -471,7 +471,8 @@ class Account:
         from spool_writer.spool import Spool, utc_stamp
 
         box = HeldBox(self.folder)
-        entries = box.all()
+        entries = box.entries(ids)
+        ids = [i for i in ids if i in entries]  # released or dropped meanwhile: nothing to do
         batch = ReceiptBatch()
         spool = Spool(self.folder / "spool") if state == "spooled" else None
         trust = PolicyBook(self.folder)

@@ -37,7 +37,7 @@ from follower import admission, group_inbound
 from follower import receipts as receipts_mod
 from follower.admission import RateWindow, admit, hops_of
 from follower.client import Fetched, RelayClient
-from follower.held import HeldBox
+from follower.held import HeldBox, HeldFull
 from follower.outbound import resend_in_new_session, send
 from follower.outbox import Entry, Outbox
 from follower.quarantine import Quarantine
@@ -420,17 +420,29 @@ class Inbox:
         retry = TaskLedger(self.folder).received(contact.fingerprint, contact.name, block, inner.id)
         record = {**spool_line(contact, inner, rule, hops, block, retry), **group, **spool_fields(order)}
         if verdict.action is Policy.HOLD:
-            HeldBox(self.folder).hold(record, verdict.reason)
-            self.seen.record(contact.fingerprint, inner, now)
-            self.receipts.add(contact, inner.id, "held", verdict.reason)
-            report.notes.append(f"held a message from {contact.name}: {verdict.reason}")
-            return Outcome.HELD
+            return self.hold(contact, inner, record, verdict.reason, report, now)
         self.rates.count(contact.fingerprint, now)
         emit(record)
         self.seen.record(contact.fingerprint, inner, now)
         if answer:
             self.receipts.add(contact, inner.id, self.handed_state)
         return Outcome.DELIVERED
+
+    def hold(self, contact: Contact, inner: Inner, record: dict[str, Any], reason: str, report: Report,
+             now: float) -> Outcome:
+        """Keep the message aside; past its sender's cap of held mail, refuse it instead, with
+        a receipt that says why (`follower.held`), so held mail cannot grow without bound."""
+        try:
+            HeldBox(self.folder).hold(record, reason)
+        except HeldFull as exc:
+            self.seen.record(contact.fingerprint, inner, now)  # it came: not missing, not judged twice
+            self.receipts.add(contact, inner.id, "refused", str(exc))
+            report.notes.append(f"refused a message from {contact.name}: {exc}")
+            return Outcome.DECLINED
+        self.seen.record(contact.fingerprint, inner, now)
+        self.receipts.add(contact, inner.id, "held", reason)
+        report.notes.append(f"held a message from {contact.name}: {reason}")
+        return Outcome.HELD
 
     def loop_check(self, group: dict[str, Any], contact: Contact, verdict: admission.Verdict,
                    report: Report) -> admission.Verdict:

@@ -6,7 +6,7 @@ and the task ledger. No cursor moves and no lock is held for longer than one
 read, so it runs beside a follower and beside the agents' alarms. `read` gives every line once;
 `changes` then gives what came since, at a cost that does not grow with the history: the spool
 and the append logs are read from the offset reached (a log replaced by compaction or trimming
-is read again from its start, and it is small then), the held box only when its file changed.
+is read again from its start, and it is small then), the held box only when its folders changed.
 The deciding (order, dedup, tasks) is `follower.timeline`'s.
 """
 
@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from durable.ndjson import read_after
-from follower.held import HELD_FILE
+from follower.held import HeldBox
 from follower.outbox import HISTORY_FILE, OUTBOX_FILE, RECENT_BYTES, Entry, fold
 from follower.receivelog import RECEIVE_LOG_FILE
 from follower.tasks import TASKS_FILE
@@ -65,9 +65,9 @@ class Transcript:
         self.spool = SpoolScan(folder / "spool")
         self.taken = _Tail(folder / RECEIVE_LOG_FILE)
         self.received_ids: set[str] = set()
-        self.held_path = folder / HELD_FILE
+        self.held = HeldBox(folder)
         self.held_seen: set[str] = set()
-        self.held_stamp: tuple[int, int, int] | None = None
+        self.held_stamp: tuple[tuple[str, int, int], ...] | None = None
         self.sent: dict[str, Entry] = {}
         self.sent_shown: dict[str, tuple[str, str]] = {}
         self.logs = [_Tail(folder / HISTORY_FILE, None if everything else RECENT_BYTES),
@@ -105,22 +105,17 @@ class Transcript:
             self.task_rows = fold_tasks(self.task_events)
 
     def _new_held(self) -> list[Line]:
-        try:
-            st = os.stat(self.held_path)
-        except FileNotFoundError:
-            return []
-        stamp = (st.st_ino, st.st_mtime_ns, st.st_size)
+        stamp = self.held.stamp()
         if stamp == self.held_stamp:
             return []
         self.held_stamp = stamp
-        from follower.held import HeldBox
-
+        fresh = [i for i in self.held.ids() if i not in self.held_seen]
         lines = []
-        for msg_id, entry in HeldBox(self.held_path.parent).all().items():
-            record = entry.get("record") if isinstance(entry, dict) else None
-            if msg_id in self.held_seen or not isinstance(record, dict) or not self._mine(record.get("from")):
+        for msg_id, entry in self.held.entries(fresh).items():
+            self.held_seen.add(msg_id)  # another contact's stays another's: not read again
+            record = entry.get("record")
+            if not isinstance(record, dict) or not self._mine(record.get("from")):
                 continue
-            self.held_seen.add(msg_id)
             lines.append(held_line(msg_id, entry, self.names))
         return lines
 

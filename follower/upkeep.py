@@ -107,7 +107,8 @@ class Upkeep:
         gone = box.expired(now, self.hold_hours)
         if not gone:
             return 0
-        held = box.all()
+        held = box.entries(gone)
+        gone = list(held)
         batch = ReceiptBatch()
         for msg_id in gone:
             contact = self.contacts.by_fingerprint(str(held[msg_id]["record"].get("from")))

@@ -367,8 +367,13 @@ class Relay:
         config = self.config
         outcome, mail_id, woken = await self.store.deposit(
             fp, tag, blob, time.time(), config.max_mailbox_messages, config.max_mailbox_bytes,
-            config.max_unknown_messages, config.max_unknown_bytes,
+            config.max_unknown_messages, config.max_unknown_bytes, config.tag_messages, config.tag_bytes,
         )
+        if outcome is DepositOutcome.TAG_FULL:
+            raise ApiError(507, "mailbox_full",
+                           f"this channel holds its share of the recipient's mailbox (at most "
+                           f"{config.tag_messages} messages or {config.tag_bytes // 1024} KiB per sender "
+                           "while they are away); retry later, once the recipient reads it")
         if outcome is DepositOutcome.MAILBOX_FULL:
             raise ApiError(507, "mailbox_full", "the recipient's mailbox is full; retry later")
         if outcome is DepositOutcome.UNKNOWN_FULL:

@@ -16,6 +16,11 @@ PUBLISH_RATE = Rate(10 / 60, 200.0)  # `10/60:200`: new mailboxes (a script made
 LOOKUP_RATE = Rate(20.0, 400.0)  # `20/1:400`: key bundles read
 OWNER_RATE = Rate(100.0, 2000.0)  # `100/1:2000`: signed owner requests (each costs a signature check)
 STREAM_RATE = Rate(2.0, 60.0)  # `2/1:60`: push stream handshakes
+# A registered tag's share of the mailbox: a tenth (1,000 of the default 10,000), so at least ten
+# contacts must each fill their own before another's mail finds no room; never under the floor,
+# so a small mailbox still takes a long conversation from one contact.
+TAG_SHARE = 10
+TAG_SHARE_FLOOR = 100
 
 
 @dataclass(frozen=True)
@@ -54,11 +59,28 @@ class RelayConfig:
     # Mail under tags the owner never named in a fetch: a quota of its own, so junk under
     # random tags cannot fill the room meant for the owner's contacts (see relay.store).
     max_unknown_messages: int = 200
+    # One registered tag (one contact's channel) holds at most this much of the mailbox, so a
+    # contact writing while the owner is offline cannot fill it for the others (relay.store).
+    # None: a tenth of the mailbox, and never under TAG_SHARE_FLOOR messages.
+    max_tag_messages: int | None = None
     max_ratchet_keys: int = 100  # one-time ratchet keys waiting per identity (507 above)
     max_known_tags: int = MOST_TAGS  # tags one mailbox may register; beyond, new names stay unknown
     behind_proxy: bool = False  # take the client address from X-Forwarded-For (relay.limits)
     trusted_proxies: tuple[Network, ...] = ()  # hops skipped from the right of X-Forwarded-For
     http: HttpLimits = HttpLimits()
+
+    @property
+    def tag_messages(self) -> int:
+        """Messages one registered tag may hold: its share of `max_mailbox_messages`."""
+        if self.max_tag_messages is not None:
+            return self.max_tag_messages
+        return max(self.max_mailbox_messages // TAG_SHARE, TAG_SHARE_FLOOR)
+
+    @property
+    def tag_bytes(self) -> int:
+        """Bytes one registered tag may hold: the same share of `max_mailbox_bytes`."""
+        share = self.max_mailbox_bytes * self.tag_messages // self.max_mailbox_messages
+        return min(self.max_mailbox_bytes, max(share, self.max_blob))
 
     @property
     def max_unknown_bytes(self) -> int:
@@ -67,5 +89,6 @@ class RelayConfig:
     def __post_init__(self) -> None:
         if self.max_blob <= 0 or self.ttl_s <= 0 or self.max_mailbox_messages <= 0:
             raise ValueError("relay limits must be positive")
-        if min(self.max_streams_per_mailbox, self.max_unknown_messages, self.max_ratchet_keys) <= 0:
+        if min(self.max_streams_per_mailbox, self.max_unknown_messages, self.max_ratchet_keys,
+               self.tag_messages) <= 0:
             raise ValueError("relay limits must be positive")

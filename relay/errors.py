@@ -15,8 +15,9 @@
     │                         one tag; see Retry-After
     ├── 429 too_many_streams  the mailbox already has the most push streams a relay allows
     ├── 431 headers_too_large a request head over the byte or header-count limit
-    ├── 507 mailbox_full      the quota the deposit counts against (the owner's channels, or
-    │                         channels it never read) is full; retry later
+    ├── 507 mailbox_full      the quota the deposit counts against (the owner's channels, one
+    │                         channel's share of them, or channels it never read) is full;
+    │                         retry later
     ├── 507 keys_full         a publication would leave more one-time ratchet keys waiting than
     │                         the relay keeps for one identity
     ├── 500 internal          a bug; never for bad input

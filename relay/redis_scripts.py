@@ -9,7 +9,8 @@ Per mailbox FP under PREFIX:
     PREFIX blob:FP       hash   id -> sealed blob
     PREFIX meta:FP       hash   id -> "CREATED TAG" (its length is the mailbox's message count)
     PREFIX size:FP       string total blob bytes in the mailbox
-    PREFIX tag:FP:TAG    zset   ids with that tag, scored by id (fetch order)
+    PREFIX tag:FP:TAG    zset   ids with that tag, scored by id (fetch order; ZCARD: its count)
+    PREFIX tagsize:FP    hash   tag -> blob bytes under it (a tag's share is checked against both)
     PREFIX known:FP      set    the tags the owner registered (never shrinks; capped in size)
     PREFIX junk:FP       hash   n, bytes: the mail under tags not registered (its own quota)
     PREFIX utags:FP      set    tags not registered that hold mail (what an owner purge deletes)
@@ -36,14 +37,21 @@ local function tags(prefix, fp)
   return prefix .. 'known:' .. fp, prefix .. 'junk:' .. fp, prefix .. 'utags:' .. fp
 end
 
-local function deposit(prefix, fp, tag, blob, now, max_messages, max_bytes, max_unknown, max_unknown_bytes)
+local function deposit(prefix, fp, tag, blob, now, max_messages, max_bytes, max_unknown, max_unknown_bytes,
+                       max_tag, max_tag_bytes)
   local blobs, meta, size = box(prefix, fp)
   local known, junk, utags = tags(prefix, fp)
+  local by_tag, tagsize = prefix .. 'tag:' .. fp .. ':' .. tag, prefix .. 'tagsize:' .. fp
   local used = tonumber(redis.call('GET', size) or '0')
   local counts = redis.call('HMGET', junk, 'n', 'bytes')
   local junk_n, junk_bytes = tonumber(counts[1] or '0'), tonumber(counts[2] or '0')
   local registered = redis.call('SISMEMBER', known, tag) == 1
   if registered then
+    if (max_tag > 0 and redis.call('ZCARD', by_tag) >= max_tag)
+        or (max_tag_bytes > 0
+            and tonumber(redis.call('HGET', tagsize, tag) or '0') + #blob > max_tag_bytes) then
+      return false, 'tag_full'
+    end
     if redis.call('HLEN', meta) - junk_n >= max_messages or used - junk_bytes + #blob > max_bytes then
       return false, 'mailbox_full'
     end
@@ -59,7 +67,8 @@ local function deposit(prefix, fp, tag, blob, now, max_messages, max_bytes, max_
   redis.call('HSET', blobs, id, blob)
   redis.call('HSET', meta, id, now .. ' ' .. tag)
   redis.call('INCRBY', size, #blob)
-  redis.call('ZADD', prefix .. 'tag:' .. fp .. ':' .. tag, id, id)
+  redis.call('HINCRBY', tagsize, tag, #blob)
+  redis.call('ZADD', by_tag, id, id)
   redis.call('ZADD', prefix .. 'age', now, fp .. ' ' .. id)
   return id, registered
 end
@@ -79,6 +88,12 @@ local function remove(prefix, fp, id)
   redis.call('HDEL', meta, id)
   redis.call('ZREM', by_tag, id)
   redis.call('ZREM', prefix .. 'age', fp .. ' ' .. id)
+  local tagsize = prefix .. 'tagsize:' .. fp
+  if redis.call('ZCARD', by_tag) == 0 then
+    redis.call('HDEL', tagsize, tag)
+  else
+    redis.call('HINCRBY', tagsize, tag, -bytes)
+  end
   if redis.call('SISMEMBER', known, tag) == 0 then
     redis.call('HINCRBY', junk, 'n', -1)
     redis.call('HINCRBY', junk, 'bytes', -bytes)
@@ -87,7 +102,7 @@ local function remove(prefix, fp, id)
     end
   end
   if redis.call('HLEN', meta) == 0 then
-    redis.call('DEL', size, junk, utags)  -- an emptied mailbox leaves only its registered tags
+    redis.call('DEL', size, junk, utags, tagsize)  -- an emptied mailbox leaves only its registered tags
   end
   return 1
 end
@@ -113,13 +128,15 @@ local function register(prefix, fp, tag, most)
 end
 """
 
-# ARGV: prefix, fp, tag, blob, now, max_messages, max_bytes, max_unknown, max_unknown_bytes
-# -> {the new id, 1 if announced}, or the outcome at a cap ("mailbox_full", "unknown_full").
+# ARGV: prefix, fp, tag, blob, now, max_messages, max_bytes, max_unknown, max_unknown_bytes, max_tag,
+# max_tag_bytes (0: no cap) -> {the new id, 1 if announced}, or the outcome at a cap ("mailbox_full",
+# "unknown_full", "tag_full").
 # Mail under a registered tag is announced here, saving the relay a second round trip; other
 # tags' wake-ups are the relay's to throttle.
 DEPOSIT = _LIB + """
 local id, other = deposit(ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5], tonumber(ARGV[6]),
-                          tonumber(ARGV[7]), tonumber(ARGV[8]), tonumber(ARGV[9]))
+                          tonumber(ARGV[7]), tonumber(ARGV[8]), tonumber(ARGV[9]), tonumber(ARGV[10]),
+                          tonumber(ARGV[11]))
 if not id then return other end
 if not other then return {id, 0} end
 redis.call('PUBLISH', ARGV[1] .. '""" + NOTIFY + """', ARGV[2] .. ' ' .. ARGV[3])
@@ -154,7 +171,8 @@ if not fp then return 'unknown' end
 if used == '1' then return 'used' end
 if tonumber(ARGV[4]) >= tonumber(expires) then return 'expired' end
 local max_messages, max_bytes = tonumber(ARGV[5]), tonumber(ARGV[6])
-if not deposit(ARGV[1], fp, ARGV[2], ARGV[3], ARGV[4], max_messages, max_bytes, max_messages, max_bytes) then
+if not deposit(ARGV[1], fp, ARGV[2], ARGV[3], ARGV[4], max_messages, max_bytes, max_messages, max_bytes,
+               0, 0) then
   return 'mailbox_full'
 end
 redis.call('HSET', slot, 'used', '1')

@@ -79,9 +79,11 @@ class RedisStore:
     async def deposit(
         self, fp: str, tag: str, blob: bytes, now: float, max_messages: int, max_bytes: int,
         max_unknown: int | None = None, max_unknown_bytes: int | None = None,
+        max_tag: int | None = None, max_tag_bytes: int | None = None,
     ) -> Deposited:
         args: list[Any] = [self.prefix, fp, tag, blob, _num(now), max_messages, max_bytes,
-                           max_unknown or max_messages, max_unknown_bytes or max_bytes]
+                           max_unknown or max_messages, max_unknown_bytes or max_bytes,
+                           max_tag or 0, max_tag_bytes or 0]
         answer = await self._deposit(args=args)
         if isinstance(answer, bytes):
             return Deposited(DepositOutcome(answer.decode()), "")

@@ -10,7 +10,8 @@ loop share one transaction (its BEGIN and COMMIT cost more than the rows), and e
 is answered only after that commit.
 
 Each mail row says whether its tag was registered (`known`); `boxes` keeps per-mailbox totals
-for both kinds, so a deposit checks its own quota with one lookup (see `relay.store`).
+for both kinds, and `channels` per-tag totals, so a deposit checks its quota and its tag's
+share with one lookup each (see `relay.store`).
 The file, and the -wal and -shm files SQLite creates with the file's mode, are 0600.
 """
 
@@ -60,6 +61,11 @@ CREATE TABLE boxes (
     fp TEXT PRIMARY KEY, count INTEGER NOT NULL, bytes INTEGER NOT NULL,
     junk INTEGER NOT NULL, junk_bytes INTEGER NOT NULL
 );
+DROP TABLE IF EXISTS channels;
+CREATE TABLE channels (
+    fp TEXT NOT NULL, tag TEXT NOT NULL, count INTEGER NOT NULL, bytes INTEGER NOT NULL,
+    PRIMARY KEY (fp, tag)
+) WITHOUT ROWID;
 """
 PRIVATE = 0o600
 log = logging.getLogger("talk.relay")
@@ -138,6 +144,10 @@ class SqliteStore:
                 "SUM(known * LENGTH(blob)), SUM(1 - known), SUM((1 - known) * LENGTH(blob)) "
                 "FROM mail GROUP BY fp"
             )
+            self.db.execute(
+                "INSERT INTO channels (fp, tag, count, bytes) SELECT fp, tag, COUNT(*), "
+                "SUM(LENGTH(blob)) FROM mail GROUP BY fp, tag"
+            )
 
     async def put_bundle(self, fp: str, bundle: str) -> None:
         self.db.execute("INSERT OR REPLACE INTO bundles (fp, bundle) VALUES (?, ?)", (fp, bundle))
@@ -161,20 +171,34 @@ class SqliteStore:
             count, used = (row[0], row[1]) if known else (row[2], row[3])
         return bool(count < messages and used + size <= total)
 
+    def _tag_room(self, fp: str, tag: str, size: int, messages: int | None, total: int | None) -> bool:
+        """Whether `size` more bytes fit one tag's share (`messages`, `total` bytes; None: no cap)."""
+        if messages is None and total is None:
+            return True
+        row = self.db.execute(
+            "SELECT count, bytes FROM channels WHERE fp = ? AND tag = ?", (fp, tag)
+        ).fetchone()
+        count, used = (0, 0) if row is None else (row[0], row[1])
+        return (messages is None or count < messages) and (total is None or used + size <= total)
+
     def _insert(self, fp: str, tag: str, blob: bytes, now: float, known: bool) -> str:
         cur = self.db.execute(
             "INSERT INTO mail (fp, tag, blob, created, known) VALUES (?, ?, ?, ?, ?)",
             (fp, tag, blob, now, int(known)),
         )
         self._count(fp, known, 1, len(blob))
+        self._count_tag(fp, tag, 1, len(blob))
         return str(cur.lastrowid)
 
     async def deposit(
         self, fp: str, tag: str, blob: bytes, now: float, max_messages: int, max_bytes: int,
         max_unknown: int | None = None, max_unknown_bytes: int | None = None,
+        max_tag: int | None = None, max_tag_bytes: int | None = None,
     ) -> Deposited:
         def op() -> Deposited:
             known = self._known(fp, tag)
+            if known and not self._tag_room(fp, tag, len(blob), max_tag, max_tag_bytes):
+                return Deposited(DepositOutcome.TAG_FULL, "")
             if known and not self._room(fp, True, len(blob), max_messages, max_bytes):
                 return Deposited(DepositOutcome.MAILBOX_FULL, "")
             if not known and not self._room(
@@ -212,12 +236,14 @@ class SqliteStore:
 
     async def purge_unknown(self, fp: str) -> int:
         def op() -> int:
-            sizes = self.db.execute(
-                "DELETE FROM mail WHERE fp = ? AND known = 0 RETURNING LENGTH(blob)", (fp,)
+            rows = self.db.execute(
+                "DELETE FROM mail WHERE fp = ? AND known = 0 RETURNING tag, LENGTH(blob)", (fp,)
             ).fetchall()
-            if sizes:
-                self._count(fp, False, -len(sizes), -sum(size for (size,) in sizes))
-            return len(sizes)
+            if rows:
+                self._count(fp, False, -len(rows), -sum(size for _, size in rows))
+            for tag, (messages, size) in _totals(rows).items():
+                self._count_tag(fp, tag, -messages, -size)
+            return len(rows)
 
         return await self._grouped(op)
 
@@ -238,11 +264,13 @@ class SqliteStore:
 
         def op() -> int:
             rows = self.db.execute(
-                f"DELETE FROM mail WHERE fp = ? AND id IN ({marks}) RETURNING known, LENGTH(blob)",
+                f"DELETE FROM mail WHERE fp = ? AND id IN ({marks}) RETURNING known, tag, LENGTH(blob)",
                 (fp, *numeric),
             ).fetchall()
-            for known, (messages, size) in _totals(rows).items():
+            for known, (messages, size) in _totals([(known, size) for known, _, size in rows]).items():
                 self._count(fp, bool(known), -messages, -size)
+            for tag, (messages, size) in _totals([(tag, size) for _, tag, size in rows]).items():
+                self._count_tag(fp, tag, -messages, -size)
             return len(rows)
 
         return await self._grouped(op)
@@ -262,6 +290,14 @@ class SqliteStore:
             "bytes = bytes + excluded.bytes, junk = junk + excluded.junk, "
             "junk_bytes = junk_bytes + excluded.junk_bytes",
             (fp, *values),
+        )
+
+    def _count_tag(self, fp: str, tag: str, messages: int, size: int) -> None:
+        """Move one tag's running totals (inside the caller's transaction)."""
+        self.db.execute(
+            "INSERT INTO channels (fp, tag, count, bytes) VALUES (?, ?, ?, ?) ON CONFLICT (fp, tag) "
+            "DO UPDATE SET count = count + excluded.count, bytes = bytes + excluded.bytes",
+            (fp, tag, messages, size),
         )
 
     async def remember_nonce(self, fp: str, nonce: str, now: float, window: float) -> bool:
@@ -359,13 +395,18 @@ class SqliteStore:
         with self.db:
             self.db.execute("BEGIN IMMEDIATE")
             expired = self.db.execute(
-                "DELETE FROM mail WHERE created <= ? RETURNING fp, known, LENGTH(blob)", (now - ttl,)
+                "DELETE FROM mail WHERE created <= ? RETURNING fp, known, tag, LENGTH(blob)", (now - ttl,)
             ).fetchall()
             for (fp, known), (messages, size) in _totals(
-                [((fp, known), size) for fp, known, size in expired]
+                [((fp, known), size) for fp, known, _, size in expired]
             ).items():
                 self._count(fp, bool(known), -messages, -size)
+            for (fp, tag), (messages, size) in _totals(
+                [((fp, tag), size) for fp, _, tag, size in expired]
+            ).items():
+                self._count_tag(fp, tag, -messages, -size)
             self.db.execute("DELETE FROM boxes WHERE count <= 0 AND junk <= 0")
+            self.db.execute("DELETE FROM channels WHERE count <= 0")
             gone = len(expired)
             self.db.execute("DELETE FROM nonces WHERE seen <= ?", (now - 600,))
             # A used slot is kept until expiry so a reused code gets "already used", not "unknown".

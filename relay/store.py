@@ -9,6 +9,10 @@ invite slot it opened) and a small one for every other tag. Junk under random ta
 the second. When the owner registers a tag, the mail already waiting under it moves to the
 first. The relay still learns only that the owner reads a tag, never whose tag it is.
 
+Fair shares. Each registered tag is one contact's channel to the owner, and one channel may
+hold at most its share of the first quota (`max_tag`, `max_tag_bytes`): a contact that writes
+while the owner is offline fills its own share, and the rest stays room for the others.
+
 Outages. A backend that cannot reach its store raises `StoreUnavailable` from any method, and
 the relay answers 503 `store_unavailable` with Retry-After: a fault of the relay's machine,
 never of the request, so the client keeps what it sent and tries again.
@@ -42,6 +46,7 @@ class DepositOutcome(StrEnum):
     STORED = "stored"
     MAILBOX_FULL = "mailbox_full"
     UNKNOWN_FULL = "unknown_full"  # the quota for tags the owner has not registered is used up
+    TAG_FULL = "tag_full"  # this registered tag holds its share of the mailbox already
 
 
 class Deposited(NamedTuple):
@@ -74,11 +79,13 @@ class Store(Protocol):
     async def deposit(
         self, fp: str, tag: str, blob: bytes, now: float, max_messages: int, max_bytes: int,
         max_unknown: int | None = None, max_unknown_bytes: int | None = None,
+        max_tag: int | None = None, max_tag_bytes: int | None = None,
     ) -> Deposited:
         """Store a blob unless its quota is full; return the outcome and the new id.
 
-        A registered tag's mail counts against `max_messages`/`max_bytes`; any other tag's
-        against `max_unknown`/`max_unknown_bytes` (by default the same numbers, kept apart).
+        A registered tag's mail counts against `max_messages`/`max_bytes`, and that one tag's
+        against `max_tag`/`max_tag_bytes` (none by default); any other tag's against
+        `max_unknown`/`max_unknown_bytes` (by default the same numbers, kept apart).
         A networked store whose hub it shares may announce mail under a registered tag in the
         same round trip (`woken`); the relay then publishes nothing more.
         """

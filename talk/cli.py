@@ -451,6 +451,10 @@ def run_relay(
     max_unknown: Annotated[int, typer.Option(
         min=1, envvar="TALK_RELAY_MAX_UNKNOWN",
         help="Messages per mailbox under tags its owner never fetched (507 above).")] = 200,
+    max_per_tag: Annotated[int | None, typer.Option(
+        min=1, envvar="TALK_RELAY_MAX_PER_TAG",
+        help="Most undelivered messages under one channel tag the owner reads: one sender's share "
+        "of --max-mailbox (507 above); default a tenth of it, at least 100.")] = None,
     behind_proxy: Annotated[bool, typer.Option(
         envvar="TALK_RELAY_BEHIND_PROXY",
         help="Take the client address from X-Forwarded-For: the rightmost hop that is not a "
@@ -498,8 +502,8 @@ def run_relay(
         raise typer.BadParameter(str(exc), param_hint="--trusted-proxies") from exc
     per_peer = 0 if behind_proxy else max_connections_per_client
     http = HttpLimits(max_header_bytes, max_headers, header_timeout, max_connections, per_peer)
-    config = dataclasses.replace(config, max_unknown_messages=max_unknown, trusted_proxies=proxies,
-                                 http=http)
+    config = dataclasses.replace(config, max_unknown_messages=max_unknown, max_tag_messages=max_per_tag,
+                                 trusted_proxies=proxies, http=http)
     try:
         spec = choose_store(store, db, os.environ.get("TALK_RELAY_STORE"), talk_home() / "relay.db")
     except ValueError as exc:

@@ -188,6 +188,51 @@ def test_registering_a_tag_moves_its_waiting_mail_to_the_owners_quota(store: Sto
     assert [quota(run, store, fp, early) for _ in range(4)] == [STORED, STORED, STORED, FULL]
 
 
+TAG_FULL = DepositOutcome.TAG_FULL
+
+
+def shared(run: Run[Any], store: Store, fp: str, tag: str, blob: bytes = b"blob", per_tag: int = 2,
+           per_tag_bytes: int = BIG) -> DepositOutcome:
+    """Deposit into a mailbox of 5 where one registered tag may hold `per_tag`."""
+    outcome, _, _ = run(store.deposit(fp, tag, blob, NOW, 5, BIG, 2, BIG, per_tag, per_tag_bytes))
+    return DepositOutcome(outcome)
+
+
+def test_one_registered_tag_holds_at_most_its_share(store: Store, run: Run[Any]) -> None:
+    fp, loud, quiet, other = hexid(), hexid(), hexid(), hexid()
+    run(store.register_tags(fp, [loud, quiet, other], 10))
+    assert [shared(run, store, fp, loud) for _ in range(4)] == [STORED, STORED, TAG_FULL, TAG_FULL]
+    assert [shared(run, store, fp, quiet) for _ in range(3)] == [STORED, STORED, TAG_FULL]
+    assert shared(run, store, fp, other) is STORED
+    assert shared(run, store, fp, hexid()) is STORED  # unregistered mail has its own quota, unshared
+    assert shared(run, store, hexid(), loud) is STORED  # the same tag in another mailbox
+    waiting = run(store.fetch(fp, [loud], 10, 0))
+    assert run(store.ack(fp, [waiting[0].id])) == 1
+    assert [shared(run, store, fp, loud) for _ in range(2)] == [STORED, TAG_FULL]  # an ack makes room
+    assert [shared(run, store, fp, other) for _ in range(2)] == [FULL, FULL]  # 5 in the mailbox: full
+
+
+def test_a_tags_share_counts_bytes_too(store: Store, run: Run[Any]) -> None:
+    fp, tag = hexid(), hexid()
+    run(store.register_tags(fp, [tag], 10))
+    assert shared(run, store, fp, tag, b"x" * 60, per_tag=9, per_tag_bytes=100) is STORED
+    assert shared(run, store, fp, tag, b"x" * 60, per_tag=9, per_tag_bytes=100) is TAG_FULL
+    assert shared(run, store, fp, tag, b"x" * 40, per_tag=9, per_tag_bytes=100) is STORED
+
+
+def test_a_tags_share_frees_as_its_mail_expires_or_is_purged(store: Store, run: Run[Any]) -> None:
+    fp, tag, early = hexid(), hexid(), hexid()
+    run(store.register_tags(fp, [tag], 10))
+    assert [shared(run, store, fp, tag) for _ in range(3)] == [STORED, STORED, TAG_FULL]
+    assert run(store.purge(NOW + 100, 50)) >= 2
+    assert shared(run, store, fp, tag) is STORED
+    # Unregistered mail counts toward its tag's share once the owner registers the tag.
+    assert [shared(run, store, fp, early) for _ in range(2)] == [STORED, STORED]
+    run(store.register_tags(fp, [early], 10))
+    assert shared(run, store, fp, early) is TAG_FULL
+    assert run(store.purge_unknown(fp)) == 0
+
+
 def test_a_mailbox_registers_at_most_its_share_of_tags(store: Store, run: Run[Any]) -> None:
     fp, tags = hexid(), [hexid() for _ in range(3)]
     run(store.register_tags(fp, tags, 2))
@@ -404,6 +449,9 @@ def test_sqlite_running_totals_follow_acks_purges_and_restarts(tmp_path: Path) -
             kept = db.execute("SELECT fp, count, bytes FROM boxes WHERE count > 0").fetchall()
             assert not db.execute("SELECT 1 FROM boxes WHERE junk != 0").fetchall()
             real = db.execute("SELECT fp, COUNT(*), SUM(LENGTH(blob)) FROM mail GROUP BY fp").fetchall()
+            per_tag = db.execute("SELECT fp, tag, count, bytes FROM channels WHERE count > 0").fetchall()
+            real_tags = db.execute("SELECT fp, tag, COUNT(*), SUM(LENGTH(blob)) FROM mail GROUP BY fp, tag")
+            assert sorted(per_tag) == sorted(real_tags.fetchall())  # each tag's share, likewise
         assert sorted(kept) == sorted(real)
         return {fp: (n, b) for fp, n, b in kept}
 
