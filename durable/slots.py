@@ -18,10 +18,21 @@ state survives a power loss. A state that outgrows its slot lays the file out an
 twice its size, through `replace_file`. A file without `MAGIC` (one an earlier version wrote
 whole) reads as one state, and the next write lays it out.
 
+Nothing older than the last synced state is left to read. Once a synced write has reached the
+disk, the other slot is overwritten with zeros: the state before it (in a ratchet, the keys it
+has just used and thrown away) is gone from the file's bytes, not merely outranked. The wipe
+waits for no sync of its own: every reader, and any copy of the file, sees it at once, and the
+file's next synced write takes it to the disk. A power loss before that may bring the older
+state back on the disk, where it is wiped by the next synced write, as any other. A write
+without a sync wipes nothing, since the slot before it is what a power loss falls back to; it
+overwrites the older of the two slots, so the file then holds its newest state and the one just
+before it.
+
 Writers must hold a lock of their own around read, change and write, and pass the `Slotted` they
 read (or the one the last write returned) to the next write: it says which slot is free. Readers
 without the lock may read at any time: a slot being written fails its digest and the other is
-read, so they see the state before the write or after it.
+read, so they see the state before the write or after it (a read slow enough to see the new
+slot half written and then the old one wiped reads again).
 """
 
 from __future__ import annotations
@@ -39,6 +50,7 @@ MAGIC = b"talkslt1"
 MIN_SLOT = 4096
 _HEAD = len(MAGIC) + 4
 _SLOT_HEAD = 8 + 4 + 16
+_READS = 3  # a reader racing a write and the wipe after it reads again before it gives up
 
 
 class Slotted(NamedTuple):
@@ -78,18 +90,19 @@ def read_slots(path: Path) -> Slotted | None:
         ValueError: the file is laid out in slots and neither holds a whole state.
         UserError: `path` is a symbolic link.
     """
-    try:
-        data = read_private(path)
-    except FileNotFoundError:
-        return None
-    if not data.startswith(MAGIC):
-        return Slotted(data, 0, -1, 0)
-    size = int.from_bytes(data[len(MAGIC):_HEAD], "big")
-    found = [s for s in (_parse(data[_HEAD + i * size:_HEAD + (i + 1) * size], i, size) for i in (0, 1))
-             if s is not None]
-    if not found:
-        raise ValueError(f"neither copy of the state in {path.name} is whole")
-    return max(found, key=lambda s: s.counter)
+    for _ in range(_READS):
+        try:
+            data = read_private(path)
+        except FileNotFoundError:
+            return None
+        if not data.startswith(MAGIC):
+            return Slotted(data, 0, -1, 0)
+        size = int.from_bytes(data[len(MAGIC):_HEAD], "big")
+        found = [s for s in (_parse(data[_HEAD + i * size:_HEAD + (i + 1) * size], i, size) for i in (0, 1))
+                 if s is not None]
+        if found:
+            return max(found, key=lambda s: s.counter)
+    raise ValueError(f"neither copy of the state in {path.name} is whole")
 
 
 def holds(path: Path, at: Slotted) -> bool:
@@ -116,10 +129,13 @@ def write_slots(path: Path, payload: bytes, after: Slotted | None, sync: bool = 
     """Write `payload` as the state that follows `after` (what `read_slots` gave, or the last
     write returned, under the writer's lock; None: no file yet) and return where it now lies.
     Without `sync` a write in place is left to the kernel: it survives the writer being killed,
-    not a power loss (a file laid out anew is synced all the same).
+    not a power loss (a file laid out anew is synced all the same), and the state before it
+    stays in the other slot. With `sync`, once the new state is on the disk the other slot is
+    wiped (see the module's docstring).
 
     Raises:
-        OSError: it cannot be written (a full disk, say); the state before it is still there.
+        OSError: it cannot be written (a full disk, say); the state before it is still there
+            (or, if only the wipe failed, the new one is, and a retry finds it saved).
     """
     counter = (after.counter if after is not None else 0) + 1
     if after is None or after.slot < 0 or len(payload) + _SLOT_HEAD > after.size:
@@ -137,6 +153,14 @@ def write_slots(path: Path, payload: bytes, after: Slotted | None, sync: bool = 
             raise OSError(f"{path} took only part of a write")
         if sync:
             os.fdatasync(fd)
+            _wipe(fd, 1 - slot, after.size)
     finally:
         os.close(fd)
     return Slotted(payload, counter, slot, after.size)
+
+
+def _wipe(fd: int, slot: int, size: int) -> None:
+    """Overwrite `slot` with zeros (no sync: the file's next synced write carries it). Only once
+    the other slot is durable: a torn wipe fails its digest like any torn write."""
+    if os.pwrite(fd, bytes(size), _HEAD + slot * size) != size:
+        raise OSError("the older state could not be wiped whole; the disk may be full")

@@ -34,7 +34,7 @@ def test_writes_alternate_between_the_slots_and_the_newest_is_read(tmp_path: Pat
 def test_a_torn_write_leaves_the_state_before_it(tmp_path: Path, torn: str) -> None:
     path = tmp_path / "state"
     before = write_slots(path, b"before", None)
-    after = write_slots(path, b"after", before)
+    after = write_slots(path, b"after", before, sync=False)  # torn before it was synced: nothing wiped
     data = bytearray(path.read_bytes())
     head = len(MAGIC) + 4
     data[head + after.slot * after.size + 30] ^= 0xFF  # a byte of the newest payload
@@ -46,6 +46,21 @@ def test_a_torn_write_leaves_the_state_before_it(tmp_path: Path, torn: str) -> N
             read_slots(path)
     else:
         assert read_slots(path) == before
+
+
+def test_a_synced_write_wipes_the_state_before_it_from_the_files_bytes(tmp_path: Path) -> None:
+    """A write without a sync keeps the state before it (a power loss falls back to it); once a
+    write is synced, no byte of any earlier state is left in the file."""
+    path = tmp_path / "state"
+    at = write_slots(path, b"the first state", None)
+    at = write_slots(path, b"the second state", at, sync=False)
+    assert b"the first state" in path.read_bytes()
+    at = write_slots(path, b"the third state", at)
+    data = path.read_bytes()
+    assert b"the first state" not in data and b"the second state" not in data
+    assert read_slots(path) == at and holds(path, at)
+    at = write_slots(path, b"the fourth state", at, sync=False)  # into the wiped slot
+    assert b"the third state" in path.read_bytes() and read_slots(path) == at
 
 
 def test_a_state_that_outgrows_its_slot_lays_the_file_out_anew(tmp_path: Path) -> None:
