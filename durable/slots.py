@@ -11,17 +11,32 @@ Layout: `MAGIC`, the slot size (4 bytes, big-endian), then the two slots, each
 
     counter (8 bytes) | length (4 bytes) | BLAKE2b-128 of counter, length and payload | payload
 
-and free space up to the slot size. A reader takes the slot with the higher counter of those
+and zeros up to the slot size, written again with every write, so no tail of a longer state
+written there before stays behind. A reader takes the slot with the higher counter of those
 whose digest holds. A write torn by a kill or a power loss fails the digest, and the other slot,
 which the write did not touch, holds the state before it; once `write_slots` returns, the new
 state survives a power loss. A state that outgrows its slot lays the file out anew, with slots
 twice its size, through `replace_file`. A file without `MAGIC` (one an earlier version wrote
 whole) reads as one state, and the next write lays it out.
 
+Nothing older than the last synced state is left to read. Once a synced write has reached the
+disk, the same state is written into the other slot too, under the counter before its own: the
+state before it (in a ratchet, the keys it has just used and thrown away) is gone from the
+file's bytes, not merely outranked. A copy rather than zeros, so that the slot still holds a
+whole state on the disk whenever the kernel writes it back: the next writes, unsynced, go to
+alternate slots as before, and a power loss that tears one of them finds a whole state in the
+other, as it did before this copy. The copy waits for no sync of its own: every reader, and any
+copy of the file, sees it at once, and the file's next synced write takes it to the disk. A
+power loss before that may bring the older state back on the disk, until the next synced write.
+A write without a sync copies nothing, since the slot before it is what a power loss falls back
+to; it overwrites the older of the two slots, so the file then holds its newest state and the
+one just before it.
+
 Writers must hold a lock of their own around read, change and write, and pass the `Slotted` they
 read (or the one the last write returned) to the next write: it says which slot is free. Readers
 without the lock may read at any time: a slot being written fails its digest and the other is
-read, so they see the state before the write or after it.
+read, so they see the state before the write or after it (a read slow enough to see the new
+slot half written and then the old one overwritten reads again).
 """
 
 from __future__ import annotations
@@ -39,6 +54,7 @@ MAGIC = b"talkslt1"
 MIN_SLOT = 4096
 _HEAD = len(MAGIC) + 4
 _SLOT_HEAD = 8 + 4 + 16
+_READS = 3  # a reader racing a write and the copy after it reads again before it gives up
 
 
 class Slotted(NamedTuple):
@@ -55,9 +71,12 @@ def _digest(counter: bytes, length: bytes, payload: bytes) -> bytes:
     return hashlib.blake2b(counter + length + payload, digest_size=16).digest()
 
 
-def _slot(payload: bytes, counter: int) -> bytes:
+def _slot(payload: bytes, counter: int, size: int = 0) -> bytes:
+    """A slot's bytes, filled with zeros up to `size`: no tail of a longer state written there
+    before is left behind."""
     c, n = counter.to_bytes(8, "big"), len(payload).to_bytes(4, "big")
-    return c + n + _digest(c, n, payload) + payload
+    head = c + n + _digest(c, n, payload) + payload
+    return head + bytes(size - len(head)) if size > len(head) else head
 
 
 def _parse(raw: bytes, slot: int, size: int) -> Slotted | None:
@@ -78,18 +97,19 @@ def read_slots(path: Path) -> Slotted | None:
         ValueError: the file is laid out in slots and neither holds a whole state.
         UserError: `path` is a symbolic link.
     """
-    try:
-        data = read_private(path)
-    except FileNotFoundError:
-        return None
-    if not data.startswith(MAGIC):
-        return Slotted(data, 0, -1, 0)
-    size = int.from_bytes(data[len(MAGIC):_HEAD], "big")
-    found = [s for s in (_parse(data[_HEAD + i * size:_HEAD + (i + 1) * size], i, size) for i in (0, 1))
-             if s is not None]
-    if not found:
-        raise ValueError(f"neither copy of the state in {path.name} is whole")
-    return max(found, key=lambda s: s.counter)
+    for _ in range(_READS):
+        try:
+            data = read_private(path)
+        except FileNotFoundError:
+            return None
+        if not data.startswith(MAGIC):
+            return Slotted(data, 0, -1, 0)
+        size = int.from_bytes(data[len(MAGIC):_HEAD], "big")
+        found = [s for s in (_parse(data[_HEAD + i * size:_HEAD + (i + 1) * size], i, size) for i in (0, 1))
+                 if s is not None]
+        if found:
+            return max(found, key=lambda s: s.counter)
+    raise ValueError(f"neither copy of the state in {path.name} is whole")
 
 
 def holds(path: Path, at: Slotted) -> bool:
@@ -116,10 +136,13 @@ def write_slots(path: Path, payload: bytes, after: Slotted | None, sync: bool = 
     """Write `payload` as the state that follows `after` (what `read_slots` gave, or the last
     write returned, under the writer's lock; None: no file yet) and return where it now lies.
     Without `sync` a write in place is left to the kernel: it survives the writer being killed,
-    not a power loss (a file laid out anew is synced all the same).
+    not a power loss (a file laid out anew is synced all the same), and the state before it
+    stays in the other slot. With `sync`, once the new state is on the disk it is copied over
+    the other slot (see the module's docstring).
 
     Raises:
-        OSError: it cannot be written (a full disk, say); the state before it is still there.
+        OSError: it cannot be written (a full disk, say); the state before it is still there
+            (or, if only the copy failed, the new one is, and a retry finds it saved).
     """
     counter = (after.counter if after is not None else 0) + 1
     if after is None or after.slot < 0 or len(payload) + _SLOT_HEAD > after.size:
@@ -132,11 +155,19 @@ def write_slots(path: Path, payload: bytes, after: Slotted | None, sync: bool = 
     slot = 1 - after.slot
     fd = open_private(path, os.O_WRONLY)
     try:
-        data = _slot(payload, counter)
+        data = _slot(payload, counter, after.size)
         if os.pwrite(fd, data, _HEAD + slot * after.size) != len(data):
             raise OSError(f"{path} took only part of a write")
         if sync:
             os.fdatasync(fd)
+            _overwrite(fd, 1 - slot, after.size, _slot(payload, counter - 1, after.size))
     finally:
         os.close(fd)
     return Slotted(payload, counter, slot, after.size)
+
+
+def _overwrite(fd: int, slot: int, size: int, data: bytes) -> None:
+    """Write `data` over `slot` (no sync: the file's next synced write carries it), only once the
+    other slot is durable."""
+    if os.pwrite(fd, data, _HEAD + slot * size) != len(data):
+        raise OSError("the older state could not be overwritten whole; the disk may be full")

@@ -14,6 +14,7 @@ for our own mail go to the outbox, never to an agent.
 from __future__ import annotations
 
 import contextlib
+import copy
 import time
 from collections.abc import Callable
 from contextlib import AbstractContextManager
@@ -39,7 +40,7 @@ from follower.admission import RateWindow, admit, hops_of
 from follower.client import Fetched, RelayClient
 from follower.held import HeldBox, HeldFull
 from follower.outbound import resend_in_new_session, send
-from follower.outbox import Entry, Outbox
+from follower.outbox import REFUSALS, Entry, Outbox, advance
 from follower.quarantine import Quarantine
 from follower.receipts import ReceiptBatch
 from follower.sequence import Decision, Verdict, refuse_if_out_of_window, spool_fields
@@ -312,12 +313,14 @@ class Inbox:
         # A peer may speak only of mail we sent to that peer.
         items = [i for i in receipts_mod.parse_items(inner)
                  if i[0] in mine and mine[i[0]].to == contact.fingerprint]
-        lost = [i for i, state, reason in items if state == "refused" and reason.startswith(NO_SESSION)]
+        unreached = never_reached(mine, items)
+        lost = [i for i, state, reason in items
+                if state == "refused" and reason.startswith(NO_SESSION) and i in unreached]
         if lost:
             self._not_while_holding("a receipt that starts a new session")
         inflight = Inflight(self.folder, self.identity)
         keyless = [(i, reason) for i, state, reason in items
-                   if state == "refused" and reason.startswith(NO_GROUP_KEY)]
+                   if state == "refused" and reason.startswith(NO_GROUP_KEY) and i in unreached]
         again = []  # read before the in-flight copies are dropped below
         for msg_id, reason in keyless:
             block = group_inbound.block_to_resend(self.group_sessions, inflight.take(msg_id), reason)
@@ -340,11 +343,12 @@ class Inbox:
     def recover(self, contact: Contact, outbox: Outbox, refused: list[Entry], inflight: Inflight) -> None:
         """Send each message its receiver could not open for want of a session again, once, in a
         new session and under its own id (the receiver's dedup keeps it to one hand-over); one
-        already sent again, or no longer kept, stays refused."""
-        for entry in refused:
-            inner = None if entry.recovered else inflight.take(entry.id)
+        already sent again, or no longer kept (settled, or sent longer ago than
+        `keys.ratchet_inflight.RESEND_WINDOW_S`), stays refused, and its copy is erased."""
+        again = [(e, None if e.recovered else inflight.take(e.id)) for e in refused]
+        inflight.drop([e.id for e, inner in again if inner is None])
+        for _, inner in again:
             if inner is None:
-                inflight.drop([entry.id])
                 continue
             try:
                 resend_in_new_session(self.identity, self.client, contact, outbox, inner)
@@ -561,3 +565,16 @@ def spool_line(contact: Contact, inner: Inner, rule: Rule, hops: list[str], bloc
         record["retry"] = retry
         record["task_trust"] = rule.tasks
     return record
+
+
+
+def never_reached(mine: dict[str, Entry], items: list[tuple[str, str, str]]) -> set[str]:
+    """The ids among a receipt's items of messages of ours that no receipt, this one included,
+    ever said reached the receiver (spooled or later): only those may a refusal bring back. A
+    refusal of mail that did arrive cannot be its receiver's honest word, which would have
+    refused it on arrival; it is what a relay holding stolen keys would say to have the message
+    sent again in a session it can open. (Pure: `mine` is not changed.)"""
+    after = {msg_id: copy.copy(mine[msg_id]) for msg_id, _, _ in items}
+    for msg_id, state, reason in items:
+        advance(after[msg_id], state, reason, 0.0)
+    return {msg_id for msg_id, entry in after.items() if entry.state in REFUSALS}

@@ -34,6 +34,7 @@ from keys.contacts import ContactBook
 from keys.identity import Identity
 from keys.policy import HOLD_HOURS
 from keys.ratchet_account import RatchetAccount
+from keys.ratchet_inflight import Inflight
 from spool_writer import handed
 from spool_writer.layout import SpoolLayout
 
@@ -150,6 +151,7 @@ class Upkeep:
             self.next_slow = time.monotonic() + self.slow_every + self.delay()
             self.expire_held(now)
             self.resend(now)
+            Inflight(self.folder, self.identity).sweep()  # erase what can no longer be sent again
         if time.monotonic() >= self.next_ratchet:
             self.next_ratchet = time.monotonic() + self.ratchet_every
             self.refresh_ratchet()

@@ -28,8 +28,10 @@ Receiving takes a page of mail at a time (`SessionStore.page`), in this order:
     decrypts, so the page's other messages open as if the refused one had never come.
  3. The caller hands every plaintext of the page over durably (written and synced where it
     is read).
- 4. `commit`: each peer with a message opened is saved once, its file, with the ids added to
-    `seen`, replaced atomically; then the account, if step 2 changed it.
+ 4. `commit`: each peer with a message opened is saved once, with the ids added to `seen`,
+    synced, and then copied over the state before it (`durable.slots`); then the account, if
+    step 2 changed it (replaced whole: the old file, with the one-time key the page used, is
+    unlinked).
  5. The caller acks the page on the relay.
 
 Why this order. A kill before 3 saved nothing: the page is still on the relay and decrypts
@@ -69,6 +71,19 @@ is, may be lost), so before anything else every session in it encrypts and throw
 `SYNC_EVERY` messages, stepping past every message key that could have been used, and the next
 save is synced. The peer sees a gap of unsent messages, which Olm allows (it keeps the skipped
 keys for a while). Without a boot id every save is synced and none is stepped past.
+
+What a copy of the folder opens (forward secrecy at rest). A receiving chain key opens every
+later message of its chain, so a state from before a page would open that page's messages from
+the relay's copies. None is left: the page's save is synced, and `durable.slots` then copies the
+new state over the slot that held the one before it; no later save brings that back (a send's
+unsynced save overwrites the older slot, which then holds a state after the page). So once
+`commit` returns, no state in the file, in either slot, opens a message the page took. On the
+sending side an unsynced save leaves, in the older slot, the state before the last send, whose
+sending chain key derives the key of the message sent last to this peer (vodozemac offers no
+call that does it, but the pickle holds the key); the newest state, like any sender's, derives
+the keys of the messages this side sends next, until the peer answers. A synced save (a page,
+a loss, a new session, or every `SYNC_EVERY`-th send) leaves none behind. A power loss before
+the copy reaches the disk may bring the older slot back there, until the next synced save.
 """
 
 from __future__ import annotations

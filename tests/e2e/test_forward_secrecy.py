@@ -3,8 +3,12 @@ a replay, and a receiver that lost its session state."""
 
 from __future__ import annotations
 
+import base64
+import contextlib
+import hashlib
 import json
 import os
+import re
 import shutil
 import signal
 import sqlite3
@@ -17,12 +21,15 @@ from typing import Any
 
 import pytest
 import vodozemac
+from nacl import secret
+from nacl.exceptions import CryptoError
 from nacl.public import PublicKey
 
 from durable.errors import TamperedMessage
-from durable.ndjson import read_records
+from durable.ndjson import json_lines, read_records
 from follower.client import RelayClient
 from follower.outbox import Outbox
+from follower.receipts import send_receipts
 from keys import keystore
 from keys.contacts import Contact, ContactBook
 from keys.encoding import b64d, b64e
@@ -30,8 +37,9 @@ from keys.envelope import Inner, channel_tag, new_message, open_blob, seal
 from keys.identity import Identity
 from keys.ratchet_account import RatchetAccount, card_for
 from keys.ratchet_card import verify_card
-from keys.ratchet_envelope import olm_part, unwrap
-from keys.ratchet_inflight import INFLIGHT_FILE
+from keys.ratchet_envelope import OLM_FIELD, olm_part, unwrap
+from keys.ratchet_inflight import CONTEXT as INFLIGHT_CONTEXT
+from keys.ratchet_inflight import INFLIGHT_FILE, RESEND_WINDOW_S
 from keys.ratchet_sessions import SESSIONS_DIR, SessionStore, stored_state
 from tests.conftest import Agent, RelayProcess, befriend, free_port, make_agent, wait_for
 from tests.e2e.probes import spool_ids
@@ -195,7 +203,7 @@ def test_a_receiver_that_lost_its_sessions_gets_the_refused_message_once_in_a_ne
     assert texts(bob) == []  # exactly once
     alice.ok("receive")
     assert Outbox(alice.home / "alice").entries()[lost].state == "delivered"
-    assert any(lost in r.get("drop", []) for r in read_records(kept))  # settled: no longer kept
+    assert lost.encode() not in kept.read_bytes()  # settled: erased from the file, not marked
     assert_both_see_it_reestablished(alice, bob)
     sent(alice, "alice", "in the new session", "bob")
     assert texts(bob) == ["in the new session"]
@@ -621,3 +629,173 @@ def test_a_pre_key_message_on_the_fallback_key_opens_with_a_stolen_account_until
     rotate()
     with pytest.raises(TamperedMessage, match="starts no session"):
         Thief(bob, "bob", tmp_path / "stolen-2").receive_path(blob, "2" * 32)
+
+
+def record_deposits(relay: RelayProcess) -> None:
+    """From now on the relay keeps a copy of every blob deposited, as a relay an attacker holds
+    would, whatever becomes of the mail itself."""
+    with sqlite3.connect(relay.db) as db:
+        db.executescript("""
+            CREATE TABLE recorded (fp TEXT NOT NULL, blob BLOB NOT NULL);
+            CREATE TRIGGER record_deposit AFTER INSERT ON mail
+            BEGIN INSERT INTO recorded VALUES (new.fp, new.blob); END;
+        """)
+
+
+def recorded(relay: RelayProcess, fp: str) -> list[bytes]:
+    with sqlite3.connect(relay.db) as db:
+        rows = db.execute("SELECT blob FROM recorded WHERE fp = ? ORDER BY rowid", (fp,))
+        return [bytes(r[0]) for r in rows]
+
+
+# Every base64 run long enough to be a pickle or a sealed box, wherever it lies in a file: in
+# either slot of a session file, whole or torn, in a log line erased or not, in a temporary file.
+PICKLE_LIKE = re.compile(rb"[A-Za-z0-9+/]{120,}={0,2}")
+
+
+class FolderThief(Thief):
+    """A thief who reads every byte of every file in the copy, not only what talk would read:
+    any Olm state found anywhere is tried, and any in-flight record opened."""
+
+    def states(self) -> tuple[list[vodozemac.Session], list[vodozemac.Account], list[bytes]]:
+        """(sessions, accounts, opened in-flight records) found anywhere in the copy."""
+        key = self.store.account.pickle_key
+        inflight = secret.SecretBox(hashlib.blake2b(INFLIGHT_CONTEXT, key=self.me.secret_bytes(),
+                                                    digest_size=32).digest())
+        sessions, accounts, records = [], [], []
+        for path in sorted(p for p in self.folder.rglob("*") if p.is_file()):
+            for run in set(PICKLE_LIKE.findall(path.read_bytes())):
+                text = run.decode().rstrip("=")
+                with contextlib.suppress(ValueError):  # vodozemac's refusal
+                    sessions.append(vodozemac.Session.from_pickle(text, key))
+                    continue
+                with contextlib.suppress(ValueError):
+                    accounts.append(vodozemac.Account.from_pickle(text, key))
+                    continue
+                with contextlib.suppress(CryptoError, ValueError):
+                    records.append(inflight.decrypt(base64.b64decode(run)))
+        return sessions, accounts, records
+
+    def carries_olm(self, blob: bytes) -> bool:
+        return OLM_FIELD in self.unseal(blob)[1].extra  # not a receipt, which rides no session
+
+    def opens(self, blob: bytes) -> list[str]:
+        """How the copy opens the Olm message in `blob`: the way for each state that does."""
+        contact, outer = self.unseal(blob)
+        part = olm_part(outer)
+        sessions, accounts, records = self.states()
+        ways = []
+        for n, session in enumerate(sessions):
+            with contextlib.suppress(ValueError):
+                session.decrypt(part.message)
+                ways.append(f"session {n}")
+        pre_key = part.message.to_pre_key()
+        curve = vodozemac.Curve25519PublicKey.from_bytes(self.curve(contact, part.card))
+        for n, account in enumerate(accounts):
+            with contextlib.suppress(ValueError):
+                if pre_key is not None:
+                    account.create_inbound_session(curve, pre_key)
+                    ways.append(f"account {n}")
+        return ways + [f"in-flight record {n}" for n, r in enumerate(records) if outer.id.encode() in r]
+
+
+def test_a_folder_copied_right_after_receive_opens_none_of_the_mail_it_took(
+        relay: RelayProcess, tmp_path: Path) -> None:
+    """The relay records every blob; bob (under a passphrase) takes alice's mail with `talk
+    receive`, two pre-key messages, then two in the session once he answered. A copy of his
+    folder taken just before each receive opens that mail (so the thief's search works); one
+    taken right after opens none of it, by any state in either slot of any file, any account,
+    or any in-flight record. Alice's own copies are gone once the receipts came."""
+    record_deposits(relay)
+    alice = make_agent(tmp_path, relay, "alice", None)
+    bob = make_agent(tmp_path, relay, "bob", "a passphrase only bob knows")
+    bob_fp = bob.ok("id", "--json").json()["fingerprint"]
+    befriend(alice, bob)
+    copies = iter(range(100))
+
+    def taken(texts_sent: list[str]) -> None:
+        ids = [sent(alice, "alice", t, "bob") for t in texts_sent]
+        blobs = recorded(relay, bob_fp)[-len(ids):]
+        before = FolderThief(bob, "bob", tmp_path / f"copy-{next(copies)}")
+        assert all(before.opens(b) for b in blobs)  # before the receive: each opens
+        assert texts(bob) == texts_sent
+        after = FolderThief(bob, "bob", tmp_path / f"copy-{next(copies)}")
+        mail = [b for b in recorded(relay, bob_fp) if after.carries_olm(b)]
+        assert blobs == mail[-len(ids):]
+        for blob in mail:
+            assert after.opens(blob) == []
+
+    taken(["first, a pre-key message", "second, a pre-key message"])
+    sent(bob, "bob", "got them", "alice")
+    assert texts(alice) == ["got them"]
+    taken(["third, in the session", "fourth, in the session"])
+    ids = list(Outbox(alice.home / "alice").entries())
+    alice.ok("receive")  # takes bob's receipts: her messages settled
+    assert all(Outbox(alice.home / "alice").entries()[i].state == "delivered" for i in ids if i)
+    kept = (alice.home / "alice" / INFLIGHT_FILE).read_bytes()
+    assert not any(i.encode() in kept for i in ids)
+
+
+def test_a_folder_copied_right_after_a_follower_page_opens_none_of_it(
+        relay: RelayProcess, tmp_path: Path) -> None:
+    record_deposits(relay)
+    alice = make_agent(tmp_path, relay, "alice", None)
+    bob = make_agent(tmp_path, relay, "bob", "a passphrase only bob knows")
+    bob_fp = bob.ok("id", "--json").json()["fingerprint"]
+    befriend(alice, bob)
+    bob.ok("follow", "--peer", "alice")
+    try:
+        ids = [sent(alice, "alice", f"to the follower: {n}", "bob") for n in range(3)]
+        wait_for(lambda: all(spool_ids(bob, "bob")[i] == 1 for i in ids), 30, "the spooled page")
+        wait_for(lambda: waiting(relay, bob_fp) == 0, 30, "the follower's ack")
+        thief = FolderThief(bob, "bob", tmp_path / "copy")
+        blobs = [b for b in recorded(relay, bob_fp) if thief.carries_olm(b)]
+        assert len(blobs) == 4  # the three, and the note saying bob was accepted
+        for blob in blobs:
+            assert thief.opens(blob) == []
+    finally:
+        bob.run("stop")
+
+
+def test_a_relay_holding_a_stolen_folder_cannot_have_mail_that_arrived_sent_again(
+        relay: RelayProcess, tmp_path: Path) -> None:
+    """A thief with bob's folder (passphrase too) and the relay answers in bob's name that he
+    lost the session of four messages: one he took, one he took whose receipt the relay kept
+    from alice (the forged receipt says it was delivered, and refused), one the relay kept from
+    him until it was older than the resend window, one it kept from him a moment ago. Only the
+    last comes back (its receiver may truly have lost the session), and alice's outbox says of
+    each only what happened."""
+    record_deposits(relay)
+    alice = make_agent(tmp_path, relay, "alice", None)
+    bob = make_agent(tmp_path, relay, "bob", "a passphrase only bob knows")
+    bob_fp, alice_fp = (a.ok("id", "--json").json()["fingerprint"] for a in (bob, alice))
+    befriend(alice, bob)
+    taken = sent(alice, "alice", "taken by bob", "bob")
+    assert texts(bob) == ["taken by bob"]
+    alice.ok("receive")  # bob's receipt
+    crossed = sent(alice, "alice", "taken by bob, the receipt kept from alice", "bob")
+    assert texts(bob) == ["taken by bob, the receipt kept from alice"]
+    with sqlite3.connect(relay.db) as db:  # the relay keeps bob's receipt from alice
+        db.execute("DELETE FROM mail WHERE fp = ?", (alice_fp,))
+    late, fresh = (sent(alice, "alice", text, "bob") for text in ("kept from bob, long ago", "kept from bob"))
+    with sqlite3.connect(relay.db) as db:  # the relay keeps them from bob
+        db.execute("DELETE FROM mail WHERE fp = ?", (bob_fp,))
+    kept = alice.home / "alice" / INFLIGHT_FILE
+    kept.write_bytes(json_lines([{**r, "at": r["at"] - RESEND_WINDOW_S - 60} if r.get("id") == late else r
+                                 for r in read_records(kept)]))  # as if the window had passed since
+    thief = FolderThief(bob, "bob", tmp_path / "copy")
+    deposits = len(recorded(relay, bob_fp))
+    lost = "no session: no ratchet session with this peer opens the message"
+    with RelayClient(relay.url) as client:
+        refusals = [{"ref": i, "state": "refused", "reason": lost} for i in (taken, crossed, late, fresh)]
+        send_receipts(thief.me, client, thief.book.get("alice"),
+                      [{"ref": crossed, "state": "delivered", "reason": ""}, *refusals])
+    alice.ok("receive")
+    entries = Outbox(alice.home / "alice").entries()
+    for arrived in (taken, crossed):
+        assert (entries[arrived].state, entries[arrived].recovered) == ("delivered", 0.0)
+    assert (entries[late].state, entries[late].recovered, entries[late].reason) == ("refused", 0.0, lost)
+    assert entries[fresh].state == "stored" and entries[fresh].recovered  # sent again, and says so
+    [again] = recorded(relay, bob_fp)[deposits:]  # the fresh one only
+    assert thief.unseal(again)[1].id == fresh and thief.opens(again) != []  # the limit the README names
+    assert all(i.encode() not in kept.read_bytes() for i in (taken, crossed, late))

@@ -34,7 +34,7 @@ def test_writes_alternate_between_the_slots_and_the_newest_is_read(tmp_path: Pat
 def test_a_torn_write_leaves_the_state_before_it(tmp_path: Path, torn: str) -> None:
     path = tmp_path / "state"
     before = write_slots(path, b"before", None)
-    after = write_slots(path, b"after", before)
+    after = write_slots(path, b"after", before, sync=False)  # torn before it was synced: nothing wiped
     data = bytearray(path.read_bytes())
     head = len(MAGIC) + 4
     data[head + after.slot * after.size + 30] ^= 0xFF  # a byte of the newest payload
@@ -46,6 +46,26 @@ def test_a_torn_write_leaves_the_state_before_it(tmp_path: Path, torn: str) -> N
             read_slots(path)
     else:
         assert read_slots(path) == before
+
+
+def test_a_synced_write_leaves_no_byte_of_the_states_before_it(tmp_path: Path) -> None:
+    """A write without a sync keeps the state before it (a power loss falls back to it); once a
+    write is synced it is copied over the other slot, and no byte of an earlier state is left,
+    not even the tail of a longer one."""
+    path = tmp_path / "state"
+    at = write_slots(path, b"the first state, longer than the rest", None)
+    at = write_slots(path, b"the second state", at, sync=False)
+    assert b"the first state" in path.read_bytes()
+    at = write_slots(path, b"the third", at)
+    data = path.read_bytes()
+    assert b"first" not in data and b"second" not in data and b"longer than the rest" not in data
+    assert data.count(b"the third") == 2 and read_slots(path) == at and holds(path, at)
+    after = write_slots(path, b"the fourth", at, sync=False)  # over the copy: the third is the fallback
+    torn = bytearray(path.read_bytes())
+    assert torn.count(b"the third") == 1 and read_slots(path) == after and not holds(path, at)
+    torn[len(MAGIC) + 4 + after.slot * after.size + 30] ^= 0xFF
+    path.write_bytes(bytes(torn))
+    assert read_slots(path) == at
 
 
 def test_a_state_that_outgrows_its_slot_lays_the_file_out_anew(tmp_path: Path) -> None:

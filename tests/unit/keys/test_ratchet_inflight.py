@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
+from durable.ndjson import json_lines, read_records
 from keys.envelope import Inner, new_message
 from keys.identity import Identity
 from keys.ratchet_envelope import plaintext_of
@@ -71,3 +72,59 @@ def test_past_twice_the_budget_the_log_keeps_the_newest_that_fit(tmp_path: Path,
     huge = message(alice_id, "c" * 20_000)
     store.keep(huge, plaintext_of(huge))  # larger than the whole budget: not kept
     assert store.take(huge.id) is None and store.take(kept[-1].id) == kept[-1]
+
+
+def boxes(path: Path) -> list[str]:
+    return [r["box"] for r in read_records(path) if "box" in r]
+
+
+def test_a_dropped_message_is_erased_from_the_files_bytes_not_marked(
+        tmp_path: Path, alice_id: Identity) -> None:
+    store = Inflight(tmp_path, alice_id)
+    settled, open_ = message(alice_id, "settled"), message(alice_id, "still on its way")
+    store.keep(settled, plaintext_of(settled))
+    store.keep(open_, plaintext_of(open_))
+    [gone, _] = boxes(tmp_path / INFLIGHT_FILE)
+    store.drop([settled.id])
+    data = (tmp_path / INFLIGHT_FILE).read_bytes()
+    assert gone.encode() not in data and settled.id.encode() not in data
+    assert store.take(settled.id) is None and store.take(open_.id) == open_
+
+
+def test_past_its_window_a_message_is_not_taken_and_the_next_append_erases_it(
+        tmp_path: Path, alice_id: Identity) -> None:
+    old, new = message(alice_id, "old"), message(alice_id, "new")
+    Inflight(tmp_path, alice_id).keep(old, plaintext_of(old))
+    [old_box] = boxes(tmp_path / INFLIGHT_FILE)
+    later = Inflight(tmp_path, alice_id, window=-1.0)  # as seen once the window has passed
+    assert later.take(old.id) is None
+    Inflight(tmp_path, alice_id).take(old.id)  # reading erases nothing
+    assert old_box.encode() in (tmp_path / INFLIGHT_FILE).read_bytes()
+    later.keep(new, plaintext_of(new))
+    assert old_box.encode() not in (tmp_path / INFLIGHT_FILE).read_bytes()
+    assert Inflight(tmp_path, alice_id).take(old.id) is None
+
+
+def test_a_line_an_earlier_version_wrote_without_a_time_is_not_taken_and_is_erased(
+        tmp_path: Path, alice_id: Identity) -> None:
+    store = Inflight(tmp_path, alice_id)
+    earlier = message(alice_id, "from before")
+    store.keep(earlier, plaintext_of(earlier))
+    [record] = read_records(tmp_path / INFLIGHT_FILE)
+    (tmp_path / INFLIGHT_FILE).write_bytes(json_lines([{"id": record["id"], "box": record["box"]},
+                                                       {"drop": ["0" * 32]}]))
+    assert store.take(earlier.id) is None
+    store.drop(["1" * 32])  # any drop rewrites a log that holds such a line
+    assert record["box"].encode() not in (tmp_path / INFLIGHT_FILE).read_bytes()
+
+
+def test_a_sweep_erases_only_what_is_past_its_window(tmp_path: Path, alice_id: Identity) -> None:
+    Inflight(tmp_path, alice_id).sweep()  # no log yet: nothing made
+    assert not (tmp_path / INFLIGHT_FILE).exists()
+    inner = message(alice_id, "on its way")
+    Inflight(tmp_path, alice_id).keep(inner, plaintext_of(inner))
+    before = (tmp_path / INFLIGHT_FILE).read_bytes()
+    Inflight(tmp_path, alice_id).sweep()
+    assert (tmp_path / INFLIGHT_FILE).read_bytes() == before
+    Inflight(tmp_path, alice_id, window=-1.0).sweep()  # as once the window passed
+    assert (tmp_path / INFLIGHT_FILE).read_bytes() == b""
