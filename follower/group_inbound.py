@@ -19,16 +19,16 @@ its key imported already and decrypts the same.
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from durable.bounded_json import parse_json
 from durable.errors import GroupRefused
 from keys import gate
 from keys.contacts import Contact
-from keys.envelope import Inner
+from keys.envelope import MAX_PADDED, Inner
 from keys.group_book import GroupBook, GroupState, apply_leave, apply_update
 from keys.group_sessions import NO_GROUP_KEY, GroupSessions, message_index
 
@@ -79,7 +79,7 @@ def open_group_message(folder: Path, contact: Contact, inner: Inner,
     plaintext = sessions.decrypt(group.id, contact.fingerprint, block["session"], block["body"],
                                  block.get("key"), block.get("export"))
     try:
-        data = json.loads(plaintext)
+        data = parse_json(plaintext, MAX_PADDED)
         text = gate.check_text(data["text"])
         if data["gm"] != block["gm"]:
             raise gate.Invalid("the group message names another gm inside than outside")
