@@ -96,3 +96,10 @@ def test_any_bytes_end_in_a_value_or_a_refusal(raw: bytes) -> None:
     except JSONRefused:
         return
     assert json.dumps(value) == json.dumps(json.loads(raw.decode()))  # NaN equals no NaN: compare texts
+
+
+def test_a_lone_surrogate_escape_is_refused_a_pair_or_a_written_backslash_is_text() -> None:
+    assert parse_json(r'["\ud83d\ude00", "\\ud800"]', 100) == ["\U0001f600", "\\ud800"]
+    for lone in (r'"\ud800"', r'"\udfff x"', r'{"a": ["\uDBFF"]}', r'"\ude00\ud83d"'):
+        with pytest.raises(JSONRefused, match="UTF-16"):
+            parse_json(lone, 100)
