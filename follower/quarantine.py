@@ -33,10 +33,10 @@ MAX_TEXT_KEPT = 1000  # a reason, a tag or an id: longer ones quote a peer's byt
 
 
 def safe_text(text: str, most: int = MAX_TEXT_KEPT) -> str:
-    """`text` cut to `most` characters, one printable line that always encodes as UTF-8 (a lone
-    surrogate, which a peer's JSON can carry as an escape, is written as its escape)."""
+    """`text` as one printable line of at most `most` characters that always encodes as UTF-8
+    (a lone surrogate, which an error may quote, is written as its escape, like a control)."""
     cut = text[:most].encode("utf-8", "backslashreplace").decode("utf-8")
-    return printable(cut)
+    return printable(cut)[:most]  # escapes lengthen it: cut again (at worst through an escape)
 
 
 class Quarantine:
