@@ -27,6 +27,7 @@ from keys.ratchet_account import RatchetAccount, card_for
 from keys.ratchet_envelope import wrap
 from keys.ratchet_sessions import SessionStore
 from tests.conftest import Agent, RelayProcess, befriend, make_agent, wait_for
+from tests.e2e.relay_calls import assert_error, fetch, new_tag, publish, signed
 from tests.peer_forge import (
     contact_of,
     deposit_blob,
@@ -187,3 +188,10 @@ def test_a_joiner_named_like_a_contact_with_a_long_name(tmp_path: Path, relay: R
     assert names == {long_name, accepted["name"]}
     bob.ok("send", "alice", "still flowing")
     assert received_cleanly(alice) == ["still flowing"]
+
+
+def test_the_relay_refuses_a_body_nested_20000_deep_and_goes_on(relay: RelayProcess) -> None:
+    owner = publish(relay)
+    for path in (f"/v1/mail/{owner.fingerprint}/fetch", f"/v1/mail/{owner.fingerprint}/ack"):
+        assert_error(signed(relay, owner, "POST", path, DEEP), 400, "bad_request", "deeper than")
+    assert fetch(relay, owner, [new_tag()])["messages"] == []
