@@ -2,7 +2,7 @@
 
 Whatever a contact, a joiner, a group member or a relay sends is parsed here, never by a bare
 `json.loads`: the bytes must be UTF-8, at most `max_bytes` long, nested at most `max_depth` deep,
-and every string in them text (JSON may escape half a UTF-16 pair, "\ud800", which no file or
+and every string in them text (JSON may escape half a UTF-16 pair, "\\ud800", which no file or
 terminal can take: written later, it would fail there instead), or `parse_json` raises
 `JSONRefused` (a ValueError, as the standard parser's own errors are, so a caller catches one
 family).
@@ -24,7 +24,7 @@ from typing import Any
 
 __all__ = ["MAX_DEPTH", "JSONRefused", "parse_json"]
 
-MAX_DEPTH = 32  # talk's deepest message (a receipt's items, an Olm card) nests 4 levels
+MAX_DEPTH = 32  # talk's deepest message (a receipt's items, an Olm card) nests 3 levels
 # What decides the depth: a whole JSON string (brackets inside it are text), the quote of a string
 # never closed, a bracket. The search skips everything else at C speed.
 _TOKEN = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"|["\[\]{}]', re.DOTALL)
@@ -39,7 +39,8 @@ def parse_json(raw: bytes | str, max_bytes: int, max_depth: int = MAX_DEPTH) -> 
     """The JSON value `raw` holds.
 
     Raises:
-        JSONRefused: longer than `max_bytes`, not UTF-8, nested deeper than `max_depth`, or not JSON.
+        JSONRefused: longer than `max_bytes`, not UTF-8, nested deeper than `max_depth`, not JSON,
+            or holding half of a UTF-16 pair.
     """
     if len(raw) > max_bytes:
         raise JSONRefused(f"JSON of {len(raw):,} bytes, over the limit of {max_bytes:,}")
