@@ -19,10 +19,10 @@ from follower.client import RelayClient
 from follower.outbox import Outbox
 from follower.quarantine import Quarantine
 from keys import keystore
-from keys.envelope import new_message, pad, seal
+from keys.envelope import Inner, new_message, pad, seal
 from keys.group_sessions import GroupSessions
 from keys.identity import Identity
-from keys.invites import parse_code
+from keys.invites import InviteCode, parse_code
 from keys.ratchet_account import RatchetAccount, card_for
 from keys.ratchet_envelope import wrap
 from keys.ratchet_sessions import SessionStore
@@ -78,6 +78,27 @@ def olm_poison(alice: Agent, forger: Identity, bob_fp: str, plaintext: bytes) ->
     return outer.id, seal(outer, forger.box_secret, PublicKey(to_bob.box_key))
 
 
+def invite_poison(inviter: Agent, relay: RelayProcess) -> InviteCode:
+    """A fresh invite of `inviter`'s, redeemed with a request nested 20,000 deep; its code."""
+    code = parse_code(inviter.ok("invite", "--json").json()["code"])
+    with RelayClient(relay.url) as client:
+        client.redeem(code.tag, bytes(SecretBox(code.key).encrypt(pad(DEEP))))
+    return code
+
+
+def megolm_poison(alice: Agent, forger: Identity, relay: RelayProcess, bob_fp: str) -> Inner:
+    """A group message from alice to bob in group duo (made already) whose Megolm body is nested
+    20,000 deep, sent as talk sends a group copy (so alice's outbox has it)."""
+    group_id = alice.ok("group", "list", "--json").json()["groups"][0]["id"]
+    account = Account(keystore.load(alice.home / "alice"), relay.url, unlocked=forger)
+    encrypted = GroupSessions(RatchetAccount(alice.home / "alice", forger)).encrypt(group_id, [bob_fp], DEEP)
+    block = {"id": group_id, "name": "duo", "gm": secrets.token_hex(16), "session": encrypted.session_id,
+             "body": encrypted.body, "by": "agent", "key": encrypted.key}
+    with RelayClient(relay.url) as client:
+        return outbound.send(forger, client, account.contacts.get("bob"), "", outbox=account.outbox,
+                             group=block)
+
+
 def test_a_sealed_envelope_nested_20000_deep(duo: tuple[Agent, Agent, Identity], relay: RelayProcess) -> None:
     alice, bob, forger = duo
     to_bob = contact_of(alice.home, "alice", "bob")
@@ -108,9 +129,7 @@ def test_an_olm_plaintext_nested_20000_deep(duo: tuple[Agent, Agent, Identity], 
 
 def test_an_invite_request_nested_20000_deep(duo: tuple[Agent, Agent, Identity], relay: RelayProcess) -> None:
     alice, bob, _ = duo
-    code = parse_code(alice.ok("invite", "--json").json()["code"])
-    with RelayClient(relay.url) as client:
-        client.redeem(code.tag, bytes(SecretBox(code.key).encrypt(pad(DEEP))))
+    code = invite_poison(alice, relay)
     bob.ok("send", "alice", "after the poison")
     assert received_cleanly(alice) == ["after the poison"]
     [kept] = Quarantine(alice.home / "alice").entries()
@@ -126,15 +145,8 @@ def test_a_megolm_body_nested_20000_deep(duo: tuple[Agent, Agent, Identity], rel
     alice, bob, forger = duo
     alice.ok("group", "create", "duo", "--member", "bob")
     assert received_cleanly(bob) == []  # the group's creation: a change of the book, not mail
-    group_id = alice.ok("group", "list", "--json").json()["groups"][0]["id"]
     bob_fp = keystore.load(bob.home / "bob").fingerprint
-    account = Account(keystore.load(alice.home / "alice"), relay.url, unlocked=forger)
-    encrypted = GroupSessions(RatchetAccount(alice.home / "alice", forger)).encrypt(group_id, [bob_fp], DEEP)
-    block = {"id": group_id, "name": "duo", "gm": secrets.token_hex(16), "session": encrypted.session_id,
-             "body": encrypted.body, "by": "agent", "key": encrypted.key}
-    with RelayClient(relay.url) as client:
-        poison = outbound.send(forger, client, account.contacts.get("bob"), "", outbox=account.outbox,
-                               group=block)
+    poison = megolm_poison(alice, forger, relay, bob_fp)
     alice.ok("send", "bob", "after the poison")
     assert received_cleanly(bob) == ["after the poison"]
     [kept] = Quarantine(bob.home / "bob").entries()
@@ -158,16 +170,19 @@ def test_a_follower_delivers_the_mail_after_the_poison(
 ) -> None:
     alice, bob, forger = following
     to_bob = contact_of(alice.home, "alice", "bob")
+    alice.ok("group", "create", "duo", "--member", "bob")
     first = alice.ok("send", "bob", "in a session", "--json").json()["id"]
     wait_for(lambda: first in {r["id"] for r in spool_records(bob, "bob")}, 20, "the first message")
     deposit_raw(relay.url, forger, to_bob, DEEP)
     deposit_blob(relay.url, forger, to_bob, olm_poison(alice, forger, to_bob.fingerprint, DEEP)[1])
+    invite_poison(bob, relay)
+    megolm_poison(alice, forger, relay, to_bob.fingerprint)
     good = alice.ok("send", "bob", "after the poison", "--json").json()["id"]
-    wait_for(lambda: good in {r["id"] for r in spool_records(bob, "bob")}, 20, "the mail after the poison")
+    wait_for(lambda: good in {r["id"] for r in spool_records(bob, "bob")}, 30, "the mail after the poison")
     wait_for(lambda: waiting(relay, to_bob.fingerprint) == 0, 20, "every blob acked")
-    assert len(Quarantine(bob.home / "bob").entries()) == 2
+    assert len(Quarantine(bob.home / "bob").entries()) == 4  # each layer's poison, once
     status = bob.ok("status", "--json").json()
-    assert status["follower"]["running"] and status["quarantined"] == 2
+    assert status["follower"]["running"] and status["quarantined"] == 4
     assert [r["id"] for r in spool_records(bob, "bob")] == [first, good]
 
 
