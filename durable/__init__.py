@@ -7,6 +7,7 @@
     backoff      how long to wait before trying again after failures
     daemon       liveness, status file, log, start and stop shared by talk's daemons
     printable    peer text made safe to show on a terminal and to an agent
+    bounded_json JSON from peers and relays, parsed within size and depth limits
     mesh_fields  the shapes of opencode-mesh fields (task id, mode, status) every part checks
     message_ids  the short form of a message id, and a typed id or prefix resolved to one
     version      the project's one version, from the installed distribution

@@ -23,6 +23,7 @@ from urllib.parse import urlsplit
 
 from nacl.exceptions import CryptoError
 
+from durable.bounded_json import parse_json
 from durable.errors import RelayError, UserError
 from durable.printable import printable
 from follower.http11 import Connection, ProtocolError
@@ -426,8 +427,8 @@ def _json_object(raw: bytes) -> dict[str, Any] | None:
     if not raw:
         return {}
     try:
-        value = json.loads(raw)
-    except (ValueError, RecursionError):  # RecursionError: a hostile "[[[[…" thousands deep
+        value = parse_json(raw, MAX_ANSWER)
+    except ValueError:
         return None
     return value if isinstance(value, dict) else None
 

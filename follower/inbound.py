@@ -3,8 +3,10 @@
 A message is acked only after the caller has handed it on and its id is on disk, so a crash
 or a dead relay at any point leaves it on the relay; when it comes again the id is known and
 it is acked without being handed on twice. Mail that cannot be opened, is sealed by a key no
-contact pins, or fails the gate (`keys.gate`) is never handed on: it is acked, kept in the
-quarantine file with its reason (`follower.quarantine`), reported, and the rest flows on.
+contact pins, fails the gate (`keys.gate`), or makes its handling fail in any other way is never
+handed on: it is acked, kept in the quarantine file with its reason (`follower.quarantine`),
+reported, its sender (when known) gets a `refused` receipt, and the rest flows on. Only a fault
+of this machine or of the way to the relay (`MACHINE_FAULTS`) stops a message from being acked.
 
 Each message from a contact is then admitted, held or refused by that contact's policy
 (`follower.admission`), and its sender gets a receipt saying which; receipts that come back
@@ -33,6 +35,7 @@ from durable.errors import (
     RelayError,
     SecurityError,
     TamperedMessage,
+    TimedOut,
 )
 from follower import admission, group_inbound
 from follower import receipts as receipts_mod
@@ -41,7 +44,7 @@ from follower.client import Fetched, RelayClient
 from follower.held import HeldBox, HeldFull
 from follower.outbound import resend_in_new_session, send
 from follower.outbox import REFUSALS, Entry, Outbox, advance
-from follower.quarantine import Quarantine
+from follower.quarantine import Quarantine, safe_text
 from follower.receipts import ReceiptBatch
 from follower.sequence import Decision, Verdict, refuse_if_out_of_window, spool_fields
 from follower.tasks import TaskLedger
@@ -62,6 +65,18 @@ from keys.ratchet_sessions import Busy, Page, SessionStore
 Emit = Callable[[dict[str, Any]], None]
 NO_SESSION = "no session"  # the refusal's reason starts so: the sender starts a new session
 LINGER_S = 0.002  # the follower's pause before acking a page that was not full
+
+# Faults of this machine or of the way to the relay, never of the message being taken: a full disk,
+# a folder's permissions, a lock held elsewhere, a relay that does not answer. The message may be
+# sound, so it stays on the relay and comes again once they pass. Whatever else handling a message
+# raises (a parse, a decryption, the gate, a name, a limit, a bug its content trips) is the
+# message's doing: it is quarantined and acked, so no message from anyone holds back the rest.
+MACHINE_FAULTS: tuple[type[Exception], ...] = (OSError, MemoryError, Busy, RelayError, TimedOut)
+
+
+def blames_message(exc: Exception) -> bool:
+    """Whether `exc`, raised while a message was handled, is that message's fault (see above)."""
+    return not isinstance(exc, MACHINE_FAULTS)
 
 
 class Dedup(Protocol):
@@ -230,28 +245,31 @@ class Inbox:
 
     def take(self, item: Fetched, invites: dict[str, InviteCode], receipts: dict[str, Contact],
              emit: Emit, report: Report) -> Outcome:
+        """How `item` ended. Anything its handling raises that `blames_message` puts on it ends it
+        in quarantine (acked); a machine fault propagates, and nothing is acked."""
         try:
             if item.tag in invites:
                 return self.take_request(item, invites[item.tag], emit, report)
             if item.tag in receipts:
                 return self.take_receipt(item, receipts[item.tag])
             return self.take_message(item, emit, report)
-        except (SecurityError, ValueError) as exc:
-            # The message's own fault (the gate's Invalid is a ValueError): keep it aside and go
-            # on. A fault of this machine (OSError) or of the relay propagates: nothing is acked.
-            self.quarantine(item, exc, answer=item.tag not in receipts)
-            report.refused.append(str(exc))
+        except Exception as exc:
+            if not blames_message(exc):
+                raise
+            reason = refusal_reason(exc)
+            self.quarantine(item, exc, reason, answer=item.tag not in receipts)
+            report.refused.append(reason)
             return Outcome.REFUSED
 
-    def quarantine(self, item: Fetched, exc: Exception, answer: bool) -> None:
+    def quarantine(self, item: Fetched, exc: Exception, reason: str, answer: bool) -> None:
         """Keep a refused blob with its reason; tell its sender, when the sender is known."""
         sender = exc.sender if isinstance(exc, MalformedMessage) else None
         msg_id = exc.msg_id if isinstance(exc, MalformedMessage) else None
         known = sender if isinstance(sender, Contact) else None
-        Quarantine(self.folder).keep(item.id, item.tag, item.blob, str(exc),
+        Quarantine(self.folder).keep(item.id, item.tag, item.blob, reason,
                                      known.fingerprint if known else None, msg_id)
         if answer and known is not None and msg_id is not None:
-            self.receipts.add(known, msg_id, "refused", str(exc))
+            self.receipts.add(known, msg_id, "refused", reason)
 
     def open(self, item: Fetched) -> tuple[Contact, Inner]:
         return open_blob(item.blob, self.identity.box_secret, self.identity.fingerprint,
@@ -269,9 +287,11 @@ class Inbox:
         """
         part = olm_part(outer)
         curve = b""
+        card = None
         if part.card is not None:
             try:
-                curve = verify_card(part.card, contact.fingerprint, contact.sign_key).curve25519
+                checked = verify_card(part.card, contact.fingerprint, contact.sign_key)
+                curve, card = checked.curve25519, checked.to_json()  # kept without any field added
             except RatchetKeyError as exc:
                 raise TamperedMessage(f"a ratchet message from {contact.name} carries a card its "
                                       f"pinned key did not sign ({exc}) and was refused") from exc
@@ -279,7 +299,7 @@ class Inbox:
             raise TamperedMessage(f"a ratchet pre-key message from {contact.name} carries no card")
         assert self._opened is not None, "a ratchet message is opened within a page (`_take_page`)"
         try:
-            opening = self._opened.open(contact.fingerprint, curve, outer.id, part.message, part.card)
+            opening = self._opened.open(contact.fingerprint, curve, outer.id, part.message, card)
         except TamperedMessage as exc:
             raise MalformedMessage(f"{NO_SESSION}: {exc}", contact, outer.id) from exc
         if opening.duplicate:
@@ -374,6 +394,19 @@ class Inbox:
         # Receipts answer what people and agents write, and group changes (kept in the outbox until
         # answered); automatic notes (a contact accepted) need none.
         answer = inner.kind in ("chat", "group")
+        try:
+            return self.take_opened(contact, inner, answer, emit, report)
+        except Exception as exc:
+            named = isinstance(exc, MalformedMessage) and exc.msg_id is not None
+            if named or not answer or not blames_message(exc):
+                raise
+            # From here on the sender and the id are known: whatever went wrong, the sender is told.
+            raise MalformedMessage(f"a message from {contact.name} was refused: {refusal_reason(exc)}",
+                                   contact, inner.id) from exc
+
+    def take_opened(self, contact: Contact, inner: Inner, answer: bool, emit: Emit,
+                    report: Report) -> Outcome:
+        """Take a message opened and from `contact`: judge, hand on or hold, remember, answer."""
         now = time.time()
         if is_ratchet(inner):
             opened = self.open_ratchet(contact, inner)
@@ -484,7 +517,12 @@ class Inbox:
         request's id — in that order, so a crash anywhere before the id is remembered takes the
         request again, and a second telling is all it costs."""
         self._not_while_holding("a contact request, answered in a new session")
-        joined = self.pin_joiner(item, code, report)
+        try:
+            joined = self.pin_joiner(item, code, report)
+        except Exception as exc:
+            if blames_message(exc):  # the relay let the code through once: the invite is spent
+                self._refuse_invite(code, refusal_reason(exc))
+            raise
         if isinstance(joined, Outcome):
             return joined
         request_id, contact = joined
@@ -501,12 +539,8 @@ class Inbox:
         """(request id, contact) of a joiner now pinned, its invite marked used; or why not.
         A request that fails its checks (no proof of its box key, a key pinned to another
         contact) is refused, and its code with it: the relay let the code through once."""
-        try:
-            request_id, bundle = open_request(code, item.blob, self.identity.box_secret)
-            self.contacts.check_free(bundle, "a contact request from")
-        except SecurityError as exc:
-            self._refuse_invite(code, exc.message)
-            raise
+        request_id, bundle = open_request(code, item.blob, self.identity.box_secret)
+        self.contacts.check_free(bundle, "a contact request from")
         if request_id in self.seen:
             return Outcome.DUPLICATE
         record = self.invites.all()[code.tag]
@@ -534,11 +568,34 @@ class Inbox:
             # and no reason to stop the inviter's mail. It learns of the acceptance when it
             # publishes and is written to.
             report.notes.append(f"{contact.name} joined but has no mailbox on the relay to tell")
+        except RelayError as exc:
+            if not joiners_doing(exc):
+                raise
+            # Its mailbox is full or refuses this mail: what the joiner can bring about, so it
+            # must not hold back the inviter's mail either. The same later mail tells it.
+            report.notes.append(f"{contact.name} joined but its mailbox refused the news ({exc})")
 
     def _refuse_invite(self, code: InviteCode, reason: str) -> None:
         record = self.invites.all().get(code.tag)
         if record is not None and state_of(record, time.time()) is InviteState.OPEN:
             self.invites.set_state(code.tag, InviteState.USED, used_by=None, refused=reason)
+
+
+def refusal_reason(exc: Exception) -> str:
+    """Why a message was refused, as one printable line of bounded length, whatever the error
+    holds (an unexpected error may quote the peer's bytes: controls, lone surrogates, kilobytes)."""
+    try:
+        text = str(exc) or type(exc).__name__
+    except Exception:  # an error whose own text fails: its name says enough
+        text = type(exc).__name__
+    return safe_text(text)
+
+
+def joiners_doing(exc: RelayError) -> bool:
+    """Whether the relay refused mail to a joiner for what the joiner controls (its mailbox full,
+    rate limited, too large): any 4xx, or 507. No status (unreachable) or another 5xx is the way
+    to the relay failing, which `MACHINE_FAULTS` leaves unacked."""
+    return exc.status is not None and (400 <= exc.status < 500 or exc.status == 507)
 
 
 def task_block(inner: Inner) -> mesh.Parsed | None:

@@ -9,8 +9,10 @@ it is acked like any other, and one line goes to `quarantine.ndjson` in the iden
      "id": message id|null, "blob": base64 (or null past MAX_BLOB_KEPT)}
 
 The line is on disk (fsynced) before the ack, like a spool line. Only faults of this machine
-(OSError: a full disk, permissions) stop acking. The file is rotated to `quarantine.ndjson.1`
-past MAX_BYTES, so it never grows without bound; `talk status` counts both generations.
+(OSError: a full disk, permissions) stop acking; nothing a peer or the relay sends can make the
+line fail to write: its texts are cut to MAX_TEXT_KEPT and made printable (`safe_text`). The file
+is rotated to `quarantine.ndjson.1` past MAX_BYTES, so it never grows without bound; `talk status`
+counts both generations.
 """
 
 from __future__ import annotations
@@ -21,11 +23,20 @@ from pathlib import Path
 from typing import Any
 
 from durable.ndjson import append_records, read_records
+from durable.printable import printable
 from keys.encoding import b64e
 
 QUARANTINE_FILE = "quarantine.ndjson"
 MAX_BYTES = 4 * 1024 * 1024
 MAX_BLOB_KEPT = 70_000  # a whole envelope; bigger is not talk's and is kept without its bytes
+MAX_TEXT_KEPT = 1000  # a reason, a tag or an id: longer ones quote a peer's bytes, which the blob keeps
+
+
+def safe_text(text: str, most: int = MAX_TEXT_KEPT) -> str:
+    """`text` as one printable line of at most `most` characters that always encodes as UTF-8
+    (a lone surrogate, which an error may quote, is written as its escape, like a control)."""
+    cut = text[:most].encode("utf-8", "backslashreplace").decode("utf-8")
+    return printable(cut)[:most]  # escapes lengthen it: cut again (at worst through an escape)
 
 
 class Quarantine:
@@ -37,8 +48,9 @@ class Quarantine:
              msg_id: str | None = None) -> None:
         self._rotate()
         append_records(self.path, [{
-            "at": round(time.time(), 3), "reason": reason, "tag": tag, "relay_id": relay_id,
-            "from": sender, "id": msg_id, "blob": b64e(blob) if len(blob) <= MAX_BLOB_KEPT else None,
+            "at": round(time.time(), 3), "reason": safe_text(reason), "tag": safe_text(tag),
+            "relay_id": safe_text(relay_id), "from": sender, "id": msg_id,
+            "blob": b64e(blob) if len(blob) <= MAX_BLOB_KEPT else None,
         }])
 
     def _rotate(self) -> None:

@@ -20,7 +20,7 @@ from durable.files import read_json, write_json
 from durable.locks import folder_locked
 from keys.encoding import b64d, b64e
 from keys.gate import confusable, usable_box_key
-from keys.identity import KeyBundle, check_name
+from keys.identity import MAX_NAME, KeyBundle, check_name
 
 CONTACTS_FILE = "contacts.json"
 
@@ -92,19 +92,30 @@ def free_name(wanted: str, taken: set[str]) -> str:
 
 def peer_name(wanted: str, fingerprint: str, taken: set[str]) -> str:
     """The local name for a contact who calls itself `wanted` (a joiner's or inviter's own
-    choice, so hostile): kept if it is a valid name that looks like no other contact's; with a
-    fingerprint prefix if another contact has that very name; `peer-<fingerprint>` if it
-    breaks the name rule or only looks like another contact's name (bob spelt with a Cyrillic o)."""
-    try:
-        check_name(wanted)
-    except UserError:
-        return free_name(f"peer-{fingerprint[:8]}", taken)
+    choice, so hostile), always one that obeys the name rule and is not in `taken`: `wanted`
+    if it is a valid name that looks like no other contact's; with a fingerprint prefix (the
+    name cut to make room) if another contact has that very name; `peer-<fingerprint>` if it
+    breaks the name rule, only looks like another contact's name (bob spelt with a Cyrillic o),
+    or cannot take the prefix (a name in another script than the prefix's hex letters)."""
+    fallback = free_name(f"peer-{fingerprint[:8]}", taken)
+    if not valid_name(wanted):
+        return fallback
     twin = confusable(wanted, taken)
     if twin is None:
         return wanted
-    if twin == wanted:
-        return free_name(f"{wanted}-{fingerprint[:6]}", taken)
-    return free_name(f"peer-{fingerprint[:8]}", taken)
+    suffix = f"-{fingerprint[:6]}"
+    prefixed = wanted[:MAX_NAME - len(suffix)] + suffix
+    if twin != wanted or not valid_name(prefixed) or confusable(prefixed, taken) is not None:
+        return fallback
+    return prefixed
+
+
+def valid_name(name: str) -> bool:
+    try:
+        check_name(name)
+    except UserError:
+        return False
+    return True
 
 
 class ContactBook:

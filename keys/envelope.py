@@ -21,6 +21,7 @@ from typing import Any, TypeVar
 from nacl.exceptions import CryptoError
 from nacl.public import Box, PrivateKey, PublicKey, SealedBox
 
+from durable.bounded_json import parse_json
 from durable.errors import MalformedMessage, MessageTooLarge, TamperedMessage, UnknownSender
 from keys import gate
 from keys.encoding import utc_now_iso
@@ -125,10 +126,15 @@ def open_blob(
     if not pinned:
         raise UnknownSender("a message from an unknown sender was dropped unread")
     try:
-        plain = Box(own, PublicKey(sender_key)).decrypt(boxed)
-        data = json.loads(unpad(plain))
+        plain = unpad(Box(own, PublicKey(sender_key)).decrypt(boxed))
     except (CryptoError, ValueError) as exc:
         raise TamperedMessage("a message failed its integrity check and was dropped") from exc
+    try:
+        data = parse_json(plain, MAX_PADDED)
+    except ValueError as exc:
+        # The Box opened: one of `pinned` wrote it. Named when only one could have.
+        writer = pinned[0] if len(pinned) == 1 else None
+        raise MalformedMessage(f"a message was refused: its content is {exc}", writer) from exc
     try:
         inner = Inner.from_json(data)
     except gate.Invalid as exc:

@@ -15,9 +15,11 @@ from __future__ import annotations
 import json
 from typing import Any, NamedTuple
 
+from durable.bounded_json import parse_json
 from durable.errors import GroupRefused
 from keys import gate
 from keys.encoding import is_hex32
+from keys.envelope import MAX_PADDED
 
 __all__ = ["GroupText"]
 
@@ -41,7 +43,7 @@ class GroupText(NamedTuple):
                 member (its maker's words, passed on by `sender`).
         """
         try:
-            data: Any = json.loads(plaintext)
+            data: Any = parse_json(plaintext, MAX_PADDED)  # a member's bytes: bounded
             if not isinstance(data, dict):
                 raise TypeError("not a JSON object")
             said = cls(data.get("group", ""), data.get("from", ""), data["gm"], gate.check_text(data["text"]))

@@ -32,11 +32,12 @@ from nacl.exceptions import CryptoError
 from nacl.public import Box, PrivateKey, PublicKey
 from nacl.secret import SecretBox
 
+from durable.bounded_json import parse_json
 from durable.errors import InviteError, TamperedMessage
 from durable.files import read_json, write_json
 from durable.locks import folder_locked
 from keys.encoding import b64d, b64e
-from keys.envelope import pad, unpad
+from keys.envelope import MAX_PADDED, pad, unpad
 from keys.gate import is_hex32
 from keys.identity import KeyBundle
 
@@ -114,7 +115,7 @@ def open_request(code: InviteCode, blob: bytes, own: PrivateKey) -> tuple[str, K
             self-signed, or it does not prove that the joiner holds its box key.
     """
     try:
-        body = json.loads(unpad(SecretBox(code.key).decrypt(blob)))
+        body = parse_json(unpad(SecretBox(code.key).decrypt(blob)), MAX_PADDED)
         bundle = KeyBundle.from_json(body["bundle"])
         request_id = body["id"]
         raw_proof = body.get("box_proof")

@@ -23,10 +23,11 @@ from typing import Any, NamedTuple
 
 import vodozemac
 
+from durable.bounded_json import parse_json
 from durable.errors import TamperedMessage
 from keys import gate
 from keys.encoding import b64d, b64e
-from keys.envelope import Inner
+from keys.envelope import MAX_PADDED, Inner
 
 __all__ = ["OLM_FIELD", "OlmPart", "is_ratchet", "olm_part", "unwrap", "wrap"]
 
@@ -79,9 +80,9 @@ def unwrap(outer: Inner, plaintext: bytes, now: float | None = None) -> Inner:
         TamperedMessage: it names another id, sender, recipient or kind than the envelope.
     """
     try:
-        data = json.loads(plaintext)
+        data = parse_json(plaintext, MAX_PADDED)
     except ValueError as exc:
-        raise gate.Invalid("the ratchet message's content is not JSON") from exc
+        raise gate.Invalid(f"the ratchet message's content is {exc}") from exc
     inner = Inner.from_json(data, now)
     if (inner.id, inner.sender, inner.recipient, inner.kind, inner.seq) != (
             outer.id, outer.sender, outer.recipient, outer.kind, outer.seq) or is_ratchet(inner):

@@ -53,6 +53,7 @@ from starlette.routing import BaseRoute, Route, WebSocketRoute
 from starlette.types import ASGIApp
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
+from durable.bounded_json import parse_json
 from durable.version import version
 from keys.encoding import b64e, is_hex32
 from keys.identity import KeyBundle
@@ -115,9 +116,9 @@ async def _body(request: Request, limit: int) -> bytes:
 
 def _json_object(body: bytes) -> dict[str, Any]:
     try:
-        data = json.loads(body)
-    except (ValueError, RecursionError) as exc:  # RecursionError: absurdly deep nesting
-        raise bad_request("body is not valid JSON") from exc
+        data = parse_json(body, len(body))  # the size is `_body`'s to limit, per route
+    except ValueError as exc:
+        raise bad_request(f"body is not valid JSON: {exc}") from exc
     if not isinstance(data, dict):
         raise bad_request("body must be a JSON object")
     return data

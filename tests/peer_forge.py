@@ -9,21 +9,28 @@ from __future__ import annotations
 import json
 import re
 import secrets
+import sqlite3
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from nacl.public import Box, PublicKey, SealedBox
 
 from follower.client import RelayClient
+from follower.outbound import checked_bundle
 from keys import keystore
 from keys.contacts import Contact, ContactBook
 from keys.encoding import utc_now_iso
 from keys.envelope import Inner, channel_tag, open_blob, pad
 from keys.identity import Identity, KeyBundle
+from keys.invites import box_proof, parse_code, seal_request
 from keys.ratchet_account import RatchetAccount
 from keys.ratchet_card import verify_card
 from keys.ratchet_envelope import is_ratchet, olm_part, unwrap
 from keys.ratchet_sessions import SessionStore
+from spool_writer.record import SpoolRecord
+
+if TYPE_CHECKING:
+    from tests.conftest import Agent, RelayProcess
 
 
 def identity_of(home: Path, name: str) -> Identity:
@@ -131,3 +138,35 @@ def borrowed_box_bundle(owner: Identity, box_of: Identity) -> KeyBundle:
     """A bundle self-signed by `owner` around someone else's box key: signs, but owns no box."""
     unsigned = KeyBundle(owner.name, owner.sign_public, box_of.box_public, b"\0" * 64)
     return unsigned._replace(signature=owner.sign(unsigned.signed_part()))
+
+
+def forged_identity(name: str) -> Identity:
+    """An identity with a name `talk init` would refuse: a joiner signs whatever it likes."""
+    made = Identity.generate("x")
+    return Identity(name, made.signing_key, made.box_secret)
+
+
+def redeem_as(inviter: Agent, relay: RelayProcess, joiner: Identity) -> None:
+    """Join `inviter` with a fresh code of its, as `joiner` (named as it likes), proven and signed."""
+    code = parse_code(inviter.ok("invite", "--json").json()["code"])
+    with RelayClient(relay.url) as client:  # never published: the inviter cannot even answer it
+        inviter_box = PublicKey(checked_bundle(client, code.fingerprint).box_key)
+        proof = box_proof(code, joiner.bundle(), joiner.box_secret, inviter_box)
+        client.redeem(code.tag, seal_request(code, joiner.bundle(), proof, secrets.token_hex(16)))
+
+
+# --- what the attacked side shows ----------------------------------------------------------------
+
+def waiting(relay: RelayProcess, fp: str) -> int:
+    """How many messages the relay still holds for mailbox `fp` (what was not acked)."""
+    with sqlite3.connect(relay.db) as db:
+        return int(db.execute("SELECT COUNT(*) FROM mail WHERE fp = ?", (fp,)).fetchone()[0])
+
+
+def spool_records(agent: Agent, name: str) -> list[SpoolRecord]:
+    """The lines as an alarm reads them back: typed as written, checked by no one (see
+    spool_writer.record), which is what the framing under test must cope with."""
+    spool = agent.home / name / "spool"
+    files = [spool / "inbox.ndjson", *sorted((spool / "sessions").glob("*.ndjson"))]
+    return [cast(SpoolRecord, json.loads(line))
+            for f in files if f.exists() for line in f.read_text().splitlines()]

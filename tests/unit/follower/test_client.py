@@ -70,3 +70,16 @@ def test_a_malformed_answer_is_one_relay_error_and_not_retried(server: OneShotSe
 def test_a_relay_path_no_request_line_can_carry_is_a_user_error(url: str) -> None:
     with pytest.raises(UserError, match="percent-encode"):
         RelayClient(url)
+
+
+DEEP = b"[" * 20_000 + b"]" * 20_000
+
+
+@pytest.mark.parametrize("server", [
+    [b"HTTP/1.1 200 OK\r\ncontent-length: %d\r\n\r\n" % len(DEEP) + DEEP],
+    [b"HTTP/1.1 400 Bad\r\ncontent-length: %d\r\n\r\n" % len(DEEP) + DEEP],
+], indirect=True, ids=["ok", "an error"])
+def test_an_answer_nested_20000_deep_is_one_relay_error(server: OneShotServer) -> None:
+    with RelayClient(server.url, timeout=5) as client, pytest.raises(RelayError) as err:
+        client.request("GET", "/v1/a")
+    assert len(err.value.message) < 400 and "\n" not in err.value.message

@@ -10,8 +10,8 @@ from durable.errors import (
     KeyInUse,
     UserError,
 )
-from keys.contacts import ContactBook, Source, free_name, pinned_contact
-from keys.identity import Identity, KeyBundle
+from keys.contacts import ContactBook, Source, free_name, peer_name, pinned_contact
+from keys.identity import MAX_NAME, Identity, KeyBundle, check_name
 from tests.peer_forge import borrowed_box_bundle
 
 
@@ -51,3 +51,29 @@ def test_contact_book_refuses_a_key_pinned_to_another_contact(
     book.check_free(alice_id.bundle())
 
 
+
+
+FP = "0123ab" + "c" * 26  # its first six characters hold digits and Latin letters, as any may
+
+
+@pytest.mark.parametrize("length", range(1, MAX_NAME + 1))
+@pytest.mark.parametrize("letter", ["a", "\u0431", "\u4e2d", "7"])  # Latin, Cyrillic, CJK, digits
+def test_a_joiner_named_exactly_like_a_contact_gets_a_name_that_obeys_the_rule(
+    length: int, letter: str
+) -> None:
+    wanted = letter * length
+    taken = {wanted, "bob", f"peer-{FP[:8]}"}
+    name = peer_name(wanted, FP, taken)
+    assert check_name(name) == name and name not in taken
+    if letter in "a7":  # the prefix's hex letters are Latin: only such a name can take them
+        assert name == wanted[:MAX_NAME - 7] + "-" + FP[:6]
+    else:
+        assert name == f"peer-{FP[:8]}-2"
+    # Taken again by a second joiner of the same name and fingerprint prefix: still a valid, free name.
+    again = peer_name(wanted, FP, taken | {name})
+    assert check_name(again) == again and again not in taken | {name}
+
+
+def test_a_joiners_own_name_is_kept_when_free() -> None:
+    assert peer_name("carol", FP, {"bob"}) == "carol"
+    assert peer_name("b\u043eb", FP, {"bob"}) == f"peer-{FP[:8]}"  # a look-alike of a contact

@@ -173,3 +173,17 @@ def test_channel_tag_is_shared_by_both_ends_and_differs_by_direction(
     }
 
 
+
+
+def test_content_nested_past_the_limit_is_refused_and_names_its_one_possible_writer(
+    alice_id: Identity, bob_id: Identity
+) -> None:
+    from durable.errors import MalformedMessage
+    from keys.contacts import Source, pinned_contact
+    from tests.peer_forge import seal_raw
+
+    to_bob = pinned_contact("bob", bob_id.bundle(), Source.ADDED)
+    blob = seal_raw(alice_id, to_bob, b"[" * 20_000 + b"]" * 20_000)
+    with pytest.raises(MalformedMessage, match="deeper than") as refused:
+        open_as(bob_id, blob, contacts_of(alice_id))
+    assert refused.value.sender == alice_id.fingerprint and refused.value.msg_id is None

@@ -164,3 +164,10 @@ def test_invites_that_ended_a_month_ago_are_forgotten_when_a_new_one_is_made(tmp
     assert [c.tag for c in book.live(now)] == [fresh.tag]
 
 
+
+
+def test_a_contact_request_nested_past_the_limit_is_tampered(alice_id: Identity) -> None:
+    code = new_code(alice_id.fingerprint, 7, time.time())
+    blob = bytes(SecretBox(code.key).encrypt(pad(b"[" * 20_000 + b"]" * 20_000)))
+    with pytest.raises(TamperedMessage, match="did not open"):
+        open_request(code, blob, alice_id.box_secret)

@@ -6,10 +6,14 @@ from __future__ import annotations
 import random
 import re
 import string
+import time
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
+from keys.gate import MAX_TEXT
 from keys.mesh import (
     MARKERS,
     Parsed,
@@ -434,3 +438,30 @@ def test_truncated_examples_never_raise(example: str) -> None:
         for cut in range(len(text) + 1):
             for piece in (text[:cut], text[cut:]):
                 assert parse(piece).kind in {complete, "chat"}
+
+
+# --- a peer's text, whatever it holds, is read in time linear in its length and never raises --------
+
+MESH_LINE = st.sampled_from([
+    "[opencode-mesh v1]", "[opencode-mesh-result v1]", "[/opencode-mesh-result]", "[aoi-mesh-digest v1]",
+    "[/aoi-mesh-digest]", "[opencode-mesh-question v1]", "---", "task: t-1", "status: done", "gen: 1",
+    "gen: " + "9" * 40, "facts:", "- a fact", "pending: none", "refs: a, b", "summary: x", "  more", "",
+    "options: a | b", "mode: one-shot", "task: \u2028", "\r",
+])
+
+
+@given(st.lists(st.one_of(MESH_LINE, st.text(max_size=20)), max_size=60).map("\n".join))
+def test_any_text_parses_to_a_kind_without_raising(text: str) -> None:
+    assert parse(text).kind in ("task", "result", "question", "digest", "chat")
+
+
+@pytest.mark.parametrize("text", [
+    "[opencode-mesh-result v1]\n" * 2600,
+    ("[opencode-mesh-result v1]\n" + "x\n" * 10 + "[/opencode-mesh-digest]\n") * 1500,
+    "[opencode-mesh v1]\n" + "key: value\n" * 6000,
+    "[opencode-mesh-digest v1]\ntask: t-1\ngen: 1\nfacts:\n" + "- a\n" * 16000,
+])
+def test_the_largest_hostile_texts_parse_in_time(text: str) -> None:
+    started = time.perf_counter()
+    parse(text[:MAX_TEXT])
+    assert time.perf_counter() - started < 1.0  # linear: milliseconds; a quadratic walk takes minutes

@@ -69,3 +69,12 @@ def test_an_olm_body_that_does_not_decode_is_a_tampered_message(alice_id: Identi
                              "olm": {"type": 1, "body": "AAAA"}}, time.time())
     with pytest.raises(TamperedMessage):
         olm_part(outer)
+
+
+def test_a_carried_message_nested_past_the_limit_fails_the_gate(alice_id: Identity, bob_id: Identity) -> None:
+    real = new_message(alice_id.fingerprint, bob_id.fingerprint, "hi", seq=1)
+    session, _ = session_pair()
+    outer = wrap(real, session.encrypt(plaintext_of(real)), None)
+    for poison in (b"[" * 20_000 + b"]" * 20_000, b'{"a":' * 5000 + b"1" + b"}" * 5000):
+        with pytest.raises(gate.Invalid, match="deeper than"):
+            unwrap(outer, poison)
