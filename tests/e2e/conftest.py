@@ -10,6 +10,10 @@ from pathlib import Path
 
 import pytest
 
+from keys.identity import Identity
+from tests.conftest import Agent, RelayProcess, befriend, make_agent
+from tests.peer_forge import identity_of
+
 
 @pytest.fixture
 def small_disk(tmp_path: Path) -> Iterator[Path]:
@@ -38,3 +42,23 @@ def fill(disk: Path) -> Path:
         except OSError:
             pass
     return filler
+
+
+@pytest.fixture
+def duo(tmp_path: Path, relay: RelayProcess) -> tuple[Agent, Agent, Identity]:
+    """alice and bob by invite, both without passphrase; alice's identity to forge with."""
+    alice = make_agent(tmp_path, relay, "alice", None)
+    bob = make_agent(tmp_path, relay, "bob", None)
+    befriend(alice, bob)
+    return alice, bob, identity_of(alice.home, "alice")
+
+
+@pytest.fixture
+def duo_following(duo: tuple[Agent, Agent, Identity]) -> Iterator[tuple[Agent, Agent, Identity]]:
+    """`duo`, with bob's follower taking alice's mail."""
+    bob = duo[1]
+    bob.ok("follow", "--peer", "alice")
+    try:
+        yield duo
+    finally:
+        bob.run("stop")

@@ -6,10 +6,8 @@ is delivered; `talk receive` exits 0 with no traceback; a sender who can be name
 from __future__ import annotations
 
 import secrets
-from collections.abc import Iterator
 from pathlib import Path
 
-import pytest
 from nacl.public import PublicKey
 from nacl.secret import SecretBox
 
@@ -33,22 +31,12 @@ from tests.peer_forge import (
     deposit_blob,
     deposit_raw,
     forged_identity,
-    identity_of,
     redeem_as,
     spool_records,
     waiting,
 )
 
 DEEP = b"[" * 20_000 + b"]" * 20_000
-
-
-@pytest.fixture
-def duo(tmp_path: Path, relay: RelayProcess) -> tuple[Agent, Agent, Identity]:
-    """alice and bob by invite, both without passphrase; alice's identity to forge with."""
-    alice = make_agent(tmp_path, relay, "alice", None)
-    bob = make_agent(tmp_path, relay, "bob", None)
-    befriend(alice, bob)
-    return alice, bob, identity_of(alice.home, "alice")
 
 
 def received_cleanly(agent: Agent) -> list[str]:
@@ -155,20 +143,10 @@ def test_a_megolm_body_nested_20000_deep(duo: tuple[Agent, Agent, Identity], rel
     refused_at_sender(alice, poison.id)
 
 
-@pytest.fixture
-def following(duo: tuple[Agent, Agent, Identity]) -> Iterator[tuple[Agent, Agent, Identity]]:
-    bob = duo[1]
-    bob.ok("follow", "--peer", "alice")
-    try:
-        yield duo
-    finally:
-        bob.run("stop")
-
-
 def test_a_follower_delivers_the_mail_after_the_poison(
-    following: tuple[Agent, Agent, Identity], relay: RelayProcess
+    duo_following: tuple[Agent, Agent, Identity], relay: RelayProcess
 ) -> None:
-    alice, bob, forger = following
+    alice, bob, forger = duo_following
     to_bob = contact_of(alice.home, "alice", "bob")
     alice.ok("group", "create", "duo", "--member", "bob")
     first = alice.ok("send", "bob", "in a session", "--json").json()["id"]
