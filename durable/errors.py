@@ -4,6 +4,7 @@
     ├── UserError                  1  bad input, missing identity/contact, wrong passphrase
     │   ├── NotFound
     │   ├── InviteError            expired, used, revoked or malformed invite codes
+    │   ├── LocalFileRefused       a file or folder of this machine is unsafe or damaged
     │   └── MessageTooLarge
     ├── SecurityError              2  refused for safety: never shown, nothing sent
     │   ├── PinMismatch            a key bundle does not hash to the pinned fingerprint
@@ -27,6 +28,7 @@ __all__ = [
     "GroupRefused",
     "InviteError",
     "KeyInUse",
+    "LocalFileRefused",
     "MalformedMessage",
     "MessageTooLarge",
     "NotFound",
@@ -64,6 +66,12 @@ class NotFound(UserError):
 
 class InviteError(UserError):
     pass
+
+
+class LocalFileRefused(UserError):
+    """A file or folder of this machine that talk will not use as it is (a link, another user's,
+    writable by others, damaged): a fault of this machine, never of the mail being handled, so a
+    receiver leaves that mail on the relay until the user fixes it (`follower.inbound`)."""
 
 
 class MessageTooLarge(UserError):

@@ -17,7 +17,7 @@ import stat
 from pathlib import Path
 from typing import Any
 
-from durable.errors import UserError
+from durable.errors import LocalFileRefused
 
 __all__ = [
     "check_private_dir",
@@ -37,19 +37,19 @@ def check_private_dir(path: Path, what: str = "folder", follow: bool = False) ->
     TALK_HOME the user linked elsewhere) that is a symbolic link.
 
     Raises:
-        UserError: saying which folder and what to do about it.
+        LocalFileRefused: saying which folder and what to do about it.
     """
     st = os.stat(path) if follow else os.lstat(path)
     if stat.S_ISLNK(st.st_mode):
-        raise UserError(f"the {what} {path} is a symbolic link; talk keeps its files only in real "
+        raise LocalFileRefused(f"the {what} {path} is a symbolic link; talk keeps its files only in real "
                         "folders: remove the link")
     if not stat.S_ISDIR(st.st_mode):
-        raise UserError(f"the {what} {path} is not a folder; move it aside")
+        raise LocalFileRefused(f"the {what} {path} is not a folder; move it aside")
     if st.st_uid != os.geteuid():
-        raise UserError(f"the {what} {path} belongs to another user (uid {st.st_uid}); another user "
+        raise LocalFileRefused(f"the {what} {path} belongs to another user (uid {st.st_uid}); another user "
                         "could read or redirect your mail there: use a folder of your own (TALK_HOME)")
     if st.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
-        raise UserError(f"the {what} {path} is writable by other users, who could plant files in "
+        raise LocalFileRefused(f"the {what} {path} is writable by other users, who could plant files in "
                         f"it; run `chmod 700 {path}`")
 
 
@@ -57,12 +57,12 @@ def ensure_private_dir(path: Path, what: str = "folder", follow: bool = False) -
     """Create `path` 0700 if it is missing; either way it must pass `check_private_dir`.
 
     Raises:
-        UserError: `path` cannot be a folder, or fails `check_private_dir`.
+        LocalFileRefused: `path` cannot be a folder, or fails `check_private_dir`.
     """
     try:
         path.mkdir(parents=True, exist_ok=True, mode=0o700)
     except FileExistsError as exc:  # a file, or a file where a parent folder should be
-        raise UserError(f"the {what} {path} cannot be a folder: {exc.filename} is a file; "
+        raise LocalFileRefused(f"the {what} {path} cannot be a folder: {exc.filename} is a file; "
                         "move it aside or set TALK_HOME elsewhere") from exc
     check_private_dir(path, what, follow)
     if os.stat(path).st_mode & 0o777 != 0o700:
@@ -73,14 +73,14 @@ def open_private(path: Path, flags: int, mode: int = 0o600) -> int:
     """`os.open` that never follows a symbolic link at `path` (and is closed on exec).
 
     Raises:
-        UserError: `path` is a symbolic link.
+        LocalFileRefused: `path` is a symbolic link.
         OSError: as os.open.
     """
     try:
         return os.open(path, flags | os.O_NOFOLLOW | os.O_CLOEXEC, mode)
     except OSError as exc:
         if exc.errno == errno.ELOOP:
-            raise UserError(f"{path} is a symbolic link; talk never reads or writes its files through "
+            raise LocalFileRefused(f"{path} is a symbolic link; talk never reads or writes its files through "
                             "one: remove the link (and check who planted it)") from exc
         raise
 
@@ -158,7 +158,7 @@ def read_json(path: Path, default: Any) -> Any:
     """The JSON in `path`, or `default` if there is no such file.
 
     Raises:
-        UserError: the file cannot be read or is not JSON.
+        LocalFileRefused: the file cannot be read or is not JSON.
     """
     import json
 
@@ -167,5 +167,5 @@ def read_json(path: Path, default: Any) -> Any:
     except FileNotFoundError:
         return default
     except (OSError, ValueError) as exc:
-        raise UserError(f"{path.name} in {path.parent} is damaged or unreadable ({exc}); restore it "
+        raise LocalFileRefused(f"{path.name} in {path.parent} is damaged or unreadable ({exc}); restore it "
                         "from a backup, or move it aside and run the command again") from exc

@@ -30,6 +30,7 @@ from nacl.public import PublicKey
 
 from durable.errors import (
     GroupRefused,
+    LocalFileRefused,
     MalformedMessage,
     NotFound,
     RelayError,
@@ -67,11 +68,13 @@ NO_SESSION = "no session"  # the refusal's reason starts so: the sender starts a
 LINGER_S = 0.002  # the follower's pause before acking a page that was not full
 
 # Faults of this machine or of the way to the relay, never of the message being taken: a full disk,
-# a folder's permissions, a lock held elsewhere, a relay that does not answer. The message may be
+# a folder's permissions, a planted link or a damaged file (`LocalFileRefused`), a lock held
+# elsewhere, a relay that does not answer. The message may be
 # sound, so it stays on the relay and comes again once they pass. Whatever else handling a message
 # raises (a parse, a decryption, the gate, a name, a limit, a bug its content trips) is the
 # message's doing: it is quarantined and acked, so no message from anyone holds back the rest.
-MACHINE_FAULTS: tuple[type[Exception], ...] = (OSError, MemoryError, Busy, RelayError, TimedOut)
+MACHINE_FAULTS: tuple[type[Exception], ...] = (OSError, MemoryError, LocalFileRefused, Busy, RelayError,
+                                                TimedOut)
 
 
 def blames_message(exc: Exception) -> bool:

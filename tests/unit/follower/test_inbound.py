@@ -7,7 +7,15 @@ from pathlib import Path
 import pytest
 
 from durable.bounded_json import JSONRefused
-from durable.errors import InviteError, MalformedMessage, RelayError, TamperedMessage, TimedOut, UserError
+from durable.errors import (
+    InviteError,
+    LocalFileRefused,
+    MalformedMessage,
+    RelayError,
+    TamperedMessage,
+    TimedOut,
+    UserError,
+)
 from follower.inbound import blames_message, joiners_doing, refusal_reason
 from follower.quarantine import MAX_TEXT_KEPT, Quarantine
 from keys.gate import Invalid
@@ -27,6 +35,7 @@ def test_whatever_a_message_trips_is_its_own_fault(exc: Exception) -> None:
 @pytest.mark.parametrize("exc", [
     OSError(28, "No space left on device"), PermissionError("denied"), MemoryError(),
     Busy("the sessions are in use"), RelayError("unreachable"), TimedOut("gave up"),
+    LocalFileRefused("inbox.ndjson is a symbolic link"),
 ])
 def test_only_faults_of_this_machine_or_the_relay_stop_acking(exc: Exception) -> None:
     assert not blames_message(exc)
