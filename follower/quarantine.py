@@ -13,18 +13,27 @@ The line is on disk (fsynced) before the ack, like a spool line. Only faults of 
 line fail to write: its texts are cut to MAX_TEXT_KEPT and made printable (`safe_text`). The file
 is rotated to `quarantine.ndjson.1` past MAX_BYTES, so it never grows without bound; `talk status`
 counts both generations.
+
+A refused message is not always lost: one refused for want of a session comes again under its own
+id, sent again by its sender in a new session. `settled` marks an entry whose id was later handed
+on (to the spool or to `talk receive`) as recovered, so `talk quarantine` and `talk status` count
+as gone only what never arrived.
 """
 
 from __future__ import annotations
 
 import os
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from durable.ndjson import append_records, read_records
 from durable.printable import printable
+from follower.receivelog import RECEIVE_LOG_FILE
 from keys.encoding import b64e
+from spool_writer.index import DeliveredIndex
+from spool_writer.layout import SpoolLayout
 
 QUARANTINE_FILE = "quarantine.ndjson"
 MAX_BYTES = 4 * 1024 * 1024
@@ -66,3 +75,21 @@ class Quarantine:
 
     def count(self) -> int:
         return len(self.entries())
+
+    def lost(self) -> list[dict[str, Any]]:
+        """The entries whose message never arrived later (see `settled`)."""
+        return [e for e in settled(self.entries(), arrived_ids(self.path.parent)) if not e["recovered"]]
+
+
+def settled(entries: list[dict[str, Any]], arrived: Callable[[str], bool]) -> list[dict[str, Any]]:
+    """`entries`, each with `recovered`: whether its message was later handed on after all."""
+    return [{**e, "recovered": isinstance(e.get("id"), str) and arrived(e["id"])} for e in entries]
+
+
+def arrived_ids(folder: Path) -> Callable[[str], bool]:
+    """Whether a message id was handed on in identity `folder`: written whole to the spool, or
+    printed by `talk receive` (its log keeps the newest of those)."""
+    index = DeliveredIndex(SpoolLayout(folder / "spool").index)
+    index.refresh()
+    printed = {r.get("id") for r in read_records(folder / RECEIVE_LOG_FILE)}
+    return lambda msg_id: index.delivered(msg_id) or msg_id in printed

@@ -175,7 +175,7 @@ def gather_status(folder: Path) -> dict[str, Any]:
     return {"follower": follower, "sessions": sessions, "inbox": str(spool / "inbox.ndjson"),
             "inbox_waiting": count_lines(spool / "inbox.ndjson"),
             "alarms": alarm_status(folder), "qwen_door": door_status(folder), "missing": missing_rows(folder),
-            "quarantined": Quarantine(folder).count(), "forward_secrecy": secrecy_rows(folder),
+            "quarantined": len(Quarantine(folder).lost()), "forward_secrecy": secrecy_rows(folder),
             "loop_guard": guard_report(folder)}
 
 
@@ -304,17 +304,19 @@ def render_status(report: dict[str, Any]) -> str:
     lines += [render_row(row, guard["cap"]) for row in guard["groups"]]
     lines.append(f"fallback inbox: {report['inbox_waiting']} waiting in {report['inbox']}")
     if report.get("quarantined"):
-        lines.append(f"quarantined: {report['quarantined']} refused message(s); `talk quarantine` "
-                     "lists them")
+        lines.append(f"quarantined: {report['quarantined']} refused message(s) that never came again; "
+                     "`talk quarantine` lists them")
     return "\n".join(lines)
 
 
 def quarantine(user: User = None, as_json: Json = False) -> None:
-    """List mail refused on arrival (malformed, tampered, unknown sender): kept, never shown."""
-    from follower.quarantine import Quarantine
+    """List mail refused on arrival (malformed, tampered, unknown sender): kept, never shown; a
+    message that came again later and was taken is marked recovered."""
+    from follower.quarantine import Quarantine, arrived_ids, settled
     from talk.context import open_account
 
-    entries = Quarantine(open_account(user, None, None).folder).entries()
+    folder = open_account(user, None, None).folder
+    entries = settled(Quarantine(folder).entries(), arrived_ids(folder))
     if as_json:
         for entry in entries:
             emit_json({k: v for k, v in entry.items() if k != "blob"})
@@ -325,4 +327,5 @@ def quarantine(user: User = None, as_json: Json = False) -> None:
     for e in entries:
         when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(float(e.get("at", 0))))
         who = f" from {e['from']}" if e.get("from") else ""
-        result({}, f"{when}{who}: {e.get('reason', '?')}", False)
+        later = " (recovered: it came again and was taken)" if e["recovered"] else ""
+        result({}, f"{when}{who}: {e.get('reason', '?')}{later}", False)

@@ -193,6 +193,7 @@ def test_a_receiver_that_lost_its_sessions_gets_the_refused_message_once_in_a_ne
     r = bob.ok("receive")
     assert [m["text"] for m in r.lines()] == ["unaffected"] and "Traceback" not in r.err
     assert "no session" in bob.ok("quarantine").out
+    assert bob.ok("status", "--json").json()["quarantined"] == 1  # lost, for now
     # alice hears why and, with nobody asking, sends it again in a new session, same id.
     alice.ok("receive")
     entry = Outbox(alice.home / "alice").entries()[lost]
@@ -201,6 +202,10 @@ def test_a_receiver_that_lost_its_sessions_gets_the_refused_message_once_in_a_ne
     r = bob.ok("receive")
     assert [(m["id"], m["text"]) for m in r.lines()] == [(lost, "into the lost session")]
     assert texts(bob) == []  # exactly once
+    [refusal] = bob.ok("quarantine", "--json").lines()
+    assert refusal["id"] == lost and refusal["recovered"] is True  # it came again: not counted as lost
+    assert bob.ok("status", "--json").json()["quarantined"] == 0
+    assert "recovered" in bob.ok("quarantine").out and "quarantined:" not in bob.ok("status").out
     alice.ok("receive")
     assert Outbox(alice.home / "alice").entries()[lost].state == "delivered"
     assert lost.encode() not in kept.read_bytes()  # settled: erased from the file, not marked
@@ -366,6 +371,8 @@ def test_followers_on_both_sides_re_establish_a_lost_session_and_deliver_once(
                  "bob's receipt for the message sent again")
         assert Outbox(alice.home / "alice").entries()[lost].recovered
         assert "no session" in bob.ok("quarantine").out
+        assert [q["recovered"] for q in bob.ok("quarantine", "--json").lines()] == [True]
+        assert bob.ok("status", "--json").json()["quarantined"] == 0
         assert_both_see_it_reestablished(alice, bob)
         later = sent(alice, "alice", "in the new session", "bob")
         wait_for(lambda: spool_ids(bob, "bob")[later] == 1, 20, "the next message")
