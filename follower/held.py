@@ -39,9 +39,9 @@ from typing import Any
 from durable.files import (
     ensure_private_dir,
     fsync_dir,
-    open_private,
     read_json,
     read_private,
+    replace_file,
     sweep_temp_files,
     write_json,
 )
@@ -58,7 +58,6 @@ HELD_MAX = 200  # messages held per sender; the rest are refused with a receipt
 HELD_MAX_BYTES = 16 * 1024 * 1024  # bytes held per sender, however few the messages
 HELD_MAX_ENV = "TALK_HELD_MAX"
 SUFFIX = ".json"
-ID_LEN = 32  # a message id: 32 hex characters (`keys.encoding.is_hex32`)
 
 
 class HeldFull(Exception):
@@ -236,44 +235,26 @@ class HeldBox:
                     yield parsed[0], folder / name
 
     def _listing(self, folder: Path) -> dict[str, int]:
-        """The messages held from the sender of `folder`: id → bytes, from their names alone
-        (on every hold: so the names are only sliced here, not matched). A temporary file a
-        killed hold left behind is swept on the way."""
+        """The messages held from the sender of `folder`: id → bytes, from their names alone.
+        A temporary file a killed hold left behind is swept on the way."""
         try:
             names = os.listdir(folder)
         except FileNotFoundError:
             return {}
-        listed = {}
-        leftovers = False
-        for name in names:
-            if name.endswith(SUFFIX) and name[ID_LEN:ID_LEN + 1] == ".":
-                size = name[ID_LEN + 1:-len(SUFFIX)]
-                if size.isascii() and size.isdigit():
-                    listed[name[:ID_LEN]] = int(size)
-            leftovers |= name.endswith(".tmp")
-        if leftovers:
+        listed = dict(filter(None, map(_parse, names)))
+        if any(name.endswith(".tmp") for name in names):
             sweep_temp_files(folder)
         return listed
 
     def _write(self, path: Path, data: bytes, held_ns: int) -> None:
-        """Put one held message in place, durably; its modification time is when it was held."""
+        """Put one held message in place, durably (`replace_file`), its modification time set to
+        when it was held (`held_ns`), which is what expiry reads."""
         fresh = not path.parent.is_dir()
         if fresh:
             ensure_private_dir(self.root, "held mail folder")
             ensure_private_dir(path.parent, "held mail folder")
-        tmp = path.with_name(f".{path.name}.{os.getpid()}.{time.monotonic_ns()}.tmp")
-        fd = open_private(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL)
-        try:
-            with os.fdopen(fd, "wb") as f:
-                f.write(data)
-                f.flush()
-                os.utime(f.fileno(), ns=(held_ns, held_ns))
-                os.fsync(f.fileno())
-            os.replace(tmp, path)
-        except BaseException:
-            tmp.unlink(missing_ok=True)
-            raise
-        fsync_dir(path.parent)
+        replace_file(path, data)
+        os.utime(path, ns=(held_ns, held_ns))  # unsynced: a power loss leaves the write's own time
         if fresh:
             fsync_dir(self.root)
             fsync_dir(self.folder)
