@@ -3,7 +3,8 @@
 Files, in the identity folder: `ratchet_sessions/<peer fingerprint>.json` holds, as JSON in a
 file rewritten in place (`durable.slots`: a save costs one data sync at most, see Sending),
 {"v": 1, "sessions": [PICKLE, ...], "seen": [ID, ...], "card"?: CARD, "lost"?: N, "lost_at"?: T,
-"unopened"?: [ID, ...], "unopened_at"?: T, "started_at"?: T, "unsynced"?: N, "boot"?: ID}:
+"unopened"?: [ID, ...], "unopened_at"?: T, "started_at"?: T, "unsynced"?: N, "boot"?: ID,
+"heard"?: true}:
 the sessions with that peer, the one used last first, each sealed under the Olm account's pickle
 key (`keys.ratchet_account`), the ids of the last `SEEN_MOST` messages received, the peer's
 ratchet card the last session was started with (public, checked against the pin when it came,
@@ -65,7 +66,14 @@ key ever encrypts two messages, whatever is killed afterwards. Only one save in 
 waits for the disk: the others are left in the kernel's page cache, which outlives any process
 that is killed, so only a crash of the machine can take them back, and the machine then boots
 again. The file says in which boot it was written (`boot`, `durable.boot`) and how many
-saves since the last synced one (`unsynced`). A state read in another boot may be older than
+saves since the last synced one (`unsynced`). One send always waits for the disk: the first
+after a message was opened (`heard`). It is the one that picks a new random ratchet key, which
+every later message of the chain, and the peer's answer to it, depend on; left in the page
+cache, a power loss would take the key back, the next boot would pick another, and the peer,
+which read the message, would answer on a key this side no longer has (the session forked, and
+neither side could open the other's next message). Synced, the key is on the disk before the
+message leaves. In a conversation that costs one data sync per reply, as the receive before it
+already did; a one-way stream pays nothing more. A state read in another boot may be older than
 what was sent, by fewer than `SYNC_EVERY` messages (sends after it, or after the synced save it
 is, may be lost), so before anything else every session in it encrypts and throws away
 `SYNC_EVERY` messages, stepping past every message key that could have been used, and the next
@@ -139,6 +147,7 @@ class _Peer(NamedTuple):
     started_at: float = 0.0
     at: Slotted | None = None  # where the file holds this state: the next save goes beside it
     unsynced: int = 0  # saves since the last synced one (SYNC_EVERY: the next one must be)
+    heard: bool = False  # a message opened since the last send: the next send may turn the ratchet
 
 
 class History(NamedTuple):
@@ -254,7 +263,8 @@ class SessionStore:
             if stored.get("boot", boot_id()) != boot_id():
                 _step_past_unsynced(sessions)
                 unsynced = SYNC_EVERY
-            return _Peer(sessions, seen, card=card, at=at, unsynced=unsynced, **_marks(stored))
+            return _Peer(sessions, seen, card=card, at=at, unsynced=unsynced,
+                         heard=stored.get("heard") is True, **_marks(stored))
         except (KeyError, TypeError, ValueError) as exc:  # vodozemac's and json's errors are ValueErrors
             raise UserError(
                 f"the ratchet sessions with {peer} cannot be opened ({exc}); move "
@@ -263,9 +273,13 @@ class SessionStore:
 
     def _save(self, peer: str, state: _Peer, sync: bool = True) -> _Peer:
         """Save `state` (loaded under the peer's lock, still held); the state as now saved.
-        Without `sync` (a send's save) the disk is waited for only every `SYNC_EVERY` saves."""
+        Without `sync` (a send's save) the disk is waited for only every `SYNC_EVERY` saves, and
+        for the first send after a message was opened (see Sending, in the module's docstring)."""
         boot = boot_id()
-        unsynced = 0 if sync or boot is None or state.unsynced + 1 >= SYNC_EVERY else state.unsynced + 1
+        turned = state.heard and not sync  # a send that followed a receive
+        unsynced = (0 if sync or turned or boot is None or state.unsynced + 1 >= SYNC_EVERY
+                    else state.unsynced + 1)
+        heard = state.heard and sync
         losses = {"lost": state.lost, "lost_at": state.lost_at} if state.lost else {}
         unopened = ({"unopened": list(state.unopened[-SEEN_MOST:]), "unopened_at": state.unopened_at}
                     if state.unopened else {})
@@ -279,9 +293,10 @@ class SessionStore:
             **({"card": state.card} if state.card is not None else {}),
             **({"boot": boot} if boot is not None else {}),
             **({"unsynced": unsynced} if unsynced else {}),
+            **({"heard": True} if heard else {}),
         }, separators=(",", ":")).encode()
         at = write_slots(self._path(peer, ".json"), data, state.at, sync=not unsynced)
-        return state._replace(at=at, unsynced=unsynced)
+        return state._replace(at=at, unsynced=unsynced, heard=heard)
 
     def has_session(self, peer: str) -> bool:
         with self._locked(peer) as state:
@@ -383,7 +398,7 @@ class Page:
         others = [s for s in state.sessions if s is not used]
         state.seen.append(msg_id)  # the page's own list (loaded for it), not copied per message
         seen.add(msg_id)
-        self._peers[peer] = state._replace(sessions=[used, *others],
+        self._peers[peer] = state._replace(sessions=[used, *others], heard=True,
                                            card=card or state.card,
                                            started_at=time.time() if started else state.started_at)
         self._touched.add(peer)

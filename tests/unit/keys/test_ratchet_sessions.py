@@ -32,6 +32,7 @@ from keys.ratchet_sessions import (
     session_history,
     stored_state,
 )
+from tests.power_loss import Disk
 from tests.unit.samples import hexid, secret_forms
 
 
@@ -613,3 +614,48 @@ def test_a_sender_whose_session_folder_was_removed_starts_again_cleanly(sides: t
     handed: dict[str, bytes] = {}
     assert receive(bob, alice, "new", alice.store().encrypt(bob.fp, b"in a new session"), handed)
     assert handed == {"new": b"in a new session"}
+
+
+def delivered(me: Side, sender: Side, msg_id: str, message: vodozemac.AnyOlmMessage,
+              handed: dict[str, bytes]) -> bool:
+    """Whether the message opened and was handed over (a refused one is acked too)."""
+    return receive(me, sender, msg_id, message, handed) and msg_id in handed
+
+
+@pytest.fixture
+def disk(monkeypatch: pytest.MonkeyPatch) -> Disk:
+    return Disk(monkeypatch).watch()
+
+
+def test_a_power_loss_right_after_a_reply_leaves_both_sides_in_step(
+        sides: tuple[Side, Side], disk: Disk) -> None:
+    """The first send after a receive picks a new ratchet key. If the save that holds it were
+    left unsynced, a power loss would take it back and the next boot would pick another: the
+    peer, which read the message, would answer on a key this side no longer has."""
+    alice, bob = sides
+    handed: dict[str, bytes] = {}
+    for turn in range(3):
+        assert delivered(bob, alice, f"a{turn}", alice.store().encrypt(bob.fp, b"question"), handed)
+        assert delivered(alice, bob, f"b{turn}", bob.store().encrypt(alice.fp, b"answer"), handed)
+        reply = alice.store().encrypt(bob.fp, b"reply right after reading")
+        assert delivered(bob, alice, f"r{turn}", reply, handed)
+        disk.lose_power(alice.folder)  # the reply went out and was read; then alice lost power
+        after = alice.store().encrypt(bob.fp, b"after the power loss")
+        assert delivered(bob, alice, f"p{turn}", after, handed)
+        answer = bob.store().encrypt(alice.fp, b"bob answers")
+        assert delivered(alice, bob, f"q{turn}", answer, handed), "alice no longer opens bob's answer"
+    assert handed["q2"] == b"bob answers" and len(handed) == 15
+
+
+def test_a_power_loss_on_the_receiving_side_takes_back_nothing_it_acked(
+        sides: tuple[Side, Side], disk: Disk) -> None:
+    alice, bob = sides
+    handed: dict[str, bytes] = {}
+    for n in range(SYNC_EVERY + 3):
+        assert delivered(bob, alice, f"a{n}", alice.store().encrypt(bob.fp, b"%d" % n), handed)
+        if n % 4 == 3:
+            disk.lose_power(bob.folder)
+            reply = bob.store().encrypt(alice.fp, b"still here")
+            assert delivered(alice, bob, f"b{n}", reply, handed)
+            disk.lose_power(alice.folder)
+    assert len(handed) == SYNC_EVERY + 3 + (SYNC_EVERY + 3) // 4
