@@ -20,7 +20,7 @@ from follower.resending import MAX_SENDS, Way
 from keys import keystore
 from keys.contacts import ContactBook
 from keys.identity import Identity
-from tests.conftest import Agent, RelayProcess, wait_for
+from tests.conftest import Agent, wait_for
 from tests.e2e.probes import spool_ids
 
 ROUNDS = 6  # receive on both sides: each round settles one more step of every message
