@@ -177,8 +177,9 @@ def _sealed(identity: Identity, client: RelayClient, contact: Contact, home: Pat
             recorded: bool) -> bytes:
     """`inner` sealed to `contact`, in its Olm session when it offers one. The outbox keeps this
     very blob, so a resend repeats it and never takes another ratchet step; a message the outbox
-    records (`recorded`) also keeps what it said until it settles, so that if the contact loses
-    the session it can be sent again in a new one (`resend_in_new_session`)."""
+    records (`recorded`) also keeps what it said until it settles, so that if the contact refuses
+    it for a reason sending again cures (a lost session, a reused number) it can be sealed anew
+    (`send_again`)."""
     sealed = ratchet_inner(identity, client, contact, home, inner)
     if sealed is None:
         sealed = inner

@@ -156,6 +156,8 @@ def test_refusals_send_a_message_again_until_the_bound_then_it_is_final_and_bob_
     assert (entry.state, entry.reason) == ("refused", f"refused after {MAX_SENDS} attempts: not opened: "
                                                       "in none of the sessions held")
     assert f"refused after {MAX_SENDS} attempts" in alice.ok("outbox").out
+    assert f"refused after {MAX_SENDS} attempts" in alice.ok("status", msg).out
+    assert [m["sends"] for m in alice.ok("outbox", "--json").json() if m["id"] == msg] == [MAX_SENDS]
     # Four copies of one id reached the relay; bob's receiver hands it on once.
     assert received(bob) == [msg]
     assert received(bob) == []
