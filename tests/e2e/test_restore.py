@@ -20,6 +20,7 @@ from follower.resending import MAX_SENDS, Way
 from keys import keystore
 from keys.contacts import ContactBook
 from keys.identity import Identity
+from keys.ratchet_inflight import INFLIGHT_FILE
 from tests.conftest import Agent, wait_for
 from tests.e2e.probes import spool_ids
 
@@ -97,6 +98,8 @@ def test_a_restored_backup_loses_no_message_and_delivers_each_once(
     # Bob's quarantine keeps each refusal, marked recovered: none is counted as lost.
     assert bob.ok("status", "--json").json()["quarantined"] == 0
     assert "refused" not in alice.ok("outbox").out
+    kept = (alice.home / "alice" / INFLIGHT_FILE).read_bytes()
+    assert not [i for i in after if i.encode() in kept]  # settled: what they said is erased
     later = sent(alice, "bob", "after the restore settled")  # the count is past bob's: no refusal
     assert received(bob) == [later]
 
@@ -146,6 +149,7 @@ def test_refusals_send_a_message_again_until_the_bound_then_it_is_final_and_bob_
         alice.ok("receive")
         entry = outbox(alice, "alice")[msg]
         assert entry.state == "stored"  # on its way again
+        assert msg.encode() in (alice.home / "alice" / INFLIGHT_FILE).read_bytes()  # kept: it may go again
         ways.append(entry.way)
     # Unopened: the same session, then (that copy unopened too) a new one; no session: a new one.
     assert ways == [Way.SAME_SESSION, Way.NEW_SESSION, Way.NEW_SESSION]
@@ -155,6 +159,7 @@ def test_refusals_send_a_message_again_until_the_bound_then_it_is_final_and_bob_
     entry = outbox(alice, "alice")[msg]
     assert (entry.state, entry.reason) == ("refused", f"refused after {MAX_SENDS} attempts: not opened: "
                                                       "in none of the sessions held")
+    assert msg.encode() not in (alice.home / "alice" / INFLIGHT_FILE).read_bytes()  # final: erased
     assert f"refused after {MAX_SENDS} attempts" in alice.ok("outbox").out
     assert f"refused after {MAX_SENDS} attempts" in alice.ok("status", msg).out
     assert [m["sends"] for m in alice.ok("outbox", "--json").json() if m["id"] == msg] == [MAX_SENDS]
