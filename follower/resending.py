@@ -16,9 +16,20 @@ Each is sent again under its own id. The receiver hands a message on once per id
 copies come (its id dedup); none of these refusals handed it on, and each left the id free to
 come again: the first two fail before the message opens, and a replay, opened, is refused
 before it is recorded, and the Olm layer lets the id go (`keys.ratchet_sessions.Page.let_go`:
-the quarantine keeps the record). So a copy sent again is taken once, and a kill anywhere in a
-resend repeats at worst a copy the receiver answers as a duplicate. A new id instead would
-need a link kept on both sides to tell the copies apart; the same id needs none.
+the quarantine keeps the record). So a copy sent again is taken once, whichever copies arrive.
+A new id instead would need a link kept on both sides to tell the copies apart, and a kill
+between making the new id and recording the link would send the message twice; the same id
+needs none.
+
+A kill of the sender while it takes the refusing receipt (`follower.inbound.Inbox.take_receipt`)
+leaves the receipt on the relay, and it is taken again. Before a copy is recorded in the outbox
+(the refusal recorded, the count moved, the session forgotten, the copy perhaps sealed: an Olm
+step and a number used up, which the receiver sees as one message missing), taking it again
+does the same once more: moving the count and recording a refusal are idempotent, and one more
+sealing is one more copy of the same id. Once the copy is recorded, the entry names the receipt
+that brought it back (`answered`): taken again, that receipt's refusal is not acted on twice,
+and the recorded copy is deposited again (the same blob: a duplicate at worst). No point loses
+the message, and no point makes the receiver hand it on twice.
 
 Bounded: a message is sent at most `MAX_SENDS` times in all. Past that its refusal is final,
 and says so ("refused after 4 attempts: ..."), as does any refusal no rule brings back.
