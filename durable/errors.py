@@ -117,7 +117,10 @@ class StaleMessage(MalformedMessage):
 
 
 class ReplayedMessage(MalformedMessage):
-    pass
+    """`highest`: the highest seq seen from the sender, which its refusal tells it so that it can
+    number past it (a sender whose counter a restored backup rolled back)."""
+
+    highest: int | None = None
 
 
 class RelayError(TalkError):

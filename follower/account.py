@@ -290,7 +290,7 @@ class Account:
         except outbound.Queued as queued:
             # Not an error: the message is kept and will arrive once, with this id. A caller that
             # sent it again would make two; so the answer is success, with a warning.
-            msg_id = queued.inner.id
+            msg_id = queued.msg_id
             return msg_id, QUEUED, (
                 f"the relay did not take {msg_id} now ({queued.cause}); it is queued and goes with "
                 "the follower, or with your next `talk send` or `talk receive`: do not send it again")

@@ -317,7 +317,7 @@ def send_copy(identity: Identity, client: RelayClient, outbox: Outbox, contact: 
     try:
         inner = outbound.send(identity, client, contact, "", kind, outbox=outbox, shown=shown, **extra)
     except outbound.Queued as queued:
-        return Copy(member, contact.name, queued.inner.id, "queued", str(queued.cause))
+        return Copy(member, contact.name, queued.msg_id, "queued", str(queued.cause))
     except (RelayError, NotFound) as exc:
         return Copy(member, contact.name, None, "dropped", str(exc))
     return Copy(member, contact.name, inner.id, "stored")

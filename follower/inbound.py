@@ -34,6 +34,7 @@ from durable.errors import (
     MalformedMessage,
     NotFound,
     RelayError,
+    ReplayedMessage,
     SecurityError,
     TamperedMessage,
     TimedOut,
@@ -43,15 +44,17 @@ from follower import receipts as receipts_mod
 from follower.admission import RateWindow, admit, hops_of
 from follower.client import Fetched, RelayClient
 from follower.held import HeldBox, HeldFull
-from follower.outbound import resend_in_new_session, send
+from follower.outbound import deposit_again, send, send_again
 from follower.outbox import REFUSALS, Entry, Outbox, advance
 from follower.quarantine import Quarantine, safe_text
 from follower.receipts import ReceiptBatch
+from follower.resending import Cause, Way, final_reason, next_way
+from follower.seqcounter import move_past
 from follower.sequence import Decision, Verdict, refuse_if_out_of_window, spool_fields
 from follower.tasks import TaskLedger
 from keys import mesh
 from keys.contacts import Contact, ContactBook, Source, peer_name, pinned_contact
-from keys.encoding import utc_now_iso
+from keys.encoding import b64d, utc_now_iso
 from keys.envelope import Inner, open_blob, pair_tags
 from keys.group_sessions import NO_GROUP_KEY, GroupSessions
 from keys.identity import Identity
@@ -65,6 +68,9 @@ from keys.ratchet_sessions import Busy, Page, SessionStore
 
 Emit = Callable[[dict[str, Any]], None]
 NO_SESSION = "no session"  # the refusal's reason starts so: the sender starts a new session
+# The refusal's reason starts so: the receiver holds a session with us, but the message opened in
+# none; the sender sends it again in the current session, then in a new one (`follower.resending`).
+UNOPENED = "not opened"
 LINGER_S = 0.002  # the follower's pause before acking a page that was not full
 
 # Faults of this machine or of the way to the relay, never of the message being taken: a full disk,
@@ -272,7 +278,8 @@ class Inbox:
         Quarantine(self.folder).keep(item.id, item.tag, item.blob, reason,
                                      known.fingerprint if known else None, msg_id)
         if answer and known is not None and msg_id is not None:
-            self.receipts.add(known, msg_id, "refused", reason)
+            highest = exc.highest if isinstance(exc, ReplayedMessage) else None
+            self.receipts.add(known, msg_id, "refused", reason, highest)
 
     def open(self, item: Fetched) -> tuple[Contact, Inner]:
         return open_blob(item.blob, self.identity.box_secret, self.identity.fingerprint,
@@ -336,12 +343,18 @@ class Inbox:
         # A peer may speak only of mail we sent to that peer.
         items = [i for i in receipts_mod.parse_items(inner)
                  if i[0] in mine and mine[i[0]].to == contact.fingerprint]
+        # Refusals this very receipt brought back before a kill: acted on already. Their copy
+        # is deposited again (same blob: the receiver keeps one), nothing else is done twice.
+        acted = {i for i, _, _ in items if mine[i].answered == inner.id}
+        items = [i for i in items if i[0] not in acted]
         unreached = never_reached(mine, items)
-        lost = [i for i, state, reason in items
-                if state == "refused" and reason.startswith(NO_SESSION) and i in unreached]
-        if lost:
-            self._not_while_holding("a receipt that starts a new session")
+        highest = {i: n for i, n in receipts_mod.replay_highest(inner).items() if i in unreached}
+        forget, ways = resends(mine, items, highest, unreached)
         inflight = Inflight(self.folder, self.identity)
+        copies = {i: kept for i in ways if (kept := inflight.take(i)) is not None}  # before the drop below
+        ways = {i: way for i, way in ways.items() if i in copies}
+        if forget or ways:
+            self._not_while_holding("a receipt that sends mail again")
         keyless = [(i, reason) for i, state, reason in items
                    if state == "refused" and reason.startswith(NO_GROUP_KEY) and i in unreached]
         again = []  # read before the in-flight copies are dropped below
@@ -351,32 +364,30 @@ class Inbox:
                 again.append((mine[msg_id], block))
         if again:
             self._not_while_holding("a receipt that sends a group copy again")
-        outbox.receipts(items)
+        final = {i for i, state, _ in items if state == "refused" and i not in ways}
+        outbox.receipts([(i, state, final_reason(mine[i].sends, reason) if i in final else reason)
+                         for i, state, reason in items])
         for _, reason in keyless:
             group_inbound.lacking_key(self.folder, self.group_sessions, contact, reason)
-        inflight.drop([i for i, _, _ in items if i not in lost])
-        if lost:
-            # The peer lost the session these went in: the next message starts a new one.
+        inflight.drop([i for i, _, _ in items if i not in ways])
+        if highest:
+            move_past(self.folder, contact.fingerprint, max(highest.values()))
+        if forget:
+            # The peer lost the session these went in, or cannot open it: the next starts a new one.
             self.sessions.forget(contact.fingerprint)
-            self.recover(contact, outbox, [mine[i] for i in lost], inflight)
+        for msg_id, way in ways.items():
+            # Failing, the outbox says why (dropped), or the message stays refused; the receipt is taken.
+            with contextlib.suppress(SecurityError, RelayError, NotFound):
+                send_again(self.identity, self.client, contact, outbox, copies[msg_id], way,
+                           mine[msg_id].sends + 1, inner.id)
+        for msg_id in acted:
+            entry = mine[msg_id]
+            if entry.state == "sent" and entry.blob:
+                with contextlib.suppress(RelayError, NotFound):
+                    deposit_again(self.client, contact, outbox, msg_id, entry.tag, b64d(entry.blob))
         for entry, block in again:
             self.resend_group_copy(contact, outbox, entry, block)
         return Outcome.RECEIPT
-
-    def recover(self, contact: Contact, outbox: Outbox, refused: list[Entry], inflight: Inflight) -> None:
-        """Send each message its receiver could not open for want of a session again, once, in a
-        new session and under its own id (the receiver's dedup keeps it to one hand-over); one
-        already sent again, or no longer kept (settled, or sent longer ago than
-        `keys.ratchet_inflight.RESEND_WINDOW_S`), stays refused, and its copy is erased."""
-        again = [(e, None if e.recovered else inflight.take(e.id)) for e in refused]
-        inflight.drop([e.id for e, inner in again if inner is None])
-        for _, inner in again:
-            if inner is None:
-                continue
-            try:
-                resend_in_new_session(self.identity, self.client, contact, outbox, inner)
-            except (SecurityError, RelayError, NotFound):
-                continue  # the outbox says why (dropped), or it stays refused; the receipt is taken
 
     def resend_group_copy(self, contact: Contact, outbox: Outbox, refused: Entry,
                           block: dict[str, Any]) -> None:
@@ -411,7 +422,8 @@ class Inbox:
                     report: Report) -> Outcome:
         """Take a message opened and from `contact`: judge, hand on or hold, remember, answer."""
         now = time.time()
-        if is_ratchet(inner):
+        ratchet = is_ratchet(inner)
+        if ratchet:
             opened = self.open_ratchet(contact, inner)
             if opened is None:  # the session store knows its id: no ratchet step, no second hand-over
                 if self.seen.judge(contact.fingerprint, inner, now).verdict is not Verdict.DUPLICATE:
@@ -429,6 +441,10 @@ class Inbox:
             refuse_if_out_of_window(order, contact.name)
         except MalformedMessage as exc:
             exc.sender, exc.msg_id = contact, inner.id  # so its sender hears of the refusal
+            if ratchet and isinstance(exc, ReplayedMessage) and self._opened is not None:
+                # Its sender numbers past what we saw and sends it again under this id: that copy
+                # must open (`follower.resending`); the quarantine keeps the record of this one.
+                self._opened.let_go(contact.fingerprint, inner.id)
             raise
         rule = PolicyBook(self.folder).rule(contact)
         group: dict[str, Any] = {}
@@ -638,3 +654,37 @@ def never_reached(mine: dict[str, Entry], items: list[tuple[str, str, str]]) -> 
     for msg_id, state, reason in items:
         advance(after[msg_id], state, reason, 0.0)
     return {msg_id for msg_id, entry in after.items() if entry.state in REFUSALS}
+
+
+def cause_of(reason: str, highest: int | None) -> Cause:
+    """Why a receiver refused a message of ours, as `follower.resending` tells causes apart: a
+    refusal that names the highest number seen from us is one of a reused number."""
+    if highest is not None:
+        return Cause.REPLAY
+    if reason.startswith(NO_SESSION):
+        return Cause.NO_SESSION
+    if reason.startswith(UNOPENED):
+        return Cause.UNOPENED
+    return Cause.OTHER
+
+
+def resends(mine: dict[str, Entry], items: list[tuple[str, str, str]], highest: dict[str, int],
+            unreached: set[str]) -> tuple[bool, dict[str, Way]]:
+    """(whether to forget our sessions with the receiver first, {id: how to send it again}) for a
+    receipt's `items` (`highest`: of the refusals of reused numbers; `unreached`: `never_reached`).
+    One forget serves every message brought back: all of them then go in the new session. A
+    receiver that lost its sessions is forgotten even when nothing can be sent again. (Pure.)"""
+    ways: dict[str, Way] = {}
+    forget = False
+    for msg_id, state, reason in items:
+        if state != "refused" or msg_id not in unreached:
+            continue
+        cause = cause_of(reason, highest.get(msg_id))
+        forget = forget or cause is Cause.NO_SESSION
+        way = next_way(cause, mine[msg_id].sends, mine[msg_id].way)
+        if way is not None:
+            ways[msg_id] = way
+    forget = forget or Way.NEW_SESSION in ways.values()
+    if forget:
+        ways = {i: Way.NEW_SESSION if way is Way.SAME_SESSION else way for i, way in ways.items()}
+    return forget, ways

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import secrets
 import time
 from pathlib import Path
@@ -15,6 +16,7 @@ from durable.errors import InviteError, NotFound, PinMismatch, RelayError, UserE
 from follower.client import MALFORMED, RelayClient
 from follower.outbox import Outbox
 from follower.ratchet_send import ratchet_inner
+from follower.resending import Way, resent_reason
 from follower.seqcounter import next_seq
 from keys.contacts import Contact, ContactBook, Source, peer_name, pinned_contact
 from keys.encoding import b64d, b64e
@@ -111,11 +113,11 @@ def send(identity: Identity, client: RelayClient, contact: Contact, text: str,
     preview, noted = shown if shown is not None else (text, {})
     outbox.sent(inner.id, contact.fingerprint, contact.name, kind, preview, tag, b64e(blob),
                 **{k: v for k, v in extra.items() if k in ("task", "hops")}, **noted)
-    _deposit_recorded(client, contact, outbox, inner, tag, blob)
+    _deposit_recorded(client, contact, outbox, inner.id, tag, blob)
     return inner
 
 
-def _deposit_recorded(client: RelayClient, contact: Contact, outbox: Outbox, inner: Inner,
+def _deposit_recorded(client: RelayClient, contact: Contact, outbox: Outbox, msg_id: str,
                       tag: str, blob: bytes) -> None:
     """Deposit a message the outbox already records, and record how that went.
 
@@ -128,36 +130,56 @@ def _deposit_recorded(client: RelayClient, contact: Contact, outbox: Outbox, inn
     except (RelayError, NotFound) as exc:
         if not retryable(exc):
             # Final: nothing is left queued to arrive later, so a caller may send again.
-            outbox.receipts([(inner.id, "dropped", f"the relay refused it: {exc}")])
+            outbox.receipts([(msg_id, "dropped", f"the relay refused it: {exc}")])
             raise
         outbox.queued()
-        raise Queued(inner, exc) from exc
-    outbox.stored(inner.id)
+        raise Queued(msg_id, exc) from exc
+    outbox.stored(msg_id)
 
 
-def resend_in_new_session(identity: Identity, client: RelayClient, contact: Contact,
-                          outbox: Outbox, inner: Inner) -> None:
-    """Send `inner` again, under its own id and number, after `contact` lost the session it
-    went in (the caller forgot ours, so this starts a new one from a claimed key). The outbox
-    records it as recovered, which moves the refused entry on and makes a second refusal final.
+def send_again(identity: Identity, client: RelayClient, contact: Contact, outbox: Outbox, inner: Inner,
+               way: Way, sends: int, answered: str) -> None:
+    """Send `inner` again, under its own id, as copy number `sends`, after `contact` refused the
+    last copy in the receipt `answered` (`follower.resending` says why and how). It goes in the
+    session `contact` offers now (the caller forgot ours first for a new one); `Way.RENUMBERED`
+    also gives it the next number, which the caller moved past what `contact` has seen. The
+    outbox records the copy before it leaves, so a kill before the deposit leaves it to be
+    deposited again by whoever takes that receipt again, with the same blob.
 
     Raises:
         PinMismatch: the relay served ratchet keys the pinned key did not sign.
         RelayError, NotFound: the relay refused it for good (the outbox marks it dropped).
     """
-    blob = _sealed(identity, client, contact, outbox.folder, inner, True)
+    if way is Way.RENUMBERED:
+        with next_seq(outbox.folder, contact.fingerprint) as seq:
+            inner = dataclasses.replace(inner, seq=seq)
+            blob = _sealed(identity, client, contact, outbox.folder, inner, True)
+    else:
+        blob = _sealed(identity, client, contact, outbox.folder, inner, True)
     tag = channel_tag(identity.box_secret, PublicKey(contact.box_key), contact.fingerprint)
-    outbox.recovered(inner.id, tag, b64e(blob))
-    with contextlib.suppress(Queued):  # queued: the follower or the next command deposits it
-        _deposit_recorded(client, contact, outbox, inner, tag, blob)
+    outbox.recovered(inner.id, tag, b64e(blob), sends, way, resent_reason(way, sends), answered)
+    deposit_again(client, contact, outbox, inner.id, tag, blob)
+
+
+def deposit_again(client: RelayClient, contact: Contact, outbox: Outbox, msg_id: str, tag: str,
+                  blob: bytes) -> None:
+    """Deposit a copy the outbox records as sent again; queued if the relay cannot take it now
+    (the follower or the next command deposits it).
+
+    Raises:
+        RelayError, NotFound: the relay refused it for good (the outbox marks it dropped).
+    """
+    with contextlib.suppress(Queued):
+        _deposit_recorded(client, contact, outbox, msg_id, tag, blob)
 
 
 def _sealed(identity: Identity, client: RelayClient, contact: Contact, home: Path, inner: Inner,
             recorded: bool) -> bytes:
     """`inner` sealed to `contact`, in its Olm session when it offers one. The outbox keeps this
     very blob, so a resend repeats it and never takes another ratchet step; a message the outbox
-    records (`recorded`) also keeps what it said until it settles, so that if the contact loses
-    the session it can be sent again in a new one (`resend_in_new_session`)."""
+    records (`recorded`) also keeps what it said until it settles, so that if the contact refuses
+    it for a reason sending again cures (a lost session, a reused number) it can be sealed anew
+    (`send_again`)."""
     sealed = ratchet_inner(identity, client, contact, home, inner)
     if sealed is None:
         sealed = inner
@@ -170,9 +192,9 @@ class Queued(Exception):
     """The relay did not take the message now, but it is in the outbox and will be sent with the
     same id (and number) by the follower, or by the next `talk send` or `talk receive`."""
 
-    def __init__(self, inner: Inner, cause: Exception) -> None:
+    def __init__(self, msg_id: str, cause: Exception) -> None:
         super().__init__(str(cause))
-        self.inner = inner
+        self.msg_id = msg_id
         self.cause = cause
 
 

@@ -8,9 +8,12 @@ message. States only move forward:
 `written` (an alarm handed it to a door that gives no verdict) is not final: `delivered` may
 follow when the host confirms the message reached its model whole.
 
-`recovered`: the receiver refused the message because it lost the Olm session it went in
-("no session"); it was sealed again in a new session, under the same id, and is on its way
-again. It happens once per message: a second refusal is final.
+`recovered`: the receiver refused the message for a reason that sending it again can cure (it
+lost the Olm session, could not open it in the one it holds, or our number was rolled back:
+`follower.resending`); it was sealed again, under the same id, and is on its way again (`sent`).
+The entry counts the copies (`sends`) and keeps how the last went (`way`) and which receipt
+brought it back (`answered`, so a receipt taken again after a kill brings nothing back twice).
+Past `follower.resending.MAX_SENDS` copies a refusal is final.
 
 `duplicate` (the peer already had it: a resend crossed a lost receipt) counts as spooled. The
 sealed blob is kept until the message is spooled, so a resend repeats the very same message id
@@ -78,7 +81,10 @@ class Entry:
     last_attempt: float = 0.0
     tag: str = ""
     blob: str = ""
-    recovered: float = 0.0  # when it was sent again in a new session (its receiver lost the old)
+    recovered: float = 0.0  # when it was last sent again after a refusal (`follower.resending`)
+    sends: int = 1  # copies sent: the first, and one per refusal that brought it back
+    way: str = ""  # how the last copy was sent again (`follower.resending.Way`)
+    answered: str = ""  # the id of the receipt whose refusal brought it back last
     extra: dict[str, Any] = field(default_factory=dict)
 
     def public(self) -> dict[str, Any]:
@@ -147,12 +153,17 @@ def fold(events: list[dict[str, Any]], entries: dict[str, Entry] | None = None) 
 
 
 def _recover(entry: Entry, event: dict[str, Any], ts: float) -> None:
-    """Sent again in a new session after a "no session" refusal: on its way once more, once."""
-    if entry.recovered or entry.state not in REFUSALS:
+    """Sent again after a refusal: on its way once more, as copy number `sends` (an event of an
+    earlier version, which sent a message again once, is copy 2)."""
+    sends = event.get("sends", 2)
+    if entry.state not in REFUSALS or type(sends) is not int or sends <= entry.sends:
         return
-    entry.state, entry.reason, entry.updated = "sent", "sent again in a new session", ts
+    entry.state, entry.updated = "sent", ts
+    entry.reason = str(event.get("reason", "")) or "sent again in a new session"
     entry.tag, entry.blob = str(event.get("tag", "")), str(event.get("blob", ""))
+    entry.sends, entry.way, entry.answered = sends, str(event.get("way", "")), str(event.get("answered", ""))
     entry.recovered = entry.last_attempt = ts
+    entry.attempts = 1  # a new blob: its own deposits, from the first
 
 
 def _entry(event: dict[str, Any]) -> Entry:
@@ -211,9 +222,12 @@ class Outbox:
         """Note that a message waits to be deposited (see QUEUED_MARK)."""
         self.queued_mark.touch(mode=0o600)
 
-    def recovered(self, msg_id: str, tag: str, blob: str) -> None:
-        """`msg_id` is sent again, sealed anew as `blob`, after its receiver lost the session."""
-        self._append([{"ev": "recovered", "id": msg_id, "tag": tag, "blob": blob, "ts": time.time()}])
+    def recovered(self, msg_id: str, tag: str, blob: str, sends: int, way: str, reason: str,
+                  answered: str) -> None:
+        """`msg_id` is sent again, sealed anew as `blob` (copy number `sends`, sent again in the
+        way `way`), after the refusal in the receipt `answered`."""
+        self._append([{"ev": "recovered", "id": msg_id, "tag": tag, "blob": blob, "sends": sends,
+                       "way": way, "reason": reason, "answered": answered, "ts": time.time()}])
 
     def resent(self, msg_id: str) -> None:
         self._append([{"ev": "resent", "id": msg_id, "ts": time.time()}])

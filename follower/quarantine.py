@@ -14,10 +14,11 @@ line fail to write: its texts are cut to MAX_TEXT_KEPT and made printable (`safe
 is rotated to `quarantine.ndjson.1` past MAX_BYTES, so it never grows without bound; `talk status`
 counts both generations.
 
-A refused message is not always lost: one refused for want of a session comes again under its own
-id, sent again by its sender in a new session. `settled` marks an entry whose id was later handed
-on (to the spool or to `talk receive`) as recovered, so `talk quarantine` and `talk status` count
-as gone only what never arrived.
+A refused message is not always lost: one refused for want of a session, or for a reused number
+(its sender's folder restored from a backup), comes again under its own id, sent again by its
+sender in a new session or under a fresh number (`follower.resending`). `settled` marks an entry
+whose id was later handed on (to the spool or to `talk receive`) as recovered, so `talk
+quarantine` and `talk status` count as gone only what never arrived.
 """
 
 from __future__ import annotations

@@ -33,7 +33,7 @@ STATES = RECEIPT_STATES
 PER_MESSAGE = 300  # items per receipt message: far below the 64 KiB envelope
 
 
-def receipt_message(identity: Identity, contact: Contact, items: list[dict[str, str]]) -> Inner:
+def receipt_message(identity: Identity, contact: Contact, items: list[dict[str, Any]]) -> Inner:
     return new_message(identity.fingerprint, contact.fingerprint, f"{len(items)} receipt(s)",
                        kind=KIND, receipts=items)
 
@@ -45,12 +45,22 @@ def _tag_to(own: bytes, peer: bytes, peer_fp: str) -> str:
 
 
 def send_receipts(identity: Identity, client: RelayClient, contact: Contact,
-                  items: list[dict[str, str]]) -> None:
+                  items: list[dict[str, Any]]) -> None:
     peer = PublicKey(contact.box_key)
     tag = _tag_to(bytes(identity.box_secret), contact.box_key, contact.fingerprint)
     for start in range(0, len(items), PER_MESSAGE):
         inner = receipt_message(identity, contact, items[start:start + PER_MESSAGE])
         client.deposit(contact.fingerprint, tag, seal(inner, identity.box_secret, peer))
+
+
+def replay_highest(inner: Inner) -> dict[str, int]:
+    """{id: the highest seq the receiver has seen from us} of the items refusing a reused number
+    (`keys.gate.check_receipts`); none unless every item is well formed."""
+    try:
+        items = check_receipts(inner.extra.get("receipts"))
+    except Invalid:
+        return {}
+    return {i["ref"]: i["highest"] for i in items if i["state"] == "refused" and "highest" in i}
 
 
 def parse_items(inner: Inner) -> list[tuple[str, str, str]]:
@@ -63,7 +73,7 @@ def parse_items(inner: Inner) -> list[tuple[str, str, str]]:
     return [(i["ref"], i["state"], i["reason"]) for i in items]
 
 
-Items = list[dict[str, str]]
+Items = list[dict[str, Any]]
 
 
 @dataclass
@@ -75,9 +85,14 @@ class ReceiptBatch:
     delay: Callable[[], float] | None = None
     queued: list[tuple[float, Contact, Items]] = field(default_factory=list)
 
-    def add(self, contact: Contact, ref: str, state: str, reason: str = "") -> None:
+    def add(self, contact: Contact, ref: str, state: str, reason: str = "",
+            highest: int | None = None) -> None:
+        """`highest`: on a refusal of a reused number, the highest seq seen from `contact`."""
         entry = self.pending.setdefault(contact.fingerprint, (contact, []))
-        entry[1].append({"ref": ref, "state": state, "reason": reason[:MAX_REASON]})
+        item: dict[str, Any] = {"ref": ref, "state": state, "reason": reason[:MAX_REASON]}
+        if highest is not None:
+            item["highest"] = highest
+        entry[1].append(item)
 
     def flush(self, identity: Identity, client: RelayClient) -> int:
         """Send what is gathered (or queue it, with a delay); how many peers could not be told."""

@@ -7,6 +7,11 @@ number is never reused after a crash (the peer would refuse the second message a
 A send that fails after the write leaves its number unused, which the peer sees as one missing
 message. The file grows with contacts, never with messages.
 
+A folder restored from a backup counts from where the backup stood, below numbers its contacts
+have seen. A contact refuses each reused number as a replay and says the highest it has seen
+(`keys.gate.check_receipts`); `move_past` then moves the count past that, and the refused
+message is sent again under a fresh number (`follower.resending`).
+
 Counts kept by earlier versions in the channel store (`channels.db`, table `sent_seq`) are
 read once, when this file does not exist yet. `talk send` loads this module and nothing of the
 channel store's: SQLite and the code that judges arriving mail stay out of every send.
@@ -37,16 +42,40 @@ def next_seq(folder: Path, peer: str) -> Iterator[int]:
     """
     path = folder / COUNTER_FILE
     with folder_locked(folder):
-        counts = read_json(path, None)
-        if counts is None:
-            counts = legacy_counts(folder / LEGACY_DB)
-        if not isinstance(counts, dict) or not all(type(v) is int for v in counts.values()):
-            raise UserError(f"{path} is damaged: it must map fingerprints to numbers; restore it "
-                            "from a backup (your contacts would refuse reused numbers as replays)")
+        counts = _counts(folder)
         seq = counts.get(peer, 0) + 1
         yield seq
         counts[peer] = seq
         write_json(path, counts)
+
+
+def move_past(folder: Path, peer: str, highest: int) -> bool:
+    """Make the next number for `peer` greater than `highest`, the highest the peer says it has
+    seen from us (its refusal of a reused number: this folder was restored from a backup, which
+    rolled the count back). Never backward; under the same lock as `next_seq`. Whether it moved.
+
+    Raises:
+        UserError, OSError: as `next_seq`.
+    """
+    with folder_locked(folder):
+        counts = _counts(folder)
+        if counts.get(peer, 0) >= highest:
+            return False
+        counts[peer] = highest
+        write_json(folder / COUNTER_FILE, counts)
+        return True
+
+
+def _counts(folder: Path) -> dict[str, int]:
+    """The counts, read under the folder's lock (the caller holds it)."""
+    path = folder / COUNTER_FILE
+    counts = read_json(path, None)
+    if counts is None:
+        counts = legacy_counts(folder / LEGACY_DB)
+    if not isinstance(counts, dict) or not all(type(v) is int for v in counts.values()):
+        raise UserError(f"{path} is damaged: it must map fingerprints to numbers; restore it "
+                        "from a backup (your contacts would refuse reused numbers as replays)")
+    return counts
 
 
 def legacy_counts(db_path: Path) -> dict[str, int]:

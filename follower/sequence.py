@@ -170,7 +170,9 @@ def refuse_if_out_of_window(decision: Decision, name: str) -> None:
         raise StaleMessage(f"a message from {name} was refused as stale: {decision.reason}; "
                            f"if it matters, ask {name} to send it again")
     if decision.verdict is Verdict.REPLAY:
-        raise ReplayedMessage(f"a message from {name} was refused as a replay: {decision.reason}")
+        replayed = ReplayedMessage(f"a message from {name} was refused as a replay: {decision.reason}")
+        replayed.highest = decision.after.highest
+        raise replayed
 
 
 def spool_fields(decision: Decision) -> dict[str, int | bool]:

@@ -86,19 +86,28 @@ def check_seq(value: object) -> int:
     return value
 
 
-def check_receipts(value: object) -> list[dict[str, str]]:
-    """A receipt's items: each {"ref": message id, "state": one of RECEIPT_STATES, "reason"}."""
+def check_receipts(value: object) -> list[dict[str, Any]]:
+    """A receipt's items: each {"ref": message id, "state": one of RECEIPT_STATES, "reason"}, and
+    on a refusal of a reused number, "highest": the highest seq the receiver has seen from us (so
+    the sender can number past it, `follower.seqcounter.move_past`). Receipts without it (from
+    earlier versions, or of any other refusal) parse as before."""
     if not isinstance(value, list) or len(value) > MAX_RECEIPTS:
         raise Invalid("receipts is not a list of at most 1000 items")
-    items = []
+    items: list[dict[str, Any]] = []
     for item in value:
         if not isinstance(item, dict):
             raise Invalid("a receipt item is not an object")
         reason = item.get("reason", "")
         if item.get("state") not in RECEIPT_STATES or not isinstance(reason, str):
             raise Invalid("a receipt item has an unknown state or a reason that is not text")
-        items.append({"ref": check_id(item.get("ref"), "a receipt's ref"), "state": str(item["state"]),
-                      "reason": printable(reason[:MAX_REASON])})
+        checked: dict[str, Any] = {"ref": check_id(item.get("ref"), "a receipt's ref"),
+                                   "state": str(item["state"]), "reason": printable(reason[:MAX_REASON])}
+        if "highest" in item:
+            highest = item["highest"]
+            if type(highest) is not int or not 0 < highest <= MAX_SEQ:
+                raise Invalid("a receipt's highest is not a positive integer")
+            checked["highest"] = highest
+        items.append(checked)
     return items
 
 

@@ -404,6 +404,18 @@ class Page:
         self._touched.add(peer)
         return Opened(False, plaintext)
 
+    def let_go(self, peer: str, msg_id: str) -> None:
+        """Keep `msg_id`, opened in this page, out of `peer`'s seen ids: the message was refused
+        after it opened for a reason its sender cures by sending it again under the same id
+        (a reused number, `follower.resending`), and that copy must open, not be answered as a
+        duplicate. The refusal's record is the quarantine; the ratchet step it took stays."""
+        state = self._peers.get(peer)
+        seen = self._seen.get(peer)
+        if state is None or seen is None or msg_id not in seen:
+            return
+        seen.discard(msg_id)
+        state.seen.remove(msg_id)
+
     def commit(self) -> None:
         """Save each peer a message was opened (or refused) from, once, then the account if it
         changed."""

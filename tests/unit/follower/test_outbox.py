@@ -457,3 +457,37 @@ def test_a_recovered_entry_keeps_its_recovery_through_a_compaction() -> None:
               recovered_event(hexid(1), 120.0)])[hexid(1)]
     again = fold([json.loads(json.dumps(e.snapshot()))])[hexid(1)]
     assert (again.state, again.recovered, again.blob) == ("sent", 120.0, "bmV3")
+
+
+def sent_again(msg_id: str, ts: float, sends: int, way: str, answered: str = "r" * 32) -> dict[str, Any]:
+    return {**recovered_event(msg_id, ts), "sends": sends, "way": way, "answered": answered,
+            "reason": f"sent again (attempt {sends})", "blob": f"copy{sends}"}
+
+
+def test_each_refusal_that_brings_a_message_back_makes_it_the_next_copy() -> None:
+    events = [sent_event(hexid(1))]
+    for sends, ts in ((2, 110.0), (3, 130.0), (4, 150.0)):
+        events += [receipt_event(hexid(1), "refused", ts, "not opened"),
+                   sent_again(hexid(1), ts + 1, sends, "same session")]
+    e = fold(events)[hexid(1)]
+    assert (e.state, e.sends, e.way, e.blob, e.recovered, e.attempts) == (
+        "sent", 4, "same session", "copy4", 151.0, 1)
+    assert e.reason == "sent again (attempt 4)" and e.resend_due(10.0**6, 30.0)
+    events.append(receipt_event(hexid(1), "refused", 160.0, "refused after 4 attempts: not opened"))
+    e = fold(events)[hexid(1)]
+    assert (e.state, e.reason) == ("refused", "refused after 4 attempts: not opened")
+    assert e.settled(170.0) and not e.resend_due(10.0**6, 30.0)
+
+
+def test_a_copy_recorded_twice_moves_the_entry_once() -> None:
+    e = fold([sent_event(hexid(1)), receipt_event(hexid(1), "refused", 110.0, "not opened"),
+              sent_again(hexid(1), 111.0, 2, "same session"), receipt_event(hexid(1), "refused", 120.0),
+              sent_again(hexid(1), 121.0, 2, "same session")])[hexid(1)]
+    assert (e.state, e.sends, e.recovered) == ("refused", 2, 111.0)
+
+
+def test_the_count_of_copies_survives_a_compaction() -> None:
+    e = fold([sent_event(hexid(1)), receipt_event(hexid(1), "refused", 110.0, "not opened"),
+              sent_again(hexid(1), 111.0, 2, "new session", answered="ab" * 16)])[hexid(1)]
+    again = fold([json.loads(json.dumps(e.snapshot()))])[hexid(1)]
+    assert (again.sends, again.way, again.answered, again.blob) == (2, "new session", "ab" * 16, "copy2")

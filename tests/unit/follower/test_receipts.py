@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from follower.receipts import STATES, ReceiptBatch, parse_items, receipt_message
+from follower.receipts import STATES, ReceiptBatch, parse_items, receipt_message, replay_highest
 from keys.envelope import Inner, new_message
 from keys.gate import MAX_REASON, Invalid
 from keys.identity import Identity
@@ -91,3 +91,29 @@ def test_receipt_batch_groups_by_peer_and_counts_items() -> None:
         {"ref": FP_C, "state": "duplicate", "reason": "already received"}]
 
 
+
+
+def test_a_refusal_of_a_reused_number_carries_the_highest_seen_through_the_gate() -> None:
+    batch = ReceiptBatch()
+    bob = contact("bob")
+    batch.add(bob, FP_A, "refused", "a replay", highest=40)
+    batch.add(bob, FP_C, "delivered")
+    [(_, items)] = batch.pending.values()
+    arrived = Inner.from_json(receipt_inner(items).to_json())
+    assert replay_highest(arrived) == {FP_A: 40}
+    assert parse_items(arrived) == [(FP_A, "refused", "a replay"), (FP_C, "delivered", "")]
+    assert "highest" not in items[1]  # an item says it only where it applies
+
+
+@pytest.mark.parametrize("highest", [0, -1, 2**53 + 1, True, 4.0, "40", None, [40]])
+def test_a_highest_that_is_no_bounded_positive_integer_refuses_the_whole_receipt(highest: object) -> None:
+    inner = receipt_inner([{"ref": FP_A, "state": "refused", "reason": "r", "highest": highest},
+                           {"ref": FP_B, "state": "delivered"}])
+    assert parse_items(inner) == [] and replay_highest(inner) == {}
+    with pytest.raises(Invalid, match="highest"):
+        Inner.from_json(inner.to_json())
+
+
+def test_a_highest_named_on_anything_but_a_refusal_is_not_read_as_one() -> None:
+    inner = receipt_inner([{"ref": FP_A, "state": "delivered", "highest": 7}])
+    assert replay_highest(inner) == {} and parse_items(inner) == [(FP_A, "delivered", "")]

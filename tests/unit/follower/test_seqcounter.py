@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from durable.errors import UserError
-from follower.seqcounter import COUNTER_FILE, LEGACY_DB, next_seq
+from follower.seqcounter import COUNTER_FILE, LEGACY_DB, move_past, next_seq
 
 FP_A = "a" * 32
 FP_B = "b" * 32
@@ -81,3 +81,20 @@ def test_a_damaged_counter_refuses_to_send_and_is_left_as_it_was(tmp_path: Path,
     with pytest.raises(UserError, match="restore it from a backup"):
         take(tmp_path, FP_A)
     assert (tmp_path / COUNTER_FILE).read_bytes() == content
+
+
+def test_a_refusal_of_a_reused_number_moves_the_count_past_it_never_back(tmp_path: Path) -> None:
+    for _ in range(3):
+        take(tmp_path, FP_B)
+    assert move_past(tmp_path, FP_B, 40)
+    assert take(tmp_path, FP_B) == 41
+    assert not move_past(tmp_path, FP_B, 10)  # an older, lower word: the count stays
+    assert not move_past(tmp_path, FP_B, 41)
+    assert take(tmp_path, FP_B) == 42
+    assert move_past(tmp_path, FP_A, 5) and take(tmp_path, FP_A) == 6  # a contact not yet counted
+
+
+def test_moving_past_refuses_a_damaged_count_like_a_send(tmp_path: Path) -> None:
+    (tmp_path / COUNTER_FILE).write_text('{"' + FP_B + '": "seven"}')
+    with pytest.raises(UserError, match="damaged"):
+        move_past(tmp_path, FP_B, 40)

@@ -77,8 +77,9 @@ def test_a_seen_number_under_a_new_id_is_a_replay_and_changes_nothing() -> None:
     for seq in (1, 3):
         decision = judge(channel, seq, TS, known=False, now=NOW)
         assert decision.verdict is Verdict.REPLAY and decision.after is channel
-        with pytest.raises(ReplayedMessage, match="refused as a replay"):
+        with pytest.raises(ReplayedMessage, match="refused as a replay") as refused:
             refuse_if_out_of_window(decision, "alice")
+        assert refused.value.highest == 3  # told to the sender, to number past it
 
 
 def test_a_known_id_is_a_duplicate_whatever_its_number_or_date() -> None:

@@ -659,3 +659,25 @@ def test_a_power_loss_on_the_receiving_side_takes_back_nothing_it_acked(
             assert delivered(alice, bob, f"b{n}", reply, handed)
             disk.lose_power(alice.folder)
     assert len(handed) == SYNC_EVERY + 3 + (SYNC_EVERY + 3) // 4
+
+
+def test_an_id_let_go_after_its_refusal_opens_when_sent_again_and_its_step_is_kept(
+        sides: tuple[Side, Side]) -> None:
+    """A message refused after it opened (a reused number) is let go: its sender sends it again
+    under the same id, and that new copy opens; the ratchet step the refused copy took stays."""
+    alice, bob = sides
+    refused, other = (alice.store().encrypt(bob.fp, t) for t in (b"reused number", b"next"))
+    with bob.store().page() as page:
+        assert page.open(alice.fp, alice.curve(), "m1", refused) == Opened(False, b"reused number")
+        page.let_go(alice.fp, "m1")
+        page.let_go(alice.fp, "never opened")  # nothing to let go: nothing changes
+        assert page.open(alice.fp, alice.curve(), "m2", other) == Opened(False, b"next")
+        page.commit()
+    assert stored_seen(bob, alice) == ["m2"]
+    again = alice.store().encrypt(bob.fp, b"reused number, renumbered")
+    with bob.store().page() as page:
+        assert page.open(alice.fp, alice.curve(), "m1", again) == Opened(False, b"reused number, renumbered")
+        page.commit()
+    with pytest.raises(TamperedMessage):  # the refused copy's key is spent: it never opens again
+        opens(bob, alice, "m3", refused)
+    assert stored_seen(bob, alice) == ["m2", "m1"]
