@@ -119,7 +119,11 @@ class Disk:
             target = self.files / rel
             target.parent.mkdir(parents=True, exist_ok=True)
             tmp = target.with_name(f"{target.name}.{os.getpid()}{_TMP}")
-            tmp.write_bytes(data)
+            out = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
+            try:
+                os.write(out, data)
+            finally:
+                os.close(out)
             _replace(tmp, target)
         finally:
             os.close(lock)
