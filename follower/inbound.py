@@ -61,10 +61,13 @@ from keys.ratchet_account import RatchetAccount
 from keys.ratchet_card import RatchetKeyError, verify_card
 from keys.ratchet_envelope import is_ratchet, olm_part, unwrap
 from keys.ratchet_inflight import Inflight
-from keys.ratchet_sessions import Busy, Page, SessionStore
+from keys.ratchet_sessions import Busy, Page, SessionStore, Unopened
 
 Emit = Callable[[dict[str, Any]], None]
 NO_SESSION = "no session"  # the refusal's reason starts so: the sender starts a new session
+# ...and so when sessions with the sender are held but the message opened in none of them, nor
+# in a chain kept for late mail (`keys.ratchet_late`): the sessions held stay good.
+UNOPENED = "not opened"
 LINGER_S = 0.002  # the follower's pause before acking a page that was not full
 
 # Faults of this machine or of the way to the relay, never of the message being taken: a full disk,
@@ -285,7 +288,8 @@ class Inbox:
         Raises:
             Busy: the sessions with `contact` (or the account) are held elsewhere: not now.
             TamperedMessage: a card the pinned key did not sign, a pre-key message without one,
-                or a message no session opens (the refusal names it, so its sender is told).
+                or a message no session opens (the refusal names it, so its sender is told:
+                `UNOPENED` if sessions with the sender are held, else `NO_SESSION`).
             gate.Invalid: the message it carried fails the gate.
         """
         part = olm_part(outer)
@@ -303,6 +307,8 @@ class Inbox:
         assert self._opened is not None, "a ratchet message is opened within a page (`_take_page`)"
         try:
             opening = self._opened.open(contact.fingerprint, curve, outer.id, part.message, card)
+        except Unopened as exc:
+            raise MalformedMessage(f"{UNOPENED}: {exc}", contact, outer.id) from exc
         except TamperedMessage as exc:
             raise MalformedMessage(f"{NO_SESSION}: {exc}", contact, outer.id) from exc
         if opening.duplicate:

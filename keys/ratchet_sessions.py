@@ -91,7 +91,7 @@ from __future__ import annotations
 import contextlib
 import json
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -102,13 +102,14 @@ from durable.errors import NotFound, TamperedMessage, UserError
 from durable.files import ensure_private_dir
 from durable.locks import locked
 from durable.slots import Slotted, holds, read_slots, write_slots
+from keys import ratchet_late as late
 from keys.encoding import is_hex32
 from keys.ratchet_account import RatchetAccount
 from keys.ratchet_card import Claim
 
 __all__ = [
     "SEEN_MOST", "SESSIONS_DIR", "SYNC_EVERY", "Busy", "History", "Opened", "Page", "SessionStore",
-    "has_sessions", "session_card", "session_history", "stored_state",
+    "Unopened", "has_sessions", "session_card", "session_history", "stored_state",
 ]
 
 SESSIONS_DIR = "ratchet_sessions"
@@ -128,6 +129,12 @@ class Busy(Exception):
     """A lock the page may not wait for is held elsewhere: end the page before this message."""
 
 
+class Unopened(TamperedMessage):
+    """A message from a peer this side holds a session with, opened by none of them nor by an
+    archived chain: its key was used already, its chain is gone (older than the archive keeps),
+    or it was altered. Not "no session": the sessions held stay good for what comes next."""
+
+
 class _Peer(NamedTuple):
     sessions: list[vodozemac.Session]
     seen: list[str]
@@ -139,6 +146,10 @@ class _Peer(NamedTuple):
     started_at: float = 0.0
     at: Slotted | None = None  # where the file holds this state: the next save goes beside it
     unsynced: int = 0  # saves since the last synced one (SYNC_EVERY: the next one must be)
+    late: tuple[late.LateChain, ...] = ()  # chains the sessions dropped, oldest first (`keys.ratchet_late`)
+    # Per session id, the peer's ratchet keys of its receiving chains, oldest first, as far as
+    # known: a message is routed by them without opening a pickle (`Page._decrypt`).
+    chains: dict[str, tuple[bytes, ...]] | None = None
 
 
 class History(NamedTuple):
@@ -223,10 +234,11 @@ _LAST_SENT: dict[tuple[Path, bytes], _Peer] = {}
 class SessionStore:
     """The Olm sessions of the identity whose account `account` holds, with every peer."""
 
-    def __init__(self, account: RatchetAccount) -> None:
+    def __init__(self, account: RatchetAccount, clock: Callable[[], float] = time.time) -> None:
         self.account = account
         self.folder = account.folder / SESSIONS_DIR
         self._key = account.pickle_key
+        self._clock = clock  # when a chain is archived, and which archived ones are too old to keep
 
     def _path(self, peer: str, suffix: str) -> Path:
         if not is_hex32(peer):
@@ -254,7 +266,10 @@ class SessionStore:
             if stored.get("boot", boot_id()) != boot_id():
                 _step_past_unsynced(sessions)
                 unsynced = SYNC_EVERY
-            return _Peer(sessions, seen, card=card, at=at, unsynced=unsynced, **_marks(stored))
+            chains = {str(sid): tuple(bytes.fromhex(k) for k in keys)
+                      for sid, keys in dict(stored.get("chains", {})).items()}
+            return _Peer(sessions, seen, card=card, at=at, unsynced=unsynced, chains=chains,
+                         late=late.late_from_json(stored.get("late", [])), **_marks(stored))
         except (KeyError, TypeError, ValueError) as exc:  # vodozemac's and json's errors are ValueErrors
             raise UserError(
                 f"the ratchet sessions with {peer} cannot be opened ({exc}); move "
@@ -269,9 +284,13 @@ class SessionStore:
         losses = {"lost": state.lost, "lost_at": state.lost_at} if state.lost else {}
         unopened = ({"unopened": list(state.unopened[-SEEN_MOST:]), "unopened_at": state.unopened_at}
                     if state.unopened else {})
+        archive = late.kept(state.late, self._clock())
+        kept = state.sessions[:SESSIONS_MOST]
+        known = state.chains or {}
+        chains = {s.session_id: [k.hex() for k in known[s.session_id]] for s in kept if s.session_id in known}
         data = json.dumps({
             "v": 1,
-            "sessions": [s.pickle(self._key) for s in state.sessions[:SESSIONS_MOST]],
+            "sessions": [s.pickle(self._key) for s in kept],
             "seen": state.seen[-SEEN_MOST:],
             **losses,
             **unopened,
@@ -279,9 +298,11 @@ class SessionStore:
             **({"card": state.card} if state.card is not None else {}),
             **({"boot": boot} if boot is not None else {}),
             **({"unsynced": unsynced} if unsynced else {}),
+            **({"chains": chains} if chains else {}),
+            **({"late": late.late_to_json(archive)} if archive else {}),
         }, separators=(",", ":")).encode()
         at = write_slots(self._path(peer, ".json"), data, state.at, sync=not unsynced)
-        return state._replace(at=at, unsynced=unsynced)
+        return state._replace(at=at, unsynced=unsynced, late=archive)
 
     def has_session(self, peer: str) -> bool:
         with self._locked(peer) as state:
@@ -357,8 +378,10 @@ class Page:
 
         Raises:
             Busy: a lock the page may not wait for is held elsewhere; nothing was opened.
-            TamperedMessage: no session opens it, and it cannot start one; nothing changed but
-                the note of it, which `commit` saves (see the module's docstring).
+            Unopened: sessions with `peer` are held, but none opens it, nor an archived chain;
+                nothing changed but the note of it, which `commit` saves.
+            TamperedMessage: no session with `peer` is held, or it is a pre-key message that
+                matches none held and cannot start one; nothing changed but the note of it.
             UserError: the stored sessions or account cannot be opened.
         """
         state = self._peer(peer)
@@ -367,27 +390,109 @@ class Page:
             seen = self._seen[peer] = set(state.seen)
         if msg_id in seen:
             return Opened(True, b"")
+        if state.chains is None:
+            state = self._peers[peer] = state._replace(chains={})
         try:
-            opened = _decrypt_in_session(state.sessions, message)
-            started = opened is None
-            if opened is None:
-                opened = _start_inbound(self._held_account(), peer_curve25519, message)
-                self._account_changed = True
+            plaintext, state, started = self._decrypt(state, peer_curve25519, message)
         except TamperedMessage:
             if msg_id not in state.unopened:
                 noted = (*state.unopened, msg_id)
                 self._peers[peer] = state._replace(unopened=noted, unopened_at=time.time())
                 self._touched.add(peer)
             raise
-        plaintext, used = opened
-        others = [s for s in state.sessions if s is not used]
         state.seen.append(msg_id)  # the page's own list (loaded for it), not copied per message
         seen.add(msg_id)
-        self._peers[peer] = state._replace(sessions=[used, *others],
-                                           card=card or state.card,
+        self._peers[peer] = state._replace(card=card or state.card,
                                            started_at=time.time() if started else state.started_at)
         self._touched.add(peer)
         return Opened(False, plaintext)
+
+    def _decrypt(self, state: _Peer, peer_curve25519: bytes,
+                 message: vodozemac.AnyOlmMessage) -> tuple[bytes, _Peer, bool]:
+        """(plaintext, the peer's state after it, whether it started a session), in memory.
+
+        A message rides the held session whose chain its ratchet key names; else the archived
+        chain it names (a late message: no held session's chain can be a key the peer used
+        before); else it starts a chain in a held session (the peer's answer to this side's
+        last message), and the chain that drops is archived; else, a pre-key message that
+        matches no held session, it starts one. Whatever fails changes nothing.
+        """
+        key = late.ratchet_key(message.to_parts())
+        pre_key = message.to_pre_key()
+        matching = [s for s in state.sessions if pre_key is None or s.session_matches(pre_key)]
+        if key is not None:
+            for session in matching:
+                if key in self._chain_keys(state, session):
+                    return _decrypt_in(session, message), _first(state, session), False
+            at = late.find(state.late, key)
+            if at is not None:
+                plaintext, archive = self._in_late(state.late, at, message)
+                return plaintext, state._replace(late=archive), False
+        for session in matching:
+            opened = self._in_new_chain(state, session, message)
+            if opened is not None:
+                plaintext, dropped = opened
+                return plaintext, _first(state, session)._replace(late=(*state.late, *dropped)), False
+        if pre_key is None or matching:
+            if state.sessions:
+                raise Unopened("no ratchet session with this peer, nor an archived chain, opens the "
+                               "message: its key was used already, its chain is older than kept, or "
+                               "it was altered")
+            raise TamperedMessage("no ratchet session with this peer opens the message: it was sent in a "
+                                  "session this side no longer has, or it was altered")
+        plaintext, session = _start_inbound(self._held_account(), peer_curve25519, message)
+        self._account_changed = True
+        return plaintext, _first(state, session), True
+
+    def _chain_keys(self, state: _Peer, session: vodozemac.Session) -> tuple[bytes, ...]:
+        """The peer's ratchet keys of `session`'s chains, as the peer's state knows them; read
+        from the session only if it does not (a session begun since, or an older file), and
+        then kept there, and saved with it."""
+        assert state.chains is not None  # `open` gives every state it decrypts in a dict
+        keys = state.chains.get(session.session_id)
+        if keys is None:
+            keys = state.chains[session.session_id] = late.chain_keys(self._state_of(session))
+        return keys
+
+    def _state_of(self, session: vodozemac.Session) -> dict[str, Any]:
+        key = self._store._key
+        return late.unseal(session.pickle(key), key)
+
+    def _in_new_chain(self, state: _Peer, session: vodozemac.Session,
+                      message: vodozemac.AnyOlmMessage) -> tuple[bytes, list[late.LateChain]] | None:
+        """(plaintext, the chains `session` dropped for the new one, archived) if a message whose
+        ratchet key is new to `session` opens in it; None if not. Read before and after the
+        step (once per turn, never per message), so whatever vodozemac drops, however many
+        chains it keeps, is archived."""
+        before = self._state_of(session)
+        try:
+            plaintext = session.decrypt(message)
+        except ValueError:
+            return None
+        assert state.chains is not None
+        after = state.chains[session.session_id] = late.chain_keys(self._state_of(session))
+        now = self._store._clock()
+        dropped = [late.LateChain(key, late.seal(late.lone_chain(before, key), self._store._key), now)
+                   for key in late.dropped(late.chain_keys(before), after)]
+        return plaintext, dropped
+
+    def _in_late(self, archive: tuple[late.LateChain, ...], at: int,
+                 message: vodozemac.AnyOlmMessage) -> tuple[bytes, tuple[late.LateChain, ...]]:
+        """(plaintext, the archive after it): a late message opened in the archived chain `at`,
+        which is stored back advanced, so the key it used is gone from what `commit` saves.
+
+        Raises:
+            Unopened: the chain does not open it (its key was used, or it was altered).
+        """
+        chain = archive[at]
+        session = vodozemac.Session.from_pickle(chain.pickle, self._store._key)
+        try:
+            plaintext = session.decrypt(message)
+        except ValueError as exc:
+            raise Unopened(f"the archived chain the message names does not open it ({exc}): its key "
+                           "was used already, or it was altered") from exc
+        advanced = chain._replace(pickle=session.pickle(self._store._key))
+        return plaintext, (*archive[:at], advanced, *archive[at + 1:])
 
     def commit(self) -> None:
         """Save each peer a message was opened (or refused) from, once, then the account if it
@@ -427,34 +532,29 @@ def _step_past_unsynced(sessions: list[vodozemac.Session]) -> None:
             session.encrypt(b"")
 
 
-def _decrypt_in_session(
-    sessions: list[vodozemac.Session], message: vodozemac.AnyOlmMessage
-) -> tuple[bytes, vodozemac.Session] | None:
-    """(plaintext, the session that opened it), in memory; None if no session of this peer
-    opens it but it is a pre-key message, which may start one.
+def _first(state: _Peer, used: vodozemac.Session) -> _Peer:
+    """`state` with `used` first among its sessions: the one `encrypt` answers in."""
+    return state._replace(sessions=[used, *(s for s in state.sessions if s is not used)])
+
+
+def _decrypt_in(session: vodozemac.Session, message: vodozemac.AnyOlmMessage) -> bytes:
+    """Open a message in the held session whose chain its ratchet key names.
 
     Raises:
-        TamperedMessage: no session opens it and it cannot start one.
+        Unopened: that chain does not open it: its key was used already, or it was altered.
     """
-    pre_key = message.to_pre_key()
-    for session in sessions:
-        if pre_key is not None and not session.session_matches(pre_key):
-            continue
-        try:
-            return session.decrypt(message), session
-        except ValueError:
-            continue  # another session of this peer's may open it
-    if pre_key is None:
-        raise TamperedMessage("no ratchet session with this peer opens the message: it was sent in a "
-                              "session this side no longer has, or it was altered")
-    return None
+    try:
+        return session.decrypt(message)
+    except ValueError as exc:
+        raise Unopened(f"the ratchet session whose chain the message names does not open it ({exc}): "
+                       "its key was used already, or it was altered") from exc
 
 
 def _start_inbound(
     account: vodozemac.Account, peer_curve25519: bytes, message: vodozemac.AnyOlmMessage
 ) -> tuple[bytes, vodozemac.Session]:
     pre_key = message.to_pre_key()
-    assert pre_key is not None  # `_decrypt_in_session` returns None for pre-key messages only
+    assert pre_key is not None  # `Page._decrypt` starts a session from pre-key messages only
     try:
         session, plaintext = account.create_inbound_session(
             vodozemac.Curve25519PublicKey.from_bytes(peer_curve25519), pre_key
