@@ -55,6 +55,7 @@ LATE_MOST = 64  # archived chains per peer: 64 turns of delay, a few dozen KB
 
 MAC_LEN = 8  # vodozemac truncates the pickle's HMAC-SHA256 to 8 bytes
 KEY_LEN = 32
+_KEY_FIRST = bytes([3, 0x0A, KEY_LEN])  # version 3, field 1 (length-delimited), 32 bytes
 _NOWHERE = [0] * KEY_LEN  # an all-zero Curve25519 key: every DH with it is refused
 
 
@@ -165,6 +166,8 @@ def ratchet_key(message: tuple[int, bytes]) -> bytes | None:
     byte (3), then fields as protobuf writes them, a pre-key message carrying the message in
     field 4, a message its ratchet key in field 1. None if the bytes do not say."""
     kind, data = message
+    if kind == 1 and data[:3] == _KEY_FIRST:  # as vodozemac writes a message: the key first
+        return data[3:3 + KEY_LEN] if len(data) >= 3 + KEY_LEN else None
     if kind == 0:  # a pre-key message: its field 4 is the message
         inner = _field(data, 4)
         data = inner if inner is not None else b""

@@ -419,7 +419,8 @@ class Page:
         """
         key = late.ratchet_key(message.to_parts())
         pre_key = message.to_pre_key()
-        matching = [s for s in state.sessions if pre_key is None or s.session_matches(pre_key)]
+        matching = (state.sessions if pre_key is None
+                    else [s for s in state.sessions if s.session_matches(pre_key)])
         if key is not None:
             for session in matching:
                 if key in self._chain_keys(state, session):
@@ -534,6 +535,8 @@ def _step_past_unsynced(sessions: list[vodozemac.Session]) -> None:
 
 def _first(state: _Peer, used: vodozemac.Session) -> _Peer:
     """`state` with `used` first among its sessions: the one `encrypt` answers in."""
+    if state.sessions and state.sessions[0] is used:
+        return state  # a stream in one session: nothing to move
     return state._replace(sessions=[used, *(s for s in state.sessions if s is not used)])
 
 

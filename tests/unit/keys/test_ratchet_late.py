@@ -144,7 +144,8 @@ def test_the_ratchet_key_is_read_from_both_kinds_of_message() -> None:
     assert late.ratchet_key(normal.to_parts()) is not None
     outbound.decrypt(normal)
     assert late.ratchet_key(normal.to_parts()) == late.chain_keys(late.unseal(outbound.pickle(key), key))[0]
-    for junk in (b"", b"\x03", b"\x04\n\x20" + bytes(32), b"\x03\n\xff", b"\x03\x0a\x05abc", b"\x03\x10\x80"):
+    for junk in (b"", b"\x03", b"\x04\n\x20" + bytes(32), b"\x03\n\xff", b"\x03\x0a\x05abc", b"\x03\x10\x80",
+                 b"\x03\n\x20short"):
         assert late.ratchet_key((1, junk)) is None
         assert late.ratchet_key((0, junk)) is None
 
