@@ -343,8 +343,11 @@ class Inbox:
         items = [i for i in receipts_mod.parse_items(inner)
                  if i[0] in mine and mine[i[0]].to == contact.fingerprint]
         unreached = never_reached(mine, items)
+        # Either refusal is, for now, answered alike (a new session, the message sent again), as
+        # before the receiver told them apart; what "not opened" should bring is the sender's
+        # own decision to make.
         lost = [i for i, state, reason in items
-                if state == "refused" and reason.startswith(NO_SESSION) and i in unreached]
+                if state == "refused" and reason.startswith((NO_SESSION, UNOPENED)) and i in unreached]
         if lost:
             self._not_while_holding("a receipt that starts a new session")
         inflight = Inflight(self.folder, self.identity)

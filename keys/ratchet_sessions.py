@@ -3,7 +3,8 @@
 Files, in the identity folder: `ratchet_sessions/<peer fingerprint>.json` holds, as JSON in a
 file rewritten in place (`durable.slots`: a save costs one data sync at most, see Sending),
 {"v": 1, "sessions": [PICKLE, ...], "seen": [ID, ...], "card"?: CARD, "lost"?: N, "lost_at"?: T,
-"unopened"?: [ID, ...], "unopened_at"?: T, "started_at"?: T, "unsynced"?: N, "boot"?: ID}:
+"unopened"?: [ID, ...], "unopened_at"?: T, "started_at"?: T, "unsynced"?: N, "boot"?: ID,
+"chains"?: {SESSION ID: [KEY, ...]}, "late"?: [{"key": KEY, "pickle": PICKLE, "at": T}, ...]}:
 the sessions with that peer, the one used last first, each sealed under the Olm account's pickle
 key (`keys.ratchet_account`), the ids of the last `SEEN_MOST` messages received, the peer's
 ratchet card the last session was started with (public, checked against the pin when it came,
@@ -11,7 +12,11 @@ and again by `talk verify`), how often (and when last) the peer said it lost the
 the ids of the messages from the peer no session here could open (`opening`; ids, so a message
 fetched again after a crash counts once) and when last, and when the newest session began.
 These plain fields are what `talk status` shows on both sides of a re-established session
-(`session_history`). Beside it,
+(`session_history`). `chains` names, per session, the peer's ratchet keys (public) of its
+receiving chains, so a message is routed to the chain it rides without opening a pickle; `late`
+holds the receiving chains the sessions dropped, each sealed alone, for mail that comes late
+(`keys.ratchet_late`: why, what an archived chain can and cannot derive, how long it is kept).
+Beside it,
 `<peer fingerprint>.lock`: every reader of the identity (receive, follower, MCP) holds it from
 loading a peer's sessions to saving them, so no two processes ever advance one ratchet from
 the same state.
@@ -22,22 +27,27 @@ Receiving takes a page of mail at a time (`SessionStore.page`), in this order:
     duplicate before any session is touched: a resend or a replay costs no ratchet step and
     cannot fail a decryption.
  2. The message is decrypted in memory, in the peer's state loaded once per page under its
-    lock. A pre-key message that no session matches starts an inbound session, which takes
-    its one-time key out of the account, held (once) for the rest of the page, in memory too.
+    lock: in the session whose chain its ratchet key names; else in the archived chain it
+    names (a late message; the chain, advanced, replaces the archived one); else in a session
+    it starts a new chain in (the peer's answer), the chain that session drops then archived.
+    A pre-key message that no session matches starts an inbound session, which takes its
+    one-time key out of the account, held (once) for the rest of the page, in memory too.
     A message that fails changes nothing: vodozemac advances a session only once a message
     decrypts, so the page's other messages open as if the refused one had never come.
  3. The caller hands every plaintext of the page over durably (written and synced where it
     is read).
- 4. `commit`: each peer with a message opened is saved once, with the ids added to `seen`,
-    synced, and then copied over the state before it (`durable.slots`); then the account, if
-    step 2 changed it (replaced whole: the old file, with the one-time key the page used, is
-    unlinked).
+ 4. `commit`: each peer with a message opened is saved once, with the ids added to `seen`
+    and the archive as the page left it, in the same write as its sessions, synced, and then
+    copied over the state before it (`durable.slots`); then the account, if step 2 changed
+    it (replaced whole: the old file, with the one-time key the page used, is unlinked).
  5. The caller acks the page on the relay.
 
 Why this order. A kill before 3 saved nothing: the page is still on the relay and decrypts
-again from the same states. A kill between 3 and 4 hands it over twice; each second hand-over
-is dropped by id where the first landed (the spool keeps each id once), and the states then
-saved are the ones after these messages. A kill between two saves of step 4 leaves some peers
+again from the same states (a chain a session dropped is still in it, not yet archived: the
+drop and the archiving land in one write, so no kill leaves a chain in neither). A kill
+between 3 and 4 hands it over twice; each second hand-over is dropped by id where the first
+landed (the spool keeps each id once), and the states then saved are the ones after these
+messages. A kill between two saves of step 4 leaves some peers
 saved, others not: the messages of the unsaved ones decrypt again from their old state, those
 of the saved ones are recognized at step 1; all are still on the relay. A kill between 4 and 5
 leaves the page on the relay, every message recognized at step 1 and acked. A kill before the
@@ -56,9 +66,13 @@ the page forever), so a message whose handling sends or forgets ends the page fi
 (`Page.holding`, `follower.inbound`).
 
 A message no session opens is noted in the peer's state in memory, and saved with the page's
-commit, before the page is acked (its sender is told, and sends it again in a new session): a
-kill before the commit fetches the message again, to be refused and noted again, and its id is
-noted once. The note is never the reason anything is acked or kept.
+commit, before the page is acked (its sender is told): a kill before the commit fetches the
+message again, to be refused and noted again, and its id is noted once. The note is never the
+reason anything is acked or kept. What the sender is told differs: `Unopened` when sessions
+with it are held here but none opens the message, nor an archived chain (a key used already,
+a chain older than the archive keeps, an altered message: the sessions held are still good),
+a plain `TamperedMessage` when none is held, or a pre-key message matches none held and
+cannot start one (the sender's session is lost to this side: it starts a new one).
 
 Sending: `encrypt` saves the advanced session before it returns the ciphertext, so no chain
 key ever encrypts two messages, whatever is killed afterwards. Only one save in `SYNC_EVERY`
@@ -77,7 +91,12 @@ later message of its chain, so a state from before a page would open that page's
 the relay's copies. None is left: the page's save is synced, and `durable.slots` then copies the
 new state over the slot that held the one before it; no later save brings that back (a send's
 unsynced save overwrites the older slot, which then holds a state after the page). So once
-`commit` returns, no state in the file, in either slot, opens a message the page took. On the
+`commit` returns, no state in the file, in either slot, opens a message the page took. An
+archived chain is no exception: a late message opened in it stores the chain back advanced,
+in the same synced save, and only a dropped chain is archived, never a whole old session,
+whose sending ratchet could derive the peer's next chain. The archive does keep, for up to
+`keys.ratchet_late.KEEP_S`, the keys of messages that never came in the chains it holds: what
+a live chain keeps too, for as long as the session holds it. On the
 sending side an unsynced save leaves, in the older slot, the state before the last send, whose
 sending chain key derives the key of the message sent last to this peer (vodozemac offers no
 call that does it, but the pickle holds the key); the newest state, like any sender's, derives
