@@ -246,3 +246,35 @@ def test_a_peer_without_a_session_is_told_no_session_not_unopened(
     with pytest.raises(TamperedMessage) as refused:
         opens(alice, bob, "m1", to_carol)
     assert not isinstance(refused.value, Unopened)
+
+
+def test_a_late_pre_key_message_opens_in_its_archived_first_chain(
+    pair: tuple[Timed, Timed], tmp_path: Path, carol_id: Identity
+) -> None:
+    """Carol's second pre-key message waits while the conversation moves on: its chain, her
+    session's first, was dropped from bob's session, and opens from the archive."""
+    alice, bob = pair
+    carol = Timed(tmp_path / "carol", carol_id, alice.clock)
+    carol.store().start(bob.fp, bob.claim())
+    first, held = (carol.store().encrypt(bob.fp, t) for t in (b"first", b"held back"))
+    assert held.to_pre_key() is not None
+    handed: dict[str, bytes] = {}
+    assert receive(bob, carol, "c1", first, handed)
+    turns(carol, bob, 7)
+    assert receive(bob, carol, "c2", held, handed) and handed["c2"] == b"held back"
+    with pytest.raises(Unopened):
+        opens(bob, carol, "c2-again", held)
+
+
+def test_only_the_newest_chains_are_kept(pair: tuple[Timed, Timed], monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(late, "LATE_MOST", 4)
+    alice, bob = pair
+    oldest = alice.store().encrypt(bob.fp, b"too old")
+    turns(alice, bob, 5)
+    recent = alice.store().encrypt(bob.fp, b"recent enough")
+    turns(alice, bob, 7, "more")  # its chain is dropped too, and is among the newest four
+    assert len(stored_state(session_file(bob, alice))["late"]) == 4
+    handed: dict[str, bytes] = {}
+    assert receive(bob, alice, "recent", recent, handed) and handed["recent"] == b"recent enough"
+    with pytest.raises(Unopened):
+        opens(bob, alice, "oldest", oldest)
