@@ -43,7 +43,7 @@ from keys.ratchet_inflight import CONTEXT as INFLIGHT_CONTEXT
 from keys.ratchet_inflight import INFLIGHT_FILE, RESEND_WINDOW_S
 from keys.ratchet_sessions import SESSIONS_DIR, SessionStore, Unopened, stored_state
 from tests.conftest import Agent, RelayProcess, befriend, free_port, make_agent, wait_for
-from tests.e2e.probes import spool_ids
+from tests.e2e.probes import sent, spool_ids, texts
 
 # A follower whose process is killed (SIGKILL) once a page holding mail is durable in the spool
 # and the channel store, before the session store commits the ratchet step.
@@ -66,11 +66,6 @@ def page():
 follower.inbox.page = page
 follower.drain()
 """
-
-
-def sent(agent: Agent, name: str, text: str, to: str) -> str:
-    msg_id: str = agent.ok("send", to, text, "--json").json()["id"]
-    return msg_id
 
 
 def unlocked(agent: Agent, name: str) -> Identity:
@@ -99,10 +94,6 @@ def opened(sender: Agent, sender_name: str, msg_id: str, receiver: Agent, receiv
 
 def secrecy(agent: Agent) -> dict[str, bool]:
     return {c["name"]: c["forward_secrecy"] for c in agent.ok("contacts", "--json").json()}
-
-
-def texts(agent: Agent) -> list[str]:
-    return [m["text"] for m in agent.ok("receive").lines()]
 
 
 def old_format(tmp_path: Path, relay: RelayProcess, name: str) -> Agent:

@@ -13,7 +13,7 @@ from follower.outbox import Outbox
 from keys.encoding import b64d
 from keys.ratchet_sessions import SESSIONS_DIR, stored_state
 from tests.conftest import Agent, RelayProcess
-from tests.e2e.test_forward_secrecy import sent, texts
+from tests.e2e.probes import sent, texts
 
 TURNS = 10
 

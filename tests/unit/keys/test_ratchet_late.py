@@ -17,7 +17,7 @@ from keys.identity import Identity
 from keys.ratchet_account import RatchetAccount
 from keys.ratchet_late import KEEP_S, LATE_MOST, LateChain
 from keys.ratchet_sessions import SESSIONS_DIR, Opened, SessionStore, Unopened, stored_state
-from tests.unit.keys.test_ratchet_sessions import Side, opens, receive
+from tests.unit.keys.olm_sides import Side, opens, receive
 
 SESSION_FIELDS = {"session_keys", "sending_ratchet", "receiving_chains", "config"}
 
