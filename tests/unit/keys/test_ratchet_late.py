@@ -278,3 +278,27 @@ def test_only_the_newest_chains_are_kept(pair: tuple[Timed, Timed], monkeypatch:
     assert receive(bob, alice, "recent", recent, handed) and handed["recent"] == b"recent enough"
     with pytest.raises(Unopened):
         opens(bob, alice, "oldest", oldest)
+
+
+@pytest.mark.parametrize("kill_after", [1, 2, 3, 4])
+def test_a_kill_while_a_chain_is_dropped_loses_neither_the_chain_nor_the_message(
+    pair: tuple[Timed, Timed], kill_after: int
+) -> None:
+    """The page whose message drops the chain a held message rides is killed after step
+    `kill_after`, then fetched again to the end: the chain is in the file, live or archived,
+    at every moment, and the held message opens once."""
+    alice, bob = pair
+    held = alice.store().encrypt(bob.fp, b"held back")
+    turns(alice, bob, 4)  # bob's session now holds five chains, the held message's the oldest
+    path = session_file(bob, alice)
+    assert "late" not in stored_state(path)
+    handed: dict[str, bytes] = {}
+    assert receive(alice, bob, "b", bob.store().encrypt(alice.fp, b"turn"), handed)
+    dropping = alice.store().encrypt(bob.fp, b"starts a sixth chain")
+    assert not receive(bob, alice, "a", dropping, handed, stop_after=kill_after)
+    # Before the commit nothing was saved (the chain is live); after it, it is archived.
+    assert ("late" in stored_state(path)) == (kill_after == 4)
+    assert receive(bob, alice, "a", dropping, handed)  # fetched again: opened, or a duplicate
+    assert len(stored_state(path)["late"]) == 1
+    assert receive(bob, alice, "held", held, handed)
+    assert handed == {"b": b"turn", "a": b"starts a sixth chain", "held": b"held back"}
