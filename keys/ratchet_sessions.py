@@ -446,7 +446,7 @@ class Page:
                     return _decrypt_in(session, message), _first(state, session), False
             at = late.find(state.late, key)
             if at is not None:
-                plaintext, archive = self._in_late(state.late, at, message)
+                plaintext, archive = self._in_late(state, at, message)
                 return plaintext, state._replace(late=archive), False
         for session in matching:
             opened = self._in_new_chain(state, session, message)
@@ -496,21 +496,24 @@ class Page:
                    for key in late.dropped(late.chain_keys(before), after)]
         return plaintext, dropped
 
-    def _in_late(self, archive: tuple[late.LateChain, ...], at: int,
+    def _in_late(self, state: _Peer, at: int,
                  message: vodozemac.AnyOlmMessage) -> tuple[bytes, tuple[late.LateChain, ...]]:
         """(plaintext, the archive after it): a late message opened in the archived chain `at`,
         which is stored back advanced, so the key it used is gone from what `commit` saves.
 
         Raises:
             Unopened: the chain does not open it (its key was used, or it was altered).
+            TamperedMessage: so, and no session with the peer is held any more.
         """
+        archive = state.late
         chain = archive[at]
         session = vodozemac.Session.from_pickle(chain.pickle, self._store._key)
         try:
             plaintext = session.decrypt(message)
         except ValueError as exc:
-            raise Unopened(f"the archived chain the message names does not open it ({exc}): its key "
-                           "was used already, or it was altered") from exc
+            refusal = Unopened if state.sessions else TamperedMessage
+            raise refusal(f"the archived chain the message names does not open it ({exc}): its key "
+                          "was used already, or it was altered") from exc
         advanced = chain._replace(pickle=session.pickle(self._store._key))
         return plaintext, (*archive[:at], advanced, *archive[at + 1:])
 

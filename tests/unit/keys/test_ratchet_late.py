@@ -302,3 +302,19 @@ def test_a_kill_while_a_chain_is_dropped_loses_neither_the_chain_nor_the_message
     assert len(stored_state(path)["late"]) == 1
     assert receive(bob, alice, "held", held, handed)
     assert handed == {"b": b"turn", "a": b"starts a sixth chain", "held": b"held back"}
+
+
+def test_after_a_loss_late_mail_still_opens_and_a_used_key_is_no_session(pair: tuple[Timed, Timed]) -> None:
+    """Bob drops his sessions with alice (she said she lost hers): her mail sent before, still on
+    its way, opens from the archive; a message whose key is used is "no session", as he holds
+    none with her."""
+    alice, bob = pair
+    held, taken = (alice.store().encrypt(bob.fp, t) for t in (b"held back", b"taken"))
+    handed: dict[str, bytes] = {}
+    assert receive(bob, alice, "taken", taken, handed)
+    turns(alice, bob, 7)
+    bob.store().forget(alice.fp)
+    assert receive(bob, alice, "held", held, handed) and handed["held"] == b"held back"
+    with pytest.raises(TamperedMessage) as refused:
+        opens(bob, alice, "taken-again", taken)
+    assert not isinstance(refused.value, Unopened)
