@@ -46,7 +46,7 @@ from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 
 __all__ = [
     "KEEP_S", "LATE_MOST", "RELAY_TTL_S", "LateChain", "chain_keys", "dropped", "find", "kept",
-    "late_from_json", "late_to_json", "lone_chain", "ratchet_key", "seal", "unseal",
+    "late_from_json", "late_text", "late_to_json", "lone_chain", "ratchet_key", "seal", "unseal",
 ]
 
 RELAY_TTL_S = 7 * 86400  # how long the relay keeps a message nobody acked
@@ -139,12 +139,31 @@ def find(late: Iterable[LateChain], key: bytes) -> int | None:
 def kept(late: Iterable[LateChain], now: float) -> tuple[LateChain, ...]:
     """`late` without the chains archived `KEEP_S` or more before `now`, and at most the newest
     `LATE_MOST` of the rest (archived order: oldest first)."""
-    young = [chain for chain in late if now - chain.at < KEEP_S]
-    return tuple(young[-LATE_MOST:])
+    young = tuple(chain for chain in late if now - chain.at < KEEP_S)[-LATE_MOST:]
+    return late if isinstance(late, tuple) and young == late else young  # the same: its text is kept
 
 
 def late_to_json(late: Iterable[LateChain]) -> list[dict[str, Any]]:
     return [{"key": c.key.hex(), "pickle": c.pickle, "at": c.at} for c in late]
+
+
+# The JSON text of the archives written last, by the archive (kept alive here, so its id is not
+# reused): every send saves the whole session file, and a full archive is some 100 KB of JSON
+# that changes only when a page archives, opens or expires a chain.
+_TEXTS: dict[int, tuple[tuple[LateChain, ...], str]] = {}
+_TEXTS_MOST = 16
+
+
+def late_text(late: tuple[LateChain, ...]) -> str:
+    """`late_to_json(late)` as compact JSON text, encoded once per archive."""
+    kept_text = _TEXTS.get(id(late))
+    if kept_text is not None and kept_text[0] is late:
+        return kept_text[1]
+    text = json.dumps(late_to_json(late), separators=(",", ":"))
+    if len(_TEXTS) >= _TEXTS_MOST:
+        _TEXTS.pop(next(iter(_TEXTS)))
+    _TEXTS[id(late)] = (late, text)
+    return text
 
 
 def late_from_json(stored: Any) -> tuple[LateChain, ...]:

@@ -318,9 +318,11 @@ class SessionStore:
             **({"boot": boot} if boot is not None else {}),
             **({"unsynced": unsynced} if unsynced else {}),
             **({"chains": chains} if chains else {}),
-            **({"late": late.late_to_json(archive)} if archive else {}),
-        }, separators=(",", ":")).encode()
-        at = write_slots(self._path(peer, ".json"), data, state.at, sync=not unsynced)
+        }, separators=(",", ":"))
+        if archive:  # spliced in as text: a send's save does not encode it again (`late.late_text`)
+            data = f'{data[:-1]},"late":{late.late_text(archive)}}}'
+        payload = data.encode()
+        at = write_slots(self._path(peer, ".json"), payload, state.at, sync=not unsynced)
         return state._replace(at=at, unsynced=unsynced, late=archive)
 
     def has_session(self, peer: str) -> bool:

@@ -3,6 +3,7 @@ the chains vodozemac dropped, and a copy of the files opens none of it again."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 from pathlib import Path
@@ -156,6 +157,10 @@ def test_kept_drops_the_old_and_bounds_the_rest_newest_kept() -> None:
     assert late.kept(chains, 50.0 + KEEP_S) == tuple(chains[51:])
     assert late.kept(chains, 200.0 + KEEP_S) == ()
     assert late.late_from_json(late.late_to_json(chains)) == tuple(chains)
+    young = tuple(chains[-LATE_MOST:])
+    assert late.kept(young, 100.0) is young  # unchanged: a send's save reuses its text
+    assert json.loads(late.late_text(young)) == late.late_to_json(young)
+    assert late.late_text(young) is late.late_text(young)
     with pytest.raises(ValueError):
         late.late_from_json([{"key": "00", "pickle": "p", "at": 1.0}])
 
