@@ -5,7 +5,8 @@ Why. vodozemac keeps at most five receiving chains per session, and every reply 
 turn) starts a new one, dropping the oldest: a message queued while the relay was away, a
 killed send deposited later, a relay that delays, held back across six turns or more, would
 meet no chain that opens it. So each chain a session drops is archived here, as a session of
-its own, and the receiver opens a late message in it (`keys.ratchet_sessions`, `Page.open`).
+its own (and so is each chain of a session the receiver drops whole, keeping the newest five),
+and the receiver opens a late message in it (`keys.ratchet_sessions`, `Page.open`).
 
 What an archived chain is. A vodozemac session pickle holding that one receiving chain (with
 its skipped message keys) and a sending ratchet that derives nothing: inactive, with an

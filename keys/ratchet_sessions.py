@@ -14,7 +14,8 @@ fetched again after a crash counts once) and when last, and when the newest sess
 These plain fields are what `talk status` shows on both sides of a re-established session
 (`session_history`). `chains` names, per session, the peer's ratchet keys (public) of its
 receiving chains, so a message is routed to the chain it rides without opening a pickle; `late`
-holds the receiving chains the sessions dropped, each sealed alone, for mail that comes late
+holds the receiving chains the sessions dropped (and those of a session dropped whole, past
+`SESSIONS_MOST`), each sealed alone, for mail that comes late
 (`keys.ratchet_late`: why, what an archived chain can and cannot derive, how long it is kept).
 Beside it,
 `<peer fingerprint>.lock`: every reader of the identity (receive, follower, MCP) holds it from
@@ -303,8 +304,8 @@ class SessionStore:
         losses = {"lost": state.lost, "lost_at": state.lost_at} if state.lost else {}
         unopened = ({"unopened": list(state.unopened[-SEEN_MOST:]), "unopened_at": state.unopened_at}
                     if state.unopened else {})
-        archive = late.kept(state.late, self._clock())
         kept = state.sessions[:SESSIONS_MOST]
+        archive = late.kept((*state.late, *self._chains_of(state.sessions[SESSIONS_MOST:])), self._clock())
         known = state.chains or {}
         chains = {s.session_id: [k.hex() for k in known[s.session_id]] for s in kept if s.session_id in known}
         data = json.dumps({
@@ -323,7 +324,18 @@ class SessionStore:
             data = f'{data[:-1]},"late":{late.late_text(archive)}}}'
         payload = data.encode()
         at = write_slots(self._path(peer, ".json"), payload, state.at, sync=not unsynced)
-        return state._replace(at=at, unsynced=unsynced, late=archive)
+        return state._replace(sessions=kept, at=at, unsynced=unsynced, late=archive)
+
+    def _chains_of(self, sessions: list[vodozemac.Session]) -> list[late.LateChain]:
+        """The receiving chains of sessions dropped whole (more than `SESSIONS_MOST`), archived
+        each alone: mail sent in them may still come. Never a whole session (`keys.ratchet_late`)."""
+        now = self._clock()
+        found = []
+        for session in sessions:
+            state = late.unseal(session.pickle(self._key), self._key)
+            found += [late.LateChain(key, late.seal(late.lone_chain(state, key), self._key), now)
+                      for key in late.chain_keys(state)]
+        return found
 
     def has_session(self, peer: str) -> bool:
         with self._locked(peer) as state:

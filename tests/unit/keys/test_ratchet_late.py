@@ -323,3 +323,22 @@ def test_after_a_loss_late_mail_still_opens_and_a_used_key_is_no_session(pair: t
     with pytest.raises(TamperedMessage) as refused:
         opens(bob, alice, "taken-again", taken)
     assert not isinstance(refused.value, Unopened)
+
+
+def test_the_chains_of_a_session_dropped_whole_are_archived_alone(pair: tuple[Timed, Timed]) -> None:
+    """Alice begins session after session (each time her state was lost, say) and bob keeps the
+    newest five: her pre-key message held back in the first opens from its archived chain."""
+    alice, bob = pair
+    held = None
+    handed: dict[str, bytes] = {}
+    for n in range(6):
+        alice.store().start(bob.fp, bob.claim())
+        if held is None:
+            held = alice.store().encrypt(bob.fp, b"held back")
+        assert receive(bob, alice, f"s{n}", alice.store().encrypt(bob.fp, b"new session"), handed)
+    assert held is not None and held.to_pre_key() is not None
+    stored = stored_state(session_file(bob, alice))
+    assert len(stored["sessions"]) == 5
+    assert receive(bob, alice, "held", held, handed) and handed["held"] == b"held back"
+    with pytest.raises(TamperedMessage):
+        opens(bob, alice, "held-again", held)
