@@ -344,9 +344,11 @@ class SessionStore:
     def forget(self, peer: str) -> None:
         """Drop the sessions with `peer`, keeping the ids seen and counting the loss: the peer
         said it can open none of them (its state was lost), so the next message starts a new
-        one from a claimed key."""
+        one from a claimed key. Their receiving chains are archived, each alone: what the peer
+        sent in them before its loss may still come (`keys.ratchet_late`)."""
         with self._locked(peer) as state:
-            self._save(peer, state._replace(sessions=[], lost=state.lost + 1, lost_at=time.time()))
+            self._save(peer, state._replace(sessions=[], late=(*state.late, *self._chains_of(state.sessions)),
+                                            lost=state.lost + 1, lost_at=time.time()))
 
     def start(self, peer: str, claim: Claim) -> None:
         """A new outbound session with `peer`, from a claimed key (already checked against the

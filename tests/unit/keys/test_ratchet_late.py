@@ -247,10 +247,13 @@ def test_a_peer_without_a_session_is_told_no_session_not_unopened(
     with pytest.raises(TamperedMessage) as refused:
         opens(carol, bob, "m1", to_carol)  # carol holds no session with bob
     assert not isinstance(refused.value, Unopened)
-    alice.store().forget(bob.fp)
+    alice.store().forget(bob.fp)  # her sessions with bob are gone, their chains archived
+    kind, body = to_carol.to_parts()
+    altered = vodozemac.AnyOlmMessage.from_parts(kind, body[:-1] + bytes([body[-1] ^ 1]))
     with pytest.raises(TamperedMessage) as refused:
-        opens(alice, bob, "m1", to_carol)
+        opens(alice, bob, "m1", altered)
     assert not isinstance(refused.value, Unopened)
+    assert opens(alice, bob, "m1", to_carol).plaintext == b"meant for alice"  # as sent, it opens
 
 
 def test_a_late_pre_key_message_opens_in_its_archived_first_chain(
@@ -311,15 +314,17 @@ def test_a_kill_while_a_chain_is_dropped_loses_neither_the_chain_nor_the_message
 
 def test_after_a_loss_late_mail_still_opens_and_a_used_key_is_no_session(pair: tuple[Timed, Timed]) -> None:
     """Bob drops his sessions with alice (she said she lost hers): her mail sent before, still on
-    its way, opens from the archive; a message whose key is used is "no session", as he holds
-    none with her."""
+    its way, opens from the archive, whether its chain was dropped before or with the session;
+    a message whose key is used is "no session", as he holds none with her."""
     alice, bob = pair
     held, taken = (alice.store().encrypt(bob.fp, t) for t in (b"held back", b"taken"))
     handed: dict[str, bytes] = {}
     assert receive(bob, alice, "taken", taken, handed)
     turns(alice, bob, 7)
+    recent = alice.store().encrypt(bob.fp, b"in a chain still live")
     bob.store().forget(alice.fp)
     assert receive(bob, alice, "held", held, handed) and handed["held"] == b"held back"
+    assert receive(bob, alice, "recent", recent, handed) and handed["recent"] == b"in a chain still live"
     with pytest.raises(TamperedMessage) as refused:
         opens(bob, alice, "taken-again", taken)
     assert not isinstance(refused.value, Unopened)
