@@ -25,11 +25,14 @@ HKDF-SHA256 expands from the pickle key (salt one zero byte, info "Pickle"). `se
 changes it fails them loudly instead of archiving chains it cannot read.
 
 Finding which chain a message rides costs no pickle: `ratchet_key` reads the peer's ratchet key
-from the message's bytes (Olm's own protobuf-like encoding), and the receiver reads a session's
-chains (`chain_keys`) only once per page, and again only after a message started a new chain.
+from the message's bytes (Olm's own protobuf-like encoding), and the session file names each
+session's chains by their keys; the receiver reads them from a pickle (`chain_keys`) only for a
+session begun since, and before and after a message that starts a new chain (once a turn).
 
-Bounds. The relay keeps mail `RELAY_TTL_S` (seven days), so a chain is kept `KEEP_S`, twice
-that, from when it was dropped, and at most `LATE_MOST` per peer, the newest kept (`kept`).
+Bounds. The relay keeps mail `RELAY_TTL_S` (seven days, its default `ttl_s`), so a chain is
+kept `KEEP_S`, twice that, from when it was dropped, and at most `LATE_MOST` per peer, the
+newest kept (`kept`): some 1.5 KB each, 100 KB in all, which every save of the session file
+writes (a send's save splices in the text encoded once: `late_text`).
 """
 
 from __future__ import annotations
@@ -52,7 +55,7 @@ __all__ = [
 
 RELAY_TTL_S = 7 * 86400  # how long the relay keeps a message nobody acked
 KEEP_S = 2 * RELAY_TTL_S  # an archived chain outlives every copy the relay could still hand over
-LATE_MOST = 64  # archived chains per peer: 64 turns of delay, a few dozen KB
+LATE_MOST = 64  # archived chains per peer: a message held back 64 turns still opens
 
 MAC_LEN = 8  # vodozemac truncates the pickle's HMAC-SHA256 to 8 bytes
 KEY_LEN = 32
