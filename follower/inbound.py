@@ -64,12 +64,13 @@ from keys.ratchet_account import RatchetAccount
 from keys.ratchet_card import RatchetKeyError, verify_card
 from keys.ratchet_envelope import is_ratchet, olm_part, unwrap
 from keys.ratchet_inflight import Inflight
-from keys.ratchet_sessions import Busy, Page, SessionStore
+from keys.ratchet_sessions import Busy, Page, SessionStore, Unopened
 
 Emit = Callable[[dict[str, Any]], None]
 NO_SESSION = "no session"  # the refusal's reason starts so: the sender starts a new session
 # The refusal's reason starts so: the receiver holds a session with us, but the message opened in
-# none; the sender sends it again in the current session, then in a new one (`follower.resending`).
+# none, nor in a chain kept for late mail (`keys.ratchet_late`); the sender sends it again in the
+# current session, then in a new one (`follower.resending`).
 UNOPENED = "not opened"
 LINGER_S = 0.002  # the follower's pause before acking a page that was not full
 
@@ -292,7 +293,8 @@ class Inbox:
         Raises:
             Busy: the sessions with `contact` (or the account) are held elsewhere: not now.
             TamperedMessage: a card the pinned key did not sign, a pre-key message without one,
-                or a message no session opens (the refusal names it, so its sender is told).
+                or a message no session opens (the refusal names it, so its sender is told:
+                `UNOPENED` if sessions with the sender are held, else `NO_SESSION`).
             gate.Invalid: the message it carried fails the gate.
         """
         part = olm_part(outer)
@@ -310,6 +312,8 @@ class Inbox:
         assert self._opened is not None, "a ratchet message is opened within a page (`_take_page`)"
         try:
             opening = self._opened.open(contact.fingerprint, curve, outer.id, part.message, card)
+        except Unopened as exc:
+            raise MalformedMessage(f"{UNOPENED}: {exc}", contact, outer.id) from exc
         except TamperedMessage as exc:
             raise MalformedMessage(f"{NO_SESSION}: {exc}", contact, outer.id) from exc
         if opening.duplicate:

@@ -4,7 +4,8 @@ Files, in the identity folder: `ratchet_sessions/<peer fingerprint>.json` holds,
 file rewritten in place (`durable.slots`: a save costs one data sync at most, see Sending),
 {"v": 1, "sessions": [PICKLE, ...], "seen": [ID, ...], "card"?: CARD, "lost"?: N, "lost_at"?: T,
 "unopened"?: [ID, ...], "unopened_at"?: T, "started_at"?: T, "unsynced"?: N, "boot"?: ID,
-"heard"?: true}:
+"heard"?: true, "chains"?: {SESSION ID: [KEY, ...]},
+"late"?: [{"key": KEY, "pickle": PICKLE, "at": T}, ...]}:
 the sessions with that peer, the one used last first, each sealed under the Olm account's pickle
 key (`keys.ratchet_account`), the ids of the last `SEEN_MOST` messages received, the peer's
 ratchet card the last session was started with (public, checked against the pin when it came,
@@ -12,7 +13,12 @@ and again by `talk verify`), how often (and when last) the peer said it lost the
 the ids of the messages from the peer no session here could open (`opening`; ids, so a message
 fetched again after a crash counts once) and when last, and when the newest session began.
 These plain fields are what `talk status` shows on both sides of a re-established session
-(`session_history`). Beside it,
+(`session_history`). `chains` names, per session, the peer's ratchet keys (public) of its
+receiving chains, so a message is routed to the chain it rides without opening a pickle; `late`
+holds the receiving chains the sessions dropped (and those of a session dropped whole, past
+`SESSIONS_MOST`), each sealed alone, for mail that comes late
+(`keys.ratchet_late`: why, what an archived chain can and cannot derive, how long it is kept).
+Beside it,
 `<peer fingerprint>.lock`: every reader of the identity (receive, follower, MCP) holds it from
 loading a peer's sessions to saving them, so no two processes ever advance one ratchet from
 the same state.
@@ -23,22 +29,27 @@ Receiving takes a page of mail at a time (`SessionStore.page`), in this order:
     duplicate before any session is touched: a resend or a replay costs no ratchet step and
     cannot fail a decryption.
  2. The message is decrypted in memory, in the peer's state loaded once per page under its
-    lock. A pre-key message that no session matches starts an inbound session, which takes
-    its one-time key out of the account, held (once) for the rest of the page, in memory too.
+    lock: in the session whose chain its ratchet key names; else in the archived chain it
+    names (a late message; the chain, advanced, replaces the archived one); else in a session
+    it starts a new chain in (the peer's answer), the chain that session drops then archived.
+    A pre-key message that no session matches starts an inbound session, which takes its
+    one-time key out of the account, held (once) for the rest of the page, in memory too.
     A message that fails changes nothing: vodozemac advances a session only once a message
     decrypts, so the page's other messages open as if the refused one had never come.
  3. The caller hands every plaintext of the page over durably (written and synced where it
     is read).
- 4. `commit`: each peer with a message opened is saved once, with the ids added to `seen`,
-    synced, and then copied over the state before it (`durable.slots`); then the account, if
-    step 2 changed it (replaced whole: the old file, with the one-time key the page used, is
-    unlinked).
+ 4. `commit`: each peer with a message opened is saved once, with the ids added to `seen`
+    and the archive as the page left it, in the same write as its sessions, synced, and then
+    copied over the state before it (`durable.slots`); then the account, if step 2 changed
+    it (replaced whole: the old file, with the one-time key the page used, is unlinked).
  5. The caller acks the page on the relay.
 
 Why this order. A kill before 3 saved nothing: the page is still on the relay and decrypts
-again from the same states. A kill between 3 and 4 hands it over twice; each second hand-over
-is dropped by id where the first landed (the spool keeps each id once), and the states then
-saved are the ones after these messages. A kill between two saves of step 4 leaves some peers
+again from the same states (a chain a session dropped is still in it, not yet archived: the
+drop and the archiving land in one write, so no kill leaves a chain in neither). A kill
+between 3 and 4 hands it over twice; each second hand-over is dropped by id where the first
+landed (the spool keeps each id once), and the states then saved are the ones after these
+messages. A kill between two saves of step 4 leaves some peers
 saved, others not: the messages of the unsaved ones decrypt again from their old state, those
 of the saved ones are recognized at step 1; all are still on the relay. A kill between 4 and 5
 leaves the page on the relay, every message recognized at step 1 and acked. A kill before the
@@ -57,9 +68,13 @@ the page forever), so a message whose handling sends or forgets ends the page fi
 (`Page.holding`, `follower.inbound`).
 
 A message no session opens is noted in the peer's state in memory, and saved with the page's
-commit, before the page is acked (its sender is told, and sends it again in a new session): a
-kill before the commit fetches the message again, to be refused and noted again, and its id is
-noted once. The note is never the reason anything is acked or kept.
+commit, before the page is acked (its sender is told): a kill before the commit fetches the
+message again, to be refused and noted again, and its id is noted once. The note is never the
+reason anything is acked or kept. What the sender is told differs: `Unopened` when sessions
+with it are held here but none opens the message, nor an archived chain (a key used already,
+a chain older than the archive keeps, an altered message: the sessions held are still good),
+a plain `TamperedMessage` when none is held, or a pre-key message matches none held and
+cannot start one (the sender's session is lost to this side: it starts a new one).
 
 Sending: `encrypt` saves the advanced session before it returns the ciphertext, so no chain
 key ever encrypts two messages, whatever is killed afterwards. Only one save in `SYNC_EVERY`
@@ -85,7 +100,12 @@ later message of its chain, so a state from before a page would open that page's
 the relay's copies. None is left: the page's save is synced, and `durable.slots` then copies the
 new state over the slot that held the one before it; no later save brings that back (a send's
 unsynced save overwrites the older slot, which then holds a state after the page). So once
-`commit` returns, no state in the file, in either slot, opens a message the page took. On the
+`commit` returns, no state in the file, in either slot, opens a message the page took. An
+archived chain is no exception: a late message opened in it stores the chain back advanced,
+in the same synced save, and only a dropped chain is archived, never a whole old session,
+whose sending ratchet could derive the peer's next chain. The archive does keep, for up to
+`keys.ratchet_late.KEEP_S`, the keys of messages that never came in the chains it holds: what
+a live chain keeps too, for as long as the session holds it. On the
 sending side an unsynced save leaves, in the older slot, the state before the last send, whose
 sending chain key derives the key of the message sent last to this peer (vodozemac offers no
 call that does it, but the pickle holds the key); the newest state, like any sender's, derives
@@ -99,7 +119,7 @@ from __future__ import annotations
 import contextlib
 import json
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -110,13 +130,14 @@ from durable.errors import NotFound, TamperedMessage, UserError
 from durable.files import ensure_private_dir
 from durable.locks import locked
 from durable.slots import Slotted, holds, read_slots, write_slots
+from keys import ratchet_late as late
 from keys.encoding import is_hex32
 from keys.ratchet_account import RatchetAccount
 from keys.ratchet_card import Claim
 
 __all__ = [
     "SEEN_MOST", "SESSIONS_DIR", "SYNC_EVERY", "Busy", "History", "Opened", "Page", "SessionStore",
-    "has_sessions", "session_card", "session_history", "stored_state",
+    "Unopened", "has_sessions", "session_card", "session_history", "stored_state",
 ]
 
 SESSIONS_DIR = "ratchet_sessions"
@@ -136,6 +157,12 @@ class Busy(Exception):
     """A lock the page may not wait for is held elsewhere: end the page before this message."""
 
 
+class Unopened(TamperedMessage):
+    """A message from a peer this side holds a session with, opened by none of them nor by an
+    archived chain: its key was used already, its chain is gone (older than the archive keeps),
+    or it was altered. Not "no session": the sessions held stay good for what comes next."""
+
+
 class _Peer(NamedTuple):
     sessions: list[vodozemac.Session]
     seen: list[str]
@@ -148,6 +175,10 @@ class _Peer(NamedTuple):
     at: Slotted | None = None  # where the file holds this state: the next save goes beside it
     unsynced: int = 0  # saves since the last synced one (SYNC_EVERY: the next one must be)
     heard: bool = False  # a message opened since the last send: the next send may turn the ratchet
+    late: tuple[late.LateChain, ...] = ()  # chains the sessions dropped, oldest first (`keys.ratchet_late`)
+    # Per session id, the peer's ratchet keys of its receiving chains, oldest first, as far as
+    # known: a message is routed by them without opening a pickle (`Page._decrypt`).
+    chains: dict[str, tuple[bytes, ...]] | None = None
 
 
 class History(NamedTuple):
@@ -232,10 +263,11 @@ _LAST_SENT: dict[tuple[Path, bytes], _Peer] = {}
 class SessionStore:
     """The Olm sessions of the identity whose account `account` holds, with every peer."""
 
-    def __init__(self, account: RatchetAccount) -> None:
+    def __init__(self, account: RatchetAccount, clock: Callable[[], float] = time.time) -> None:
         self.account = account
         self.folder = account.folder / SESSIONS_DIR
         self._key = account.pickle_key
+        self._clock = clock  # when a chain is archived, and which archived ones are too old to keep
 
     def _path(self, peer: str, suffix: str) -> Path:
         if not is_hex32(peer):
@@ -263,8 +295,11 @@ class SessionStore:
             if stored.get("boot", boot_id()) != boot_id():
                 _step_past_unsynced(sessions)
                 unsynced = SYNC_EVERY
-            return _Peer(sessions, seen, card=card, at=at, unsynced=unsynced,
-                         heard=stored.get("heard") is True, **_marks(stored))
+            chains = {str(sid): tuple(bytes.fromhex(k) for k in keys)
+                      for sid, keys in dict(stored.get("chains", {})).items()}
+            return _Peer(sessions, seen, card=card, at=at, unsynced=unsynced, chains=chains,
+                         heard=stored.get("heard") is True,
+                         late=late.late_from_json(stored.get("late", [])), **_marks(stored))
         except (KeyError, TypeError, ValueError) as exc:  # vodozemac's and json's errors are ValueErrors
             raise UserError(
                 f"the ratchet sessions with {peer} cannot be opened ({exc}); move "
@@ -283,9 +318,13 @@ class SessionStore:
         losses = {"lost": state.lost, "lost_at": state.lost_at} if state.lost else {}
         unopened = ({"unopened": list(state.unopened[-SEEN_MOST:]), "unopened_at": state.unopened_at}
                     if state.unopened else {})
+        kept = state.sessions[:SESSIONS_MOST]
+        archive = late.kept((*state.late, *self._chains_of(state.sessions[SESSIONS_MOST:])), self._clock())
+        known = state.chains or {}
+        chains = {s.session_id: [k.hex() for k in known[s.session_id]] for s in kept if s.session_id in known}
         data = json.dumps({
             "v": 1,
-            "sessions": [s.pickle(self._key) for s in state.sessions[:SESSIONS_MOST]],
+            "sessions": [s.pickle(self._key) for s in kept],
             "seen": state.seen[-SEEN_MOST:],
             **losses,
             **unopened,
@@ -294,9 +333,24 @@ class SessionStore:
             **({"boot": boot} if boot is not None else {}),
             **({"unsynced": unsynced} if unsynced else {}),
             **({"heard": True} if heard else {}),
-        }, separators=(",", ":")).encode()
-        at = write_slots(self._path(peer, ".json"), data, state.at, sync=not unsynced)
-        return state._replace(at=at, unsynced=unsynced, heard=heard)
+            **({"chains": chains} if chains else {}),
+        }, separators=(",", ":"))
+        if archive:  # spliced in as text: a send's save does not encode it again (`late.late_text`)
+            data = f'{data[:-1]},"late":{late.late_text(archive)}}}'
+        payload = data.encode()
+        at = write_slots(self._path(peer, ".json"), payload, state.at, sync=not unsynced)
+        return state._replace(sessions=kept, at=at, unsynced=unsynced, late=archive, heard=heard)
+
+    def _chains_of(self, sessions: list[vodozemac.Session]) -> list[late.LateChain]:
+        """The receiving chains of sessions dropped whole (more than `SESSIONS_MOST`), archived
+        each alone: mail sent in them may still come. Never a whole session (`keys.ratchet_late`)."""
+        now = self._clock()
+        found = []
+        for session in sessions:
+            state = late.unseal(session.pickle(self._key), self._key)
+            found += [late.LateChain(key, late.seal(late.lone_chain(state, key), self._key), now)
+                      for key in late.chain_keys(state)]
+        return found
 
     def has_session(self, peer: str) -> bool:
         with self._locked(peer) as state:
@@ -305,9 +359,11 @@ class SessionStore:
     def forget(self, peer: str) -> None:
         """Drop the sessions with `peer`, keeping the ids seen and counting the loss: the peer
         said it can open none of them (its state was lost), so the next message starts a new
-        one from a claimed key."""
+        one from a claimed key. Their receiving chains are archived, each alone: what the peer
+        sent in them before its loss may still come (`keys.ratchet_late`)."""
         with self._locked(peer) as state:
-            self._save(peer, state._replace(sessions=[], lost=state.lost + 1, lost_at=time.time()))
+            self._save(peer, state._replace(sessions=[], late=(*state.late, *self._chains_of(state.sessions)),
+                                            lost=state.lost + 1, lost_at=time.time()))
 
     def start(self, peer: str, claim: Claim) -> None:
         """A new outbound session with `peer`, from a claimed key (already checked against the
@@ -372,8 +428,10 @@ class Page:
 
         Raises:
             Busy: a lock the page may not wait for is held elsewhere; nothing was opened.
-            TamperedMessage: no session opens it, and it cannot start one; nothing changed but
-                the note of it, which `commit` saves (see the module's docstring).
+            Unopened: sessions with `peer` are held, but none opens it, nor an archived chain;
+                nothing changed but the note of it, which `commit` saves.
+            TamperedMessage: no session with `peer` is held, or it is a pre-key message that
+                matches none held and cannot start one; nothing changed but the note of it.
             UserError: the stored sessions or account cannot be opened.
         """
         state = self._peer(peer)
@@ -382,24 +440,19 @@ class Page:
             seen = self._seen[peer] = set(state.seen)
         if msg_id in seen:
             return Opened(True, b"")
+        if state.chains is None:
+            state = self._peers[peer] = state._replace(chains={})
         try:
-            opened = _decrypt_in_session(state.sessions, message)
-            started = opened is None
-            if opened is None:
-                opened = _start_inbound(self._held_account(), peer_curve25519, message)
-                self._account_changed = True
+            plaintext, state, started = self._decrypt(state, peer_curve25519, message)
         except TamperedMessage:
             if msg_id not in state.unopened:
                 noted = (*state.unopened, msg_id)
                 self._peers[peer] = state._replace(unopened=noted, unopened_at=time.time())
                 self._touched.add(peer)
             raise
-        plaintext, used = opened
-        others = [s for s in state.sessions if s is not used]
         state.seen.append(msg_id)  # the page's own list (loaded for it), not copied per message
         seen.add(msg_id)
-        self._peers[peer] = state._replace(sessions=[used, *others], heard=True,
-                                           card=card or state.card,
+        self._peers[peer] = state._replace(card=card or state.card, heard=True,
                                            started_at=time.time() if started else state.started_at)
         self._touched.add(peer)
         return Opened(False, plaintext)
@@ -415,6 +468,97 @@ class Page:
             return
         seen.discard(msg_id)
         state.seen.remove(msg_id)
+
+    def _decrypt(self, state: _Peer, peer_curve25519: bytes,
+                 message: vodozemac.AnyOlmMessage) -> tuple[bytes, _Peer, bool]:
+        """(plaintext, the peer's state after it, whether it started a session), in memory.
+
+        A message rides the held session whose chain its ratchet key names; else the archived
+        chain it names (a late message: no held session's chain can be a key the peer used
+        before); else it starts a chain in a held session (the peer's answer to this side's
+        last message), and the chain that drops is archived; else, a pre-key message that
+        matches no held session, it starts one. Whatever fails changes nothing.
+        """
+        key = late.ratchet_key(message.to_parts())
+        pre_key = message.to_pre_key()
+        matching = (state.sessions if pre_key is None
+                    else [s for s in state.sessions if s.session_matches(pre_key)])
+        if key is not None:
+            for session in matching:
+                if key in self._chain_keys(state, session):
+                    return _decrypt_in(session, message), _first(state, session), False
+            at = late.find(state.late, key)
+            if at is not None:
+                plaintext, archive = self._in_late(state, at, message)
+                return plaintext, state._replace(late=archive), False
+        for session in matching:
+            opened = self._in_new_chain(state, session, message)
+            if opened is not None:
+                plaintext, dropped = opened
+                return plaintext, _first(state, session)._replace(late=(*state.late, *dropped)), False
+        if pre_key is None or matching:
+            if state.sessions:
+                raise Unopened("no ratchet session with this peer, nor an archived chain, opens the "
+                               "message: its key was used already, its chain is older than kept, or "
+                               "it was altered")
+            raise TamperedMessage("no ratchet session with this peer opens the message: it was sent in a "
+                                  "session this side no longer has, or it was altered")
+        plaintext, session = _start_inbound(self._held_account(), peer_curve25519, message)
+        self._account_changed = True
+        return plaintext, _first(state, session), True
+
+    def _chain_keys(self, state: _Peer, session: vodozemac.Session) -> tuple[bytes, ...]:
+        """The peer's ratchet keys of `session`'s chains, as the peer's state knows them; read
+        from the session only if it does not (a session begun since, or an older file), and
+        then kept there, and saved with it."""
+        assert state.chains is not None  # `open` gives every state it decrypts in a dict
+        keys = state.chains.get(session.session_id)
+        if keys is None:
+            keys = state.chains[session.session_id] = late.chain_keys(self._state_of(session))
+        return keys
+
+    def _state_of(self, session: vodozemac.Session) -> dict[str, Any]:
+        key = self._store._key
+        return late.unseal(session.pickle(key), key)
+
+    def _in_new_chain(self, state: _Peer, session: vodozemac.Session,
+                      message: vodozemac.AnyOlmMessage) -> tuple[bytes, list[late.LateChain]] | None:
+        """(plaintext, the chains `session` dropped for the new one, archived) if a message whose
+        ratchet key is new to `session` opens in it; None if not. Read before and after the
+        step (once per turn, never per message), so whatever vodozemac drops, however many
+        chains it keeps, is archived."""
+        before = self._state_of(session)
+        try:
+            plaintext = session.decrypt(message)
+        except ValueError:
+            return None
+        assert state.chains is not None
+        after = state.chains[session.session_id] = late.chain_keys(self._state_of(session))
+        now = self._store._clock()
+        dropped = [late.LateChain(key, late.seal(late.lone_chain(before, key), self._store._key), now)
+                   for key in late.dropped(late.chain_keys(before), after)]
+        return plaintext, dropped
+
+    def _in_late(self, state: _Peer, at: int,
+                 message: vodozemac.AnyOlmMessage) -> tuple[bytes, tuple[late.LateChain, ...]]:
+        """(plaintext, the archive after it): a late message opened in the archived chain `at`,
+        which is stored back advanced, so the key it used is gone from what `commit` saves.
+
+        Raises:
+            Unopened: the chain does not open it (its key was used, or it was altered).
+            TamperedMessage: so, and no session with the peer is held any more.
+        """
+        archive = state.late
+        chain = archive[at]
+        session = vodozemac.Session.from_pickle(chain.pickle, self._store._key)
+        try:
+            plaintext = session.decrypt(message)
+        except ValueError as exc:
+            refusal = Unopened if state.sessions else TamperedMessage
+            raise refusal(f"the archived chain the message names does not open it ({exc}): its key "
+                          "was used already, or it was altered") from exc
+        advanced = chain._replace(pickle=session.pickle(self._store._key))
+        return plaintext, (*archive[:at], advanced, *archive[at + 1:])
 
     def commit(self) -> None:
         """Save each peer a message was opened (or refused) from, once, then the account if it
@@ -454,34 +598,31 @@ def _step_past_unsynced(sessions: list[vodozemac.Session]) -> None:
             session.encrypt(b"")
 
 
-def _decrypt_in_session(
-    sessions: list[vodozemac.Session], message: vodozemac.AnyOlmMessage
-) -> tuple[bytes, vodozemac.Session] | None:
-    """(plaintext, the session that opened it), in memory; None if no session of this peer
-    opens it but it is a pre-key message, which may start one.
+def _first(state: _Peer, used: vodozemac.Session) -> _Peer:
+    """`state` with `used` first among its sessions: the one `encrypt` answers in."""
+    if state.sessions and state.sessions[0] is used:
+        return state  # a stream in one session: nothing to move
+    return state._replace(sessions=[used, *(s for s in state.sessions if s is not used)])
+
+
+def _decrypt_in(session: vodozemac.Session, message: vodozemac.AnyOlmMessage) -> bytes:
+    """Open a message in the held session whose chain its ratchet key names.
 
     Raises:
-        TamperedMessage: no session opens it and it cannot start one.
+        Unopened: that chain does not open it: its key was used already, or it was altered.
     """
-    pre_key = message.to_pre_key()
-    for session in sessions:
-        if pre_key is not None and not session.session_matches(pre_key):
-            continue
-        try:
-            return session.decrypt(message), session
-        except ValueError:
-            continue  # another session of this peer's may open it
-    if pre_key is None:
-        raise TamperedMessage("no ratchet session with this peer opens the message: it was sent in a "
-                              "session this side no longer has, or it was altered")
-    return None
+    try:
+        return session.decrypt(message)
+    except ValueError as exc:
+        raise Unopened(f"the ratchet session whose chain the message names does not open it ({exc}): "
+                       "its key was used already, or it was altered") from exc
 
 
 def _start_inbound(
     account: vodozemac.Account, peer_curve25519: bytes, message: vodozemac.AnyOlmMessage
 ) -> tuple[bytes, vodozemac.Session]:
     pre_key = message.to_pre_key()
-    assert pre_key is not None  # `_decrypt_in_session` returns None for pre-key messages only
+    assert pre_key is not None  # `Page._decrypt` starts a session from pre-key messages only
     try:
         session, plaintext = account.create_inbound_session(
             vodozemac.Curve25519PublicKey.from_bytes(peer_curve25519), pre_key

@@ -1,5 +1,5 @@
 """What the e2e tests read off an agent: the ids in its spools, the mail waiting for it at
-the relay, and its status report."""
+the relay, its status report, the id of what it sent and the texts it receives."""
 
 from __future__ import annotations
 
@@ -33,3 +33,14 @@ def relay_mail_count(relay: RelayProcess, agent: Agent) -> int:
 def status(agent: Agent, user: str) -> dict[str, object]:
     report: dict[str, object] = agent.ok("status", "-u", user, "--json").json()
     return report
+
+
+def sent(agent: Agent, name: str, text: str, to: str) -> str:
+    """`talk send`'s id for `text` sent to `to` (`name` is the sender's, for the reader)."""
+    msg_id: str = agent.ok("send", to, text, "--json").json()["id"]
+    return msg_id
+
+
+def texts(agent: Agent) -> list[str]:
+    """The texts one `talk receive` delivers."""
+    return [m["text"] for m in agent.ok("receive").lines()]

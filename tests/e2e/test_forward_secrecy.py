@@ -28,6 +28,7 @@ from nacl.public import PublicKey
 from durable.errors import TamperedMessage
 from durable.ndjson import json_lines, read_records
 from follower.client import RelayClient
+from follower.inbound import UNOPENED
 from follower.outbox import Outbox
 from follower.receipts import send_receipts
 from keys import keystore
@@ -40,9 +41,9 @@ from keys.ratchet_card import verify_card
 from keys.ratchet_envelope import OLM_FIELD, olm_part, unwrap
 from keys.ratchet_inflight import CONTEXT as INFLIGHT_CONTEXT
 from keys.ratchet_inflight import INFLIGHT_FILE, RESEND_WINDOW_S
-from keys.ratchet_sessions import SESSIONS_DIR, SessionStore, stored_state
+from keys.ratchet_sessions import SESSIONS_DIR, SessionStore, Unopened, stored_state
 from tests.conftest import Agent, RelayProcess, befriend, free_port, make_agent, wait_for
-from tests.e2e.probes import spool_ids
+from tests.e2e.probes import sent, spool_ids, texts
 
 # A follower whose process is killed (SIGKILL) once a page holding mail is durable in the spool
 # and the channel store, before the session store commits the ratchet step.
@@ -65,11 +66,6 @@ def page():
 follower.inbox.page = page
 follower.drain()
 """
-
-
-def sent(agent: Agent, name: str, text: str, to: str) -> str:
-    msg_id: str = agent.ok("send", to, text, "--json").json()["id"]
-    return msg_id
 
 
 def unlocked(agent: Agent, name: str) -> Identity:
@@ -98,10 +94,6 @@ def opened(sender: Agent, sender_name: str, msg_id: str, receiver: Agent, receiv
 
 def secrecy(agent: Agent) -> dict[str, bool]:
     return {c["name"]: c["forward_secrecy"] for c in agent.ok("contacts", "--json").json()}
-
-
-def texts(agent: Agent) -> list[str]:
-    return [m["text"] for m in agent.ok("receive").lines()]
 
 
 def old_format(tmp_path: Path, relay: RelayProcess, name: str) -> Agent:
@@ -303,7 +295,8 @@ follower.drain()
 def test_a_follower_page_that_holds_a_session_ends_before_a_receipt_that_needs_it(
         pair: tuple[Agent, Agent], relay: RelayProcess) -> None:
     """One fetch brings alice bob's pre-key message (its page then holds her sessions with bob
-    and her account) and bob's "no session" receipt, whose answer must start a new session with
+    and her account) and bob's refusal receipt ("not opened": he holds a session with her, the
+    one he just began, but none that opens it), whose answer must start a new session with
     bob: taken in the same page it would wait for the page's own locks forever. The page ends
     before it; the next takes it, and everything arrives once."""
     alice, bob = pair
@@ -315,7 +308,7 @@ def test_a_follower_page_that_holds_a_session_ends_before_a_receipt_that_needs_i
     lost = sent(alice, "alice", "into the lost session", "bob")
     first = sent(bob, "bob", "in bob's new session", "alice")  # a pre-key message on her key
     r = bob.ok("receive")  # refuses alice's message and tells her at once
-    assert r.lines() == [] and "no session" in bob.ok("quarantine").out
+    assert r.lines() == [] and f": {UNOPENED}: " in bob.ok("quarantine").out
     assert waiting(relay, alice_fp) == 2  # bob's message, then his receipt: one page
     child = subprocess.run([sys.executable, "-c", DRAIN_ONCE], env=alice.env(), capture_output=True,
                            text=True, timeout=120)
@@ -571,9 +564,9 @@ def test_a_stolen_current_key_folder_cannot_open_earlier_mail_the_relay_kept(
         assert contact.name == "alice" and outer.id == msg_id and outer.text == ""
         part = olm_part(outer)
         assert thief.receive_path(blob, msg_id) == "(duplicate)"  # its own id: known, not even tried
-        with pytest.raises(TamperedMessage) as refused:  # under an id never seen: tried, and refused
+        with pytest.raises(Unopened) as refused:  # under an id never seen: tried, and refused
             thief.receive_path(blob, f"{n:032x}")
-        assert ("starts no session" if n < 2 else "no ratchet session") in str(refused.value)
+        assert "key was used already" in str(refused.value)  # its session is held, its key gone
         for session in sessions:  # each session bob holds now, tried directly
             with pytest.raises(ValueError, match=r"can't be created|invalid MAC"):
                 session.decrypt(part.message)
@@ -584,7 +577,7 @@ def test_a_stolen_current_key_folder_cannot_open_earlier_mail_the_relay_kept(
                 account.create_inbound_session(curve, pre_key)
 
     # And talk itself, run on the stolen copy with its memory of these ids wiped, the relay
-    # serving the kept blobs again: each is refused for want of a session, nothing printed.
+    # serving the kept blobs again: each is refused, opened by no state held, nothing printed.
     path.write_text(json.dumps({**stored, "seen": []}))
     (thief.folder / "channels.db").unlink()
     with RelayClient(relay.url) as client:
@@ -597,7 +590,7 @@ def test_a_stolen_current_key_folder_cannot_open_earlier_mail_the_relay_kept(
     r = stolen.ok("receive")
     assert r.lines() == [] and "Traceback" not in r.err
     refusals = stolen.ok("quarantine", "--json").lines()
-    assert len(refusals) == 4 and all("no session" in json.dumps(q) for q in refusals)
+    assert len(refusals) == 4 and all(f'"{UNOPENED}: ' in json.dumps(q) for q in refusals)
 
 
 def fallback_on_relay(relay: RelayProcess, fp: str) -> str:
@@ -630,12 +623,22 @@ def test_a_pre_key_message_on_the_fallback_key_opens_with_a_stolen_account_until
         wait_for(lambda: fallback_on_relay(relay, bob_fp) != before, 60, "a new fallback key on the relay")
         bob.ok("stop")
 
-    assert Thief(bob, "bob", tmp_path / "stolen-0").receive_path(blob, "0" * 32) == "on the fallback key"
+    alice_fp = alice.ok("id", "--json").json()["fingerprint"]
+
+    def stolen(n: int) -> Thief:
+        """A copy whose session with alice is set aside: the session that took the message
+        refuses it again (its key is used), but the account may start a new one from it."""
+        thief = Thief(bob, "bob", tmp_path / f"stolen-{n}")
+        path = thief.folder / SESSIONS_DIR / f"{alice_fp}.json"
+        path.write_text(json.dumps({**stored_state(path), "sessions": [], "chains": {}}))
+        return thief
+
+    assert stolen(0).receive_path(blob, "0" * 32) == "on the fallback key"
     rotate()
-    assert Thief(bob, "bob", tmp_path / "stolen-1").receive_path(blob, "1" * 32) == "on the fallback key"
+    assert stolen(1).receive_path(blob, "1" * 32) == "on the fallback key"
     rotate()
     with pytest.raises(TamperedMessage, match="starts no session"):
-        Thief(bob, "bob", tmp_path / "stolen-2").receive_path(blob, "2" * 32)
+        stolen(2).receive_path(blob, "2" * 32)
 
 
 def record_deposits(relay: RelayProcess) -> None:

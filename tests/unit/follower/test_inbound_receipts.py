@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
-from follower.inbound import never_reached
+from follower.inbound import NO_SESSION as NO_SESSION_REASON
+from follower.inbound import UNOPENED, never_reached
 from follower.outbox import Entry
 from tests.unit.samples import FP_B, hexid
 
-NO_SESSION = "no session: no ratchet session with this peer opens the message"
+NO_SESSION = f"{NO_SESSION_REASON}: no ratchet session with this peer opens the message"
+NOT_OPENED = f"{UNOPENED}: no ratchet session with this peer, nor an archived chain, opens the message"
 
 
 def outbox(**states: str) -> dict[str, Entry]:
@@ -16,7 +18,7 @@ def outbox(**states: str) -> dict[str, Entry]:
 
 def test_only_mail_no_receipt_said_arrived_may_be_brought_back_by_a_refusal() -> None:
     mine = outbox(m1="stored", m2="held", m3="spooled", m4="written", m5="delivered", m6="sent")
-    items = [(hexid(n), "refused", NO_SESSION) for n in range(1, 7)]
+    items = [(hexid(n), "refused", NO_SESSION if n % 2 else NOT_OPENED) for n in range(1, 7)]
     assert never_reached(mine, items) == {hexid(1), hexid(2), hexid(6)}
     assert [e.state for e in mine.values()] == ["stored", "held", "spooled", "written", "delivered", "sent"]
 

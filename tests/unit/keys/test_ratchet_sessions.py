@@ -20,8 +20,7 @@ import vodozemac
 from durable.errors import NotFound, TamperedMessage, UserError
 from durable.locks import locked
 from keys.identity import Identity
-from keys.ratchet_account import RatchetAccount, card_for, unpublished_keys
-from keys.ratchet_card import Claim
+from keys.ratchet_account import RatchetAccount
 from keys.ratchet_sessions import (
     SESSIONS_DIR,
     SYNC_EVERY,
@@ -29,33 +28,13 @@ from keys.ratchet_sessions import (
     History,
     Opened,
     SessionStore,
+    Unopened,
     session_history,
     stored_state,
 )
 from tests.power_loss import Disk
+from tests.unit.keys.olm_sides import Received, Side, opens, receive, receive_page
 from tests.unit.samples import hexid, secret_forms
-
-
-class Side:
-    """One identity's account and sessions, read from disk again by every `store()`."""
-
-    def __init__(self, folder: Path, identity: Identity) -> None:
-        folder.mkdir(mode=0o700)
-        self.folder, self.identity, self.fp = folder, identity, identity.fingerprint
-
-    def store(self) -> SessionStore:
-        return SessionStore(RatchetAccount(self.folder, self.identity))
-
-    def claim(self) -> Claim:
-        """What a peer's claim would hand out: our card and one fresh one-time key."""
-        with RatchetAccount(self.folder, self.identity).changing() as account:
-            account.generate_one_time_keys(1)
-            _, (key,) = unpublished_keys(account, self.identity)
-            account.mark_keys_as_published()
-        return Claim(card_for(account, self.identity), key)
-
-    def curve(self) -> bytes:
-        return RatchetAccount(self.folder, self.identity).read().curve25519_key.to_bytes()
 
 
 @pytest.fixture
@@ -63,45 +42,6 @@ def sides(tmp_path: Path, alice_id: Identity, bob_id: Identity) -> tuple[Side, S
     alice, bob = Side(tmp_path / "alice", alice_id), Side(tmp_path / "bob", bob_id)
     alice.store().start(bob.fp, bob.claim())
     return alice, bob
-
-
-Received = list[tuple[Side, str, vodozemac.AnyOlmMessage]]  # a page: each message with its sender and id
-
-
-def receive(me: Side, sender: Side, msg_id: str, message: vodozemac.AnyOlmMessage,
-            handed: dict[str, bytes], stop_after: int = 5) -> bool:
-    """The receive steps 1-4 for a page of one message (the relay's ack is step 5), stopped
-    after step `stop_after` as a kill would stop them. `handed` drops a second hand-over of one
-    id, as the spool does. Returns whether the message would be acked."""
-    return receive_page(me, [(sender, msg_id, message)], handed, stop_after) == [msg_id]
-
-
-def receive_page(me: Side, page: Received,
-                 handed: dict[str, bytes], stop_after: int = 5) -> list[str]:
-    """The receive steps for a page of messages, each refused one skipped as the follower
-    quarantines it; the ids that would be acked (all of them, refused ones too, or none)."""
-    with me.store().page() as opening:
-        opened = {}
-        for sender, msg_id, message in page:
-            try:
-                opened[msg_id] = opening.open(sender.fp, sender.curve(), msg_id, message)
-            except TamperedMessage:
-                continue
-        if stop_after < 3:
-            return []
-        for msg_id, one in opened.items():
-            if not one.duplicate:
-                handed.setdefault(msg_id, one.plaintext)
-        if stop_after < 4:
-            return []
-        opening.commit()
-    return [msg_id for _, msg_id, _ in page] if stop_after >= 5 else []
-
-
-def opens(me: Side, sender: Side, msg_id: str, message: vodozemac.AnyOlmMessage) -> Opened:
-    """Open one message in a page of its own, committing nothing."""
-    with me.store().page() as opening:
-        return opening.open(sender.fp, sender.curve(), msg_id, message)
 
 
 def test_a_first_message_starts_the_session_and_replies_ride_it(sides: tuple[Side, Side]) -> None:
@@ -158,7 +98,7 @@ def test_saving_before_the_hand_over_would_lose_the_message(sides: tuple[Side, S
     with bob.store().page() as opening:
         opening.open(alice.fp, alice.curve(), "m1", message)
         opening.commit()  # and then the process dies before the plaintext is written anywhere
-    with pytest.raises(TamperedMessage, match="starts no session"):
+    with pytest.raises(Unopened, match="key was used already"):
         opens(bob, alice, "m1-again", message)
 
 
