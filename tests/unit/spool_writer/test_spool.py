@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import re
 import select
 import signal
 import stat
@@ -19,6 +20,7 @@ from typing import Any, cast
 import pytest
 
 from spool_writer import lines
+from spool_writer.cursor import message_of
 from spool_writer.index import DeliveredIndex
 from spool_writer.layout import oldest_first
 from spool_writer.record import SpoolRecord
@@ -66,6 +68,20 @@ def message(msg_id: str, text: str = "hello") -> SpoolRecord:
 def all_lines(spool_file: Path) -> list[dict[str, Any]]:
     """Every line of a spool, all generations, oldest first; each must be a JSON object."""
     return [json.loads(line) for path in oldest_first(spool_file) for line in lines.read_lines(path)]
+
+
+def read_as_agents_do(spool_file: Path) -> list[SpoolRecord]:
+    """The messages of a spool, all generations, as an agent's reader takes them
+    (`spool_writer.cursor.message_of`). A writer killed inside a write leaves a torn line, which
+    the next append seals into a line of its own; readers skip it. Only such a line may be
+    skipped, and a message it started must come whole after it (delivered again)."""
+    raw = [line for path in oldest_first(spool_file) for line in lines.read_lines(path)]
+    for at, line in enumerate(raw):
+        if message_of(line) is None:
+            started = re.match(rb'\{"id": "([^"]+)"', line)
+            later = {r["id"] for w in raw[at + 1:] if (r := message_of(w)) is not None}
+            assert started is None or started[1].decode() in later, f"a torn line never made whole: {line!r}"
+    return [r for line in raw if (r := message_of(line)) is not None]
 
 
 @pytest.fixture
@@ -180,7 +196,7 @@ def again(tag: str, i: int) -> SpoolRecord:
 
 def assert_each_once(root: Path, parent: Spool, expected: list[str]) -> None:
     for sid in ("a", "b"):
-        counts = Counter(r["id"] for r in all_lines(root / "sessions" / f"{sid}.ndjson"))
+        counts = Counter(r["id"] for r in read_as_agents_do(root / "sessions" / f"{sid}.ndjson"))
         assert counts == Counter(expected), f"session {sid}: {counts - Counter(expected)}"
     assert not (root / "inbox.ndjson").exists()
     assert all(parent.knows(i) for i in expected)
