@@ -42,19 +42,19 @@ import hashlib
 import hmac
 import json
 from collections.abc import Iterable
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
-from cryptography.hazmat.primitives import hashes, padding
-from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
-from cryptography.hazmat.primitives.kdf.hkdf import HKDF
+if TYPE_CHECKING:
+    from cryptography.hazmat.primitives.ciphers import Cipher, modes
 
 __all__ = [
-    "KEEP_S", "LATE_MOST", "RELAY_TTL_S", "LateChain", "chain_keys", "dropped", "find", "kept",
+    "CHAINS_MOST", "KEEP_S", "LATE_MOST", "RELAY_TTL_S", "LateChain", "chain_keys", "dropped", "find", "kept",
     "late_from_json", "late_text", "late_to_json", "lone_chain", "ratchet_key", "seal", "unseal",
 ]
 
 RELAY_TTL_S = 7 * 86400  # how long the relay keeps a message nobody acked
 KEEP_S = 2 * RELAY_TTL_S  # an archived chain outlives every copy the relay could still hand over
+CHAINS_MOST = 5  # receiving chains vodozemac keeps per session (its ChainStore; a test pins it)
 LATE_MOST = 64  # archived chains per peer: a message held back 64 turns still opens
 
 MAC_LEN = 8  # vodozemac truncates the pickle's HMAC-SHA256 to 8 bytes
@@ -73,17 +73,31 @@ class LateChain(NamedTuple):
 
 
 def _keys(pickle_key: bytes) -> tuple[bytes, bytes, bytes]:
-    okm = HKDF(hashes.SHA256(), 80, b"\x00", b"Pickle").derive(pickle_key)
+    """HKDF-SHA256 (RFC 5869), salt one zero byte, info "Pickle", 80 bytes: the AES key, the
+    MAC key and the IV. Written on `hmac` so that finding a chain costs no import of
+    `cryptography`, which a `talk` command would otherwise pay at every start."""
+    prk = hmac.digest(b"\x00", pickle_key, "sha256")
+    okm, block = b"", b""
+    for counter in range(1, 4):  # 3 blocks of 32 bytes cover 80
+        block = hmac.digest(prk, block + b"Pickle" + bytes([counter]), "sha256")
+        okm += block
     return okm[:32], okm[32:64], okm[64:80]
+
+
+def _cbc(aes: bytes, iv: bytes) -> Cipher[modes.CBC]:
+    """AES-256-CBC, imported only when a chain is sealed or read (a turn, not a message)."""
+    from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
+
+    return Cipher(algorithms.AES(aes), modes.CBC(iv))
 
 
 def seal(state: dict[str, Any], pickle_key: bytes) -> str:
     """`state` (a session's serde JSON) as vodozemac's pickle under `pickle_key`."""
     aes, mac, iv = _keys(pickle_key)
-    padder = padding.PKCS7(128).padder()
-    plain = padder.update(json.dumps(state, separators=(",", ":")).encode()) + padder.finalize()
-    encryptor = Cipher(algorithms.AES(aes), modes.CBC(iv)).encryptor()
-    sealed = encryptor.update(plain) + encryptor.finalize()
+    text = json.dumps(state, separators=(",", ":")).encode()
+    pad = 16 - len(text) % 16  # PKCS#7: always 1 to 16 bytes, each the count
+    encryptor = _cbc(aes, iv).encryptor()
+    sealed = encryptor.update(text + bytes([pad]) * pad) + encryptor.finalize()
     tag = hmac.new(mac, sealed, hashlib.sha256).digest()[:MAC_LEN]
     return base64.b64encode(sealed + tag).decode().rstrip("=")
 
@@ -100,10 +114,12 @@ def unseal(pickle: str, pickle_key: bytes) -> dict[str, Any]:
     expected = hmac.new(mac, sealed, hashlib.sha256).digest()[:MAC_LEN]
     if len(sealed) % 16 or not hmac.compare_digest(expected, tag):
         raise ValueError("not a session pickle sealed under this key")
-    decryptor = Cipher(algorithms.AES(aes), modes.CBC(iv)).decryptor()
-    unpadder = padding.PKCS7(128).unpadder()
-    plain = unpadder.update(decryptor.update(sealed) + decryptor.finalize()) + unpadder.finalize()
-    state = json.loads(plain)
+    decryptor = _cbc(aes, iv).decryptor()
+    padded = decryptor.update(sealed) + decryptor.finalize()
+    pad = padded[-1] if padded else 0
+    if not 1 <= pad <= 16 or padded[-pad:] != bytes([pad]) * pad:
+        raise ValueError("a session pickle with broken padding")
+    state = json.loads(padded[:-pad])
     if not isinstance(state, dict) or not isinstance(state.get("receiving_chains", {}).get("inner"), list):
         raise ValueError("a pickle that holds no session's receiving chains")
     return state

@@ -492,7 +492,7 @@ class Page:
                 plaintext, archive = self._in_late(state, at, message)
                 return plaintext, state._replace(late=archive), False
         for session in matching:
-            opened = self._in_new_chain(state, session, message)
+            opened = self._in_new_chain(state, session, message, key)
             if opened is not None:
                 plaintext, dropped = opened
                 return plaintext, _first(state, session)._replace(late=(*state.late, *dropped)), False
@@ -521,22 +521,29 @@ class Page:
         key = self._store._key
         return late.unseal(session.pickle(key), key)
 
-    def _in_new_chain(self, state: _Peer, session: vodozemac.Session,
-                      message: vodozemac.AnyOlmMessage) -> tuple[bytes, list[late.LateChain]] | None:
+    def _in_new_chain(self, state: _Peer, session: vodozemac.Session, message: vodozemac.AnyOlmMessage,
+                      key: bytes | None) -> tuple[bytes, list[late.LateChain]] | None:
         """(plaintext, the chains `session` dropped for the new one, archived) if a message whose
-        ratchet key is new to `session` opens in it; None if not. Read before and after the
-        step (once per turn, never per message), so whatever vodozemac drops, however many
-        chains it keeps, is archived."""
-        before = self._state_of(session)
+        ratchet key (`key`) is new to `session` opens in it; None if not. A session with room for
+        another chain drops none: its known keys just gain this one. A full one is read before
+        and after the step (once per turn, never per message), so whatever vodozemac drops is
+        archived; so is one whose chains are not known."""
+        assert state.chains is not None
+        known = state.chains.get(session.session_id)
+        room = key is not None and known is not None and len(known) < late.CHAINS_MOST
+        before = None if room else self._state_of(session)
         try:
             plaintext = session.decrypt(message)
         except ValueError:
             return None
-        assert state.chains is not None
+        if before is None:
+            assert known is not None and key is not None
+            state.chains[session.session_id] = (*known, key)
+            return plaintext, []
         after = state.chains[session.session_id] = late.chain_keys(self._state_of(session))
         now = self._store._clock()
-        dropped = [late.LateChain(key, late.seal(late.lone_chain(before, key), self._store._key), now)
-                   for key in late.dropped(late.chain_keys(before), after)]
+        dropped = [late.LateChain(gone, late.seal(late.lone_chain(before, gone), self._store._key), now)
+                   for gone in late.dropped(late.chain_keys(before), after)]
         return plaintext, dropped
 
     def _in_late(self, state: _Peer, at: int,

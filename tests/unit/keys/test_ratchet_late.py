@@ -109,7 +109,7 @@ def test_vodozemac_keeps_five_chains_the_oldest_dropped() -> None:
     for _ in range(8):
         outbound.decrypt(inbound.encrypt(b"answer"))
         inbound.decrypt(outbound.encrypt(b"again"))
-    assert len(late.chain_keys(late.unseal(inbound.pickle(key), key))) == 5
+    assert len(late.chain_keys(late.unseal(inbound.pickle(key), key))) == late.CHAINS_MOST == 5
 
 
 def test_a_lone_chain_derives_nothing_and_a_stranger_message_changes_nothing() -> None:
@@ -234,8 +234,16 @@ def test_a_stream_in_one_chain_opens_no_pickle_per_message(
     for n in range(20):  # a page each: the chain keys come from the file, not from a pickle
         assert receive(bob, alice, f"s{n}", alice.store().encrypt(bob.fp, b"stream"), handed)
     assert calls == []
-    assert receive(alice, bob, "answer", bob.store().encrypt(alice.fp, b"answer"), handed)
-    assert len(calls) == 2  # a new chain: read before and after the step, once
+    # Each answer starts a new chain at alice's: while her session has room for it, it drops
+    # nothing and nothing is read; once it is full, each turn reads it before and after the step.
+    reads = []
+    for turn in range(late.CHAINS_MOST + 2):
+        calls.clear()
+        assert receive(alice, bob, f"answer{turn}", bob.store().encrypt(alice.fp, b"answer"), handed)
+        reads.append(len(calls))
+        assert receive(bob, alice, f"again{turn}", alice.store().encrypt(bob.fp, b"again"), handed)
+    assert reads[0] == 0 and reads == sorted(reads) and set(reads) == {0, 2} and reads[-2:] == [2, 2]
+    assert len(handed) == 1 + 20 + 2 * (late.CHAINS_MOST + 2)
 
 
 def test_a_peer_without_a_session_is_told_no_session_not_unopened(
