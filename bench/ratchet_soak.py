@@ -66,6 +66,9 @@ from common import Agent, BenchError, Deadline, Relay, base_env, befriend, begin
 from holding_proxy import HoldingProxy
 from powerloss import Disk, child_env, new_boot
 
+from spool_writer.cursor import message_of
+from spool_writer.lines import size_of
+
 TEXT = "soak {src}>{dst} #{n:05d}"
 PATTERN = re.compile(r"soak (?P<src>\w+)>(?P<dst>\w+) #(?P<n>\d+)")
 HIGH_RATE = "100000"  # messages a minute: far above the soak's, so no policy holds it
@@ -120,29 +123,16 @@ class Counts:
 
 
 def spool_lines(folder: Path) -> list[dict[str, object]]:
-    """Every line of every spool file of identity `folder`: what its agents are handed."""
-    lines: list[dict[str, object]] = []
-    spool = folder / "spool"
-    for path in sorted(spool.rglob("*.ndjson*")):
+    """Every message of every spool file of identity `folder`, read as its agents' reader reads
+    them (`spool_writer.cursor.message_of`: a line a kill cut short is skipped)."""
+    found: list[dict[str, object]] = []
+    for path in sorted((folder / "spool").rglob("*.ndjson*")):
         try:
             data = path.read_bytes()
         except FileNotFoundError:
             continue
-        for raw in data.splitlines():
-            try:
-                record = json.loads(raw)
-            except ValueError:
-                continue  # a line cut short by a kill: the spool skips it too
-            if isinstance(record, dict):
-                lines.append(record)
-    return lines
-
-
-def size_of(path: Path) -> int:
-    try:
-        return path.stat().st_size
-    except FileNotFoundError:
-        return 0
+        found += [dict(record) for raw in data.splitlines() if (record := message_of(raw)) is not None]
+    return found
 
 
 def tail(path: Path, start: int) -> bytes:
