@@ -48,7 +48,7 @@ from follower.outbound import deposit_again, send, send_again
 from follower.outbox import REFUSALS, Entry, Outbox, advance
 from follower.quarantine import Quarantine, safe_text
 from follower.receipts import ReceiptBatch
-from follower.resending import Cause, Way, final_reason, next_way
+from follower.resending import Cause, final_reason, resends
 from follower.seqcounter import move_past
 from follower.sequence import Decision, Verdict, refuse_if_out_of_window, spool_fields
 from follower.tasks import TaskLedger
@@ -67,11 +67,11 @@ from keys.ratchet_inflight import Inflight
 from keys.ratchet_sessions import Busy, Page, SessionStore, Unopened
 
 Emit = Callable[[dict[str, Any]], None]
-NO_SESSION = "no session"  # the refusal's reason starts so: the sender starts a new session
-# The refusal's reason starts so: the receiver holds a session with us, but the message opened in
-# none, nor in a chain kept for late mail (`keys.ratchet_late`); the sender sends it again in the
-# current session, then in a new one (`follower.resending`).
-UNOPENED = "not opened"
+# A refusal's reason starts so when the receiver holds no session with us that opens the message,
+# or holds one but the message opened in none, nor in a chain kept for late mail
+# (`keys.ratchet_late`); what the sender then does is `follower.resending`'s.
+NO_SESSION = Cause.NO_SESSION.value
+UNOPENED = Cause.UNOPENED.value
 LINGER_S = 0.002  # the follower's pause before acking a page that was not full
 
 # Faults of this machine or of the way to the relay, never of the message being taken: a full disk,
@@ -659,36 +659,3 @@ def never_reached(mine: dict[str, Entry], items: list[tuple[str, str, str]]) -> 
         advance(after[msg_id], state, reason, 0.0)
     return {msg_id for msg_id, entry in after.items() if entry.state in REFUSALS}
 
-
-def cause_of(reason: str, highest: int | None) -> Cause:
-    """Why a receiver refused a message of ours, as `follower.resending` tells causes apart: a
-    refusal that names the highest number seen from us is one of a reused number."""
-    if highest is not None:
-        return Cause.REPLAY
-    if reason.startswith(NO_SESSION):
-        return Cause.NO_SESSION
-    if reason.startswith(UNOPENED):
-        return Cause.UNOPENED
-    return Cause.OTHER
-
-
-def resends(mine: dict[str, Entry], items: list[tuple[str, str, str]], highest: dict[str, int],
-            unreached: set[str]) -> tuple[bool, dict[str, Way]]:
-    """(whether to forget our sessions with the receiver first, {id: how to send it again}) for a
-    receipt's `items` (`highest`: of the refusals of reused numbers; `unreached`: `never_reached`).
-    One forget serves every message brought back: all of them then go in the new session. A
-    receiver that lost its sessions is forgotten even when nothing can be sent again. (Pure.)"""
-    ways: dict[str, Way] = {}
-    forget = False
-    for msg_id, state, reason in items:
-        if state != "refused" or msg_id not in unreached:
-            continue
-        cause = cause_of(reason, highest.get(msg_id))
-        forget = forget or cause is Cause.NO_SESSION
-        way = next_way(cause, mine[msg_id].sends, mine[msg_id].way)
-        if way is not None:
-            ways[msg_id] = way
-    forget = forget or Way.NEW_SESSION in ways.values()
-    if forget:
-        ways = {i: Way.NEW_SESSION if way is Way.SAME_SESSION else way for i, way in ways.items()}
-    return forget, ways

@@ -38,6 +38,10 @@ and says so ("refused after 4 attempts: ..."), as does any refusal no rule bring
 from __future__ import annotations
 
 from enum import StrEnum
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from follower.outbox import Entry
 
 MAX_SENDS = 4
 
@@ -79,3 +83,38 @@ def resent_reason(way: Way, sends: int) -> str:
     how = {Way.SAME_SESSION: "in the same session", Way.NEW_SESSION: "in a new session",
            Way.RENUMBERED: "under a fresh number"}[way]
     return f"refused, sent again {how} (attempt {sends} of {MAX_SENDS})"
+
+
+def cause_of(reason: str, highest: int | None) -> Cause:
+    """Why a receiver refused a message of ours, as `follower.resending` tells causes apart: a
+    refusal that names the highest number seen from us is one of a reused number."""
+    if highest is not None:
+        return Cause.REPLAY
+    if reason.startswith(Cause.NO_SESSION):
+        return Cause.NO_SESSION
+    if reason.startswith(Cause.UNOPENED):
+        return Cause.UNOPENED
+    return Cause.OTHER
+
+
+def resends(mine: dict[str, Entry], items: list[tuple[str, str, str]], highest: dict[str, int],
+            unreached: set[str]) -> tuple[bool, dict[str, Way]]:
+    """(whether to forget our sessions with the receiver first, {id: how to send it again}) for a
+    receipt's `items` (`highest`: of the refusals of reused numbers; `unreached`: those
+    `follower.inbound.never_reached` lets come back).
+    One forget serves every message brought back: all of them then go in the new session. A
+    receiver that lost its sessions is forgotten even when nothing can be sent again. (Pure.)"""
+    ways: dict[str, Way] = {}
+    forget = False
+    for msg_id, state, reason in items:
+        if state != "refused" or msg_id not in unreached:
+            continue
+        cause = cause_of(reason, highest.get(msg_id))
+        forget = forget or cause is Cause.NO_SESSION
+        way = next_way(cause, mine[msg_id].sends, mine[msg_id].way)
+        if way is not None:
+            ways[msg_id] = way
+    forget = forget or Way.NEW_SESSION in ways.values()
+    if forget:
+        ways = {i: Way.NEW_SESSION if way is Way.SAME_SESSION else way for i, way in ways.items()}
+    return forget, ways

@@ -1,13 +1,13 @@
-"""follower.resending and follower.inbound.resends: which refusals send a message again, how,
+"""follower.resending: which refusals send a message again, how,
 and when a refusal is final."""
 
 from __future__ import annotations
 
 import pytest
 
-from follower.inbound import NO_SESSION, UNOPENED, cause_of, resends
+from follower.inbound import NO_SESSION, UNOPENED
 from follower.outbox import Entry
-from follower.resending import MAX_SENDS, Cause, Way, final_reason, next_way
+from follower.resending import MAX_SENDS, Cause, Way, cause_of, final_reason, next_way, resends
 from tests.unit.samples import FP_B, hexid
 
 LOST = f"{NO_SESSION}: no ratchet session with this peer opens the message"
