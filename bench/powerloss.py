@@ -52,7 +52,7 @@ from typing import Any
 
 __all__ = [
     "BOOT_ENV", "HOME_ENV", "KEPT_SUFFIXES", "SHADOW_ENV", "SITE_DIR", "Disk", "Loss", "child_env",
-    "install", "install_from_env", "new_boot",
+    "install", "install_from_env", "new_boot", "wrappers",
 ]
 
 SHADOW_ENV = "POWERLOSS_SHADOW"
@@ -208,38 +208,45 @@ def _fd_of(fd: Any) -> int:
     return fd if isinstance(fd, int) else int(fd.fileno())
 
 
-def install(disk: Disk, boot_file: Path) -> None:
-    """Wrap this process's syncs, renames and unlinks so `disk` follows them, and read the boot
-    id from `boot_file`."""
+def wrappers(disks: list[Disk]) -> dict[str, Callable[..., None]]:
+    """The `os` functions, by name, that make each of `disks` follow this process's syncs,
+    renames and unlinks (each disk takes what falls under its home)."""
 
     def fsync(fd: Any) -> None:
         _fsync(fd)
-        disk.synced(_fd_of(fd))
+        for disk in disks:
+            disk.synced(_fd_of(fd))
 
     def fdatasync(fd: Any) -> None:
         _fdatasync(fd)
-        disk.synced(_fd_of(fd))
+        for disk in disks:
+            disk.synced(_fd_of(fd))
 
     def moved(real: Callable[..., None]) -> Callable[..., None]:
         def move(src: Any, dst: Any, **kwargs: Any) -> None:
             real(src, dst, **kwargs)
             if not kwargs:
-                disk.renamed(os.fsdecode(src), os.fsdecode(dst))
+                for disk in disks:
+                    disk.renamed(os.fsdecode(src), os.fsdecode(dst))
         return move
 
     def gone(real: Callable[..., None]) -> Callable[..., None]:
         def remove(path: Any, **kwargs: Any) -> None:
             real(path, **kwargs)
             if not kwargs:
-                disk.unlinked(os.fsdecode(path))
+                for disk in disks:
+                    disk.unlinked(os.fsdecode(path))
         return remove
 
-    os.fsync = fsync
-    os.fdatasync = fdatasync
-    os.replace = moved(_replace)
-    os.rename = moved(_rename)
-    os.unlink = gone(_unlink)
-    os.remove = gone(_remove)
+    return {"fsync": fsync, "fdatasync": fdatasync, "replace": moved(_replace), "rename": moved(_rename),
+            "unlink": gone(_unlink), "remove": gone(_remove)}
+
+
+def install(disk: Disk, boot_file: Path) -> None:
+    """Wrap this process's syncs, renames and unlinks so `disk` follows them, and read the boot
+    id from `boot_file`."""
+    for name, wrapper in wrappers([disk]).items():
+        setattr(os, name, wrapper)
     import durable.boot
 
     durable.boot.BOOT_ID_FILE = boot_file

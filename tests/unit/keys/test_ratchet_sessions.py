@@ -32,7 +32,7 @@ from keys.ratchet_sessions import (
     session_history,
     stored_state,
 )
-from tests.power_loss import Disk
+from tests.power_loss import Disks
 from tests.unit.keys.olm_sides import Received, Side, opens, receive, receive_page
 from tests.unit.samples import hexid, secret_forms
 
@@ -563,12 +563,12 @@ def delivered(me: Side, sender: Side, msg_id: str, message: vodozemac.AnyOlmMess
 
 
 @pytest.fixture
-def disk(monkeypatch: pytest.MonkeyPatch) -> Disk:
-    return Disk(monkeypatch).watch()
+def disk(sides: tuple[Side, Side], monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Disks:
+    return Disks(monkeypatch, tmp_path / "disks").watch(*(side.folder for side in sides))
 
 
 def test_a_power_loss_right_after_a_reply_leaves_both_sides_in_step(
-        sides: tuple[Side, Side], disk: Disk) -> None:
+        sides: tuple[Side, Side], disk: Disks) -> None:
     """The first send after a receive picks a new ratchet key. If the save that holds it were
     left unsynced, a power loss would take it back and the next boot would pick another: the
     peer, which read the message, would answer on a key this side no longer has."""
@@ -588,7 +588,7 @@ def test_a_power_loss_right_after_a_reply_leaves_both_sides_in_step(
 
 
 def test_a_power_loss_on_the_receiving_side_takes_back_nothing_it_acked(
-        sides: tuple[Side, Side], disk: Disk) -> None:
+        sides: tuple[Side, Side], disk: Disks) -> None:
     alice, bob = sides
     handed: dict[str, bytes] = {}
     for n in range(SYNC_EVERY + 3):
