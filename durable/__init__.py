@@ -11,7 +11,21 @@
     mesh_fields  the shapes of opencode-mesh fields (task id, mode, status) every part checks
     message_ids  the short form of a message id, and a typed id or prefix resolved to one
     version      the project's one version, from the installed distribution
+    home         where talk keeps an identity's files (TALK_HOME, one folder per identity)
+    boot         which boot of this machine this is: how long an unsynced write lasts
+    slots        a small state file rewritten in place, never read half written
+    receipt_states  the states a receipt can report for a message
+    faces        a package's face: its public modules, each loaded on first use
 
-Modules are imported by name (`from durable.files import replace_file`): this package loads
-nothing by itself, so a hook that needs one module pays for that one.
+All of them are public (`__all__`, see `durable.faces`). Modules are imported by name (`from
+durable.files import replace_file`): this package loads nothing by itself, so a hook that needs
+one module pays for that one.
 """
+
+from __future__ import annotations
+
+from durable.faces import face
+
+__all__ = ("backoff", "boot", "bounded_json", "daemon", "errors", "faces", "files", "home", "locks",
+           "mesh_fields", "message_ids", "ndjson", "printable", "receipt_states", "slots", "version")
+__getattr__ = face(__name__, __all__)

@@ -1,13 +1,26 @@
-"""Imports run one way (see the design's Layout): each package imports only the ones below it.
+"""Imports run one way (see the design's Layout): each package imports only the ones below it,
+no module imports itself round a circle, and a package with a face is used only through it.
 
 Every import of one of our packages counts, wherever it is written: at the top, inside a
 function (the lazy imports that keep hooks fast), or under `if TYPE_CHECKING:`.
+
+A face (`durable.faces`) is the `__all__` of a package's `__init__`: its public modules. Another
+package may import those modules (`import P.mod`, `from P import mod`) and, from each, the names
+in its own `__all__` (`from P.mod import name`); anything else reaches past the face. The rule
+holds for the packages in FACED, and for every subpackage of one: a subpackage's face binds the
+rest of its parent package too. A package switches the rule on by declaring its face and joining
+FACED.
 """
 
 from __future__ import annotations
 
 import ast
+import importlib
+from collections.abc import Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
+
+import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 OURS = ("durable", "keys", "relay", "follower", "spool_writer", "alarms", "talk")
@@ -55,6 +68,249 @@ def test_the_rule_sees_imports_inside_functions_and_type_checking_blocks(tmp_pat
               "def f() -> None:\n    import keys.gate\n")
     found = [m for node in ast.walk(ast.parse(source)) for m in imported_modules(node)]
     assert found == ["typing", "talk", "keys.gate"]
+
+
+# Packages held to their faces (subpackages included); the others still change their insides.
+FACED = ("durable",)
+
+
+def module_name(root: Path, path: Path) -> str:
+    parts = path.relative_to(root).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def literal_all(tree: ast.Module) -> tuple[str, ...] | None:
+    """A module's `__all__` as written at its top level (a list or tuple of strings); None if it has none."""
+    names: tuple[str, ...] | None = None
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and [ast.unparse(t) for t in node.targets] == ["__all__"]:
+            names = tuple(ast.literal_eval(node.value))
+        elif isinstance(node, ast.AugAssign) and ast.unparse(node.target) == "__all__":
+            names = (*(names or ()), *ast.literal_eval(node.value))
+    return names
+
+
+@dataclass(frozen=True)
+class Import:
+    file: str
+    line: int
+    importer: str  # the importing module, dotted
+    target: str  # `import target` or `from target import names`
+    names: tuple[str, ...] | None  # None for `import target`
+
+
+@dataclass
+class Sources:
+    """Our modules as written: which exist, which are packages, their `__all__` and their imports."""
+
+    faced_roots: tuple[str, ...]  # FACED, or a test's own
+    modules: set[str] = field(default_factory=set)
+    packages: set[str] = field(default_factory=set)
+    alls: dict[str, tuple[str, ...] | None] = field(default_factory=dict)
+    imports: list[Import] = field(default_factory=list)
+
+    def faced(self, package: str) -> bool:
+        """Held to its face: in FACED, or inside a package that is."""
+        return any(inside(package, root) for root in self.faced_roots)
+
+
+Found = tuple[int, str, tuple[str, ...] | None]  # line, target, names (None for `import target`)
+
+
+def imports_in(tree: ast.AST, module: str, is_package: bool) -> Iterator[Found]:
+    """Every import in `tree`, wherever it sits; relative ones resolved against `module`."""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                yield node.lineno, alias.name, None
+        elif isinstance(node, ast.ImportFrom):
+            base = module.split(".")
+            if node.level:
+                base = base[:len(base) - node.level + (1 if is_package else 0)]
+                target = ".".join([*base, *([node.module] if node.module else [])])
+            else:
+                target = node.module or ""
+            yield node.lineno, target, tuple(alias.name for alias in node.names)
+
+
+def read_sources(root: Path, packages: tuple[str, ...] = OURS, faced: tuple[str, ...] = FACED) -> Sources:
+    found = Sources(faced)
+    for package in packages:
+        for path in sorted((root / package).rglob("*.py")):
+            module = module_name(root, path)
+            tree = ast.parse(path.read_text(), filename=str(path))
+            found.modules.add(module)
+            if path.name == "__init__.py":
+                found.packages.add(module)
+            found.alls[module] = literal_all(tree)
+            for line, target, names in imports_in(tree, module, path.name == "__init__.py"):
+                if target.split(".")[0] in packages:
+                    found.imports.append(Import(str(path.relative_to(root)), line, module, target, names))
+    return found
+
+
+def inside(module: str, package: str) -> bool:
+    return module == package or module.startswith(package + ".")
+
+
+def past_the_face(imp: Import, src: Sources) -> list[str]:
+    """What `imp` takes that a face it crosses does not show; nothing when it keeps to the faces."""
+    def crossed(package: str) -> bool:
+        return src.faced(package) and not inside(imp.importer, package)
+
+    parts = imp.target.split(".")
+    for depth in range(1, len(parts)):
+        package = ".".join(parts[:depth])
+        if crossed(package) and parts[depth] not in (src.alls.get(package) or ()):
+            return [f"{package}.{parts[depth]} is not public in {package}"]
+    if imp.names is None:
+        return []
+    if imp.target in src.packages:
+        if not crossed(imp.target):
+            return []
+        return [f"{imp.target}.{name} is not public in {imp.target}"
+                for name in imp.names if name not in (src.alls.get(imp.target) or ())]
+    if not any(crossed(".".join(parts[:d])) for d in range(1, len(parts))):
+        return []
+    return [f"{imp.target}.{name} is not in its __all__"
+            for name in imp.names if name not in (src.alls.get(imp.target) or ())]
+
+
+def reaches_past(src: Sources) -> list[str]:
+    return [f"{imp.file}:{imp.line}: {problem}" for imp in src.imports for problem in past_the_face(imp, src)]
+
+
+def import_graph(src: Sources) -> dict[str, set[str]]:
+    """Module -> the modules of ours it imports (`from P import mod` imports P.mod, else P)."""
+    graph: dict[str, set[str]] = {m: set() for m in src.modules}
+    for imp in src.imports:
+        targets = [imp.target] if imp.names is None else [
+            f"{imp.target}.{n}" if f"{imp.target}.{n}" in src.modules else imp.target for n in imp.names]
+        for target in targets:
+            while target not in src.modules and "." in target:
+                target = target.rsplit(".", 1)[0]
+            if target in src.modules and target != imp.importer:
+                graph[imp.importer].add(target)
+    return graph
+
+
+def tangles(graph: dict[str, set[str]]) -> list[set[str]]:
+    """The groups of modules that import each other round circles (strongly connected, more than one)."""
+    order: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found: list[set[str]] = []
+
+    def visit(module: str) -> None:
+        order[module] = low[module] = len(order)
+        stack.append(module)
+        for nxt in sorted(graph[module]):
+            if nxt not in order:
+                visit(nxt)
+                low[module] = min(low[module], low[nxt])
+            elif nxt in stack:
+                low[module] = min(low[module], order[nxt])
+        if low[module] == order[module]:
+            group = {stack.pop()}
+            while module not in group:
+                group.add(stack.pop())
+            if len(group) > 1:
+                found.append(group)
+
+    for module in sorted(graph):
+        if module not in order:
+            visit(module)
+    return found
+
+
+def a_circle(graph: dict[str, set[str]], group: set[str]) -> list[str]:
+    """One circle through a tangle: its modules in import order, the first repeated at the end."""
+    path = [min(group)]
+    while path[-1] not in path[:-1]:
+        path.append(min(graph[path[-1]] & group))
+    return path[path.index(path[-1]):]
+
+
+# Circles that were here before the check: each must go (delete its line when it does), and no new
+# one may come. Both are tangles of lazy imports and TYPE_CHECKING-only imports.
+KNOWN_TANGLES = [
+    {"keys.gate", "keys.identity"},
+    {"follower.account", "follower.group_mail", "follower.inbound", "follower.waiting"},
+]
+
+
+def test_no_import_circle() -> None:
+    graph = import_graph(read_sources(ROOT))
+    found = tangles(graph)
+    new = [" -> ".join(a_circle(graph, group)) for group in found if group not in KNOWN_TANGLES]
+    assert not new, "modules importing each other round a circle:\n" + "\n".join(new)
+    gone = [group for group in KNOWN_TANGLES if group not in found]
+    assert not gone, f"these circles are gone (or changed): take them off KNOWN_TANGLES: {gone}"
+
+
+def test_the_circle_check_finds_one_inside_functions_and_type_checking(tmp_path: Path) -> None:
+    write(tmp_path, {"pa/__init__.py": "", "pa/one.py": "from pa import two\n",
+                     "pa/two.py": "def f() -> None:\n    import pa.three\n",
+                     "pa/three.py": "from typing import TYPE_CHECKING\n"
+                                    "if TYPE_CHECKING:\n    from pa.one import x\n",
+                     "pa/four.py": "import pa.one\n"})
+    graph = import_graph(read_sources(tmp_path, ("pa",), ()))
+    assert tangles(graph) == [{"pa.one", "pa.two", "pa.three"}]
+    assert a_circle(graph, tangles(graph)[0]) == ["pa.one", "pa.two", "pa.three", "pa.one"]
+
+
+def test_no_package_reaches_past_a_face() -> None:
+    found = reaches_past(read_sources(ROOT))
+    assert not found, "imports past a package's face (use a public module and a name in its __all__, " \
+                      "or make it public on purpose):\n" + "\n".join(found)
+
+
+def test_every_faced_package_declares_its_face() -> None:
+    src = read_sources(ROOT)
+    faceless = [p for p in sorted(src.packages) if src.faced(p) and src.alls[p] is None]
+    assert not faceless, f"packages in FACED without a face (an __all__ of public modules in __init__): " \
+                         f"{faceless}"
+
+
+@pytest.mark.parametrize("package", FACED)
+def test_each_face_matches_its_modules(package: str) -> None:
+    src = read_sources(ROOT)
+    for pkg in sorted(p for p in src.packages if inside(p, package)):
+        public = src.alls[pkg] or ()
+        missing = [m for m in public if f"{pkg}.{m}" not in src.modules]
+        assert not missing, f"{pkg}'s face names modules it does not have: {missing}"
+        loaded = importlib.import_module(pkg)
+        for name in public:
+            module = getattr(loaded, name)  # the lazy __getattr__ imports it
+            assert module.__name__ == f"{pkg}.{name}"
+            shown = src.alls[module.__name__]
+            assert shown is not None, f"{module.__name__} is public in {pkg} but declares no __all__"
+            absent = [n for n in shown if not hasattr(module, n)]
+            assert not absent, f"{module.__name__}.__all__ names what it does not define: {absent}"
+
+
+def test_the_face_rule_catches_a_reach_past(tmp_path: Path) -> None:
+    write(tmp_path, {"low/__init__.py": "__all__ = ('api', 'sub')\n",
+                     "low/api.py": "__all__ = ['shown']\nshown = hidden = 1\n", "low/inner.py": "",
+                     "low/sub/__init__.py": "__all__ = ('door',)\n", "low/sub/door.py": "__all__ = []\n",
+                     "low/sub/back.py": "", "low/user.py": "from low.sub import back\n",
+                     "high/__init__.py": "",
+                     "high/ok.py": "import low.api\nfrom low import api\nfrom low.api import shown\n"
+                                   "from low.sub import door\n",
+                     "high/bad.py": "from low.api import hidden\nimport low.inner\nfrom low import inner\n"
+                                    "def f() -> None:\n    from low.sub.back import x\n"})
+    found = reaches_past(read_sources(tmp_path, ("low", "high"), ("low",)))
+    assert found == ["low/user.py:1: low.sub.back is not public in low.sub",
+                     "high/bad.py:1: low.api.hidden is not in its __all__",
+                     "high/bad.py:2: low.inner is not public in low",
+                     "high/bad.py:3: low.inner is not public in low",
+                     "high/bad.py:5: low.sub.back is not public in low.sub"]
+
+
+def write(root: Path, files: dict[str, str]) -> None:
+    for name, text in files.items():
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text(text)
 
 
 def test_every_package_is_checked() -> None:
