@@ -55,8 +55,6 @@ HOST = "codex"
 HOST_NAMES = ("codex",)
 LOG_NAME = "codex-hook.log"
 LOG_MAX_BYTES = 256 * 1024
-CURSOR_VERSION = 1  # spool_writer.cursor.VERSION, the state file format `caught_up` reads
-PENDING_SUFFIX = ".pending.json"  # alarms.pending.SUFFIX: its presence leaves the fast path
 TUIS_FOLDER, WAKER_LOCK = "codex", "waker.lock"  # alarms.codex_tuis.FOLDER and LOCK
 
 
@@ -106,47 +104,6 @@ def env_from_args(argv: list[str], env: dict[str, str]) -> dict[str, str]:
     return env
 
 
-def caught_up(cursor: Any, inode: int, size: int) -> bool:
-    """Whether a saved cursor (spool_writer.cursor's state file) has read the whole spool file.
-
-    Same file (inode) and offset at its end: nothing new, and no line half-written (the
-    offset counts complete lines only). The writer only appends and rotates (a new inode),
-    so this never hides mail; anything else goes the full way through the cursor.
-    """
-    return (isinstance(cursor, dict) and cursor.get("v") == CURSOR_VERSION
-            and cursor.get("inode") == inode and cursor.get("offset") == size)
-
-
-def safe_sid(sid: str) -> bool:
-    """A sid that can name a file as is; others take the full path, which explains the refusal."""
-    return 0 < len(sid) <= 128 and sid[0] != "." and all(c.isascii() and (c.isalnum() or c in "._-")
-                                                          for c in sid)
-
-
-def nothing_new(folder: str | Path, sid: str) -> bool:
-    """The fast answer for most turns, without loading the cursor machinery (~20 ms of imports).
-
-    Marks the read as `CursorReader.take` does (the lock file's mtime), so `talk gc` still sees
-    an idle session as alive. Any doubt answers False, and so does a pending batch (one stat):
-    only the full path reconciles it with the transcript.
-    """
-    if not safe_sid(sid):
-        return False
-    sessions = os.path.join(folder, "spool", "sessions")
-    if os.path.exists(os.path.join(sessions, sid + PENDING_SUFFIX)):
-        return False
-    try:
-        st = os.stat(os.path.join(sessions, sid + ".ndjson"))
-        with open(os.path.join(sessions, sid + ".cursor"), "rb") as f:
-            cursor = json.loads(f.read())
-        if not caught_up(cursor, st.st_ino, st.st_size):
-            return False
-        os.utime(os.path.join(sessions, sid + ".cursor.lock"))
-    except (OSError, ValueError):
-        return False
-    return True
-
-
 def fast_identity(env: dict[str, str]) -> str | None:
     """alarms.mailbox.identity_folder without pathlib (~4 ms a turn); None when that one must
     decide (and explain): TALK_USER names no identity, or there are none or several."""
@@ -164,6 +121,8 @@ def handle(raw: str, env: dict[str, str]) -> dict[str, Any]:
     event, sid, transcript, cwd = parse_hook(raw)
     if event not in (*CONTEXT_EVENTS, STOP):
         return {}
+    from spool_writer.peek import nothing_new
+
     fast = fast_identity(env)
     if event != SESSION_START and fast is not None and nothing_new(fast, sid):
         if waker_gone(fast, sid):
@@ -181,6 +140,8 @@ def waker_gone(folder: str | Path, sid: str) -> bool:
     other sessions (`alarms.codex_tuis`). The look is `durable.locks.held_by_other`'s, written
     out: every Codex turn runs this, and importing durable would cost the hook's start-up more
     than the look itself."""
+    from spool_writer.peek import safe_sid
+
     if not safe_sid(sid) or not os.path.exists(os.path.join(folder, TUIS_FOLDER, sid + ".json")):
         return False
     import fcntl

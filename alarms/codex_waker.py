@@ -88,7 +88,7 @@ def waiting(spool: Path, cursor_file: Path, mark: SpoolMark) -> bool:
     """Unread mail in the spool, judged like the hook's fast path (without marking a read)."""
     import json
 
-    from alarms.codex_hook import caught_up
+    from spool_writer.peek import caught_up
 
     try:
         cursor = json.loads(cursor_file.read_bytes())

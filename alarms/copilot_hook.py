@@ -40,7 +40,8 @@ import os
 import sys
 from typing import Any
 
-from alarms.codex_hook import answer, env_from_args, fast_identity, nothing_new
+from alarms.codex_hook import answer, env_from_args, fast_identity
+from spool_writer.peek import nothing_new
 
 SESSION_START = "sessionStart"
 PROMPT = "userPromptSubmitted"

@@ -126,7 +126,8 @@ def gemini_pid(start: int | None = None) -> int:
 
 def handle(raw: str, env: dict[str, str]) -> dict[str, Any]:
     """Register if due, take the session's new mail, and say what Gemini CLI should do with it."""
-    from alarms.codex_hook import fast_identity, nothing_new, parse_hook
+    from alarms.codex_hook import fast_identity, parse_hook
+    from spool_writer.peek import nothing_new
 
     event, sid, transcript, _ = parse_hook(raw)
     if event not in EVENTS:

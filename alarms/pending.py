@@ -51,9 +51,9 @@ from spool_writer import handed as handed_log
 from spool_writer import process
 from spool_writer.cursor import RECENT, load_state, lock_path, message_of, read_new
 from spool_writer.layout import SpoolLayout, flocked, generations
+from spool_writer.peek import PENDING_SUFFIX as SUFFIX
 from spool_writer.record import SpoolRecord
 
-SUFFIX = ".pending.json"
 VERSION = 1
 # How long after a batch was taken the host must still have been writing its transcript before
 # a missing batch counts as lost: both hosts write a hook's output within milliseconds of the

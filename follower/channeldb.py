@@ -226,7 +226,7 @@ class SpoolDedup:
 def last_spooled(folder: Path) -> frozenset[str]:
     """The ids a follower delivered last, from the tail of its spool's index (a reader that is
     not the follower need not read the whole history: see SpoolDedup)."""
-    from spool_writer import INDEX_FILE
+    from spool_writer.peek import INDEX_FILE
 
     try:
         fd = os.open(folder / "spool" / INDEX_FILE, os.O_RDONLY | os.O_CLOEXEC)

@@ -13,17 +13,23 @@ locks, NDJSON appends): hooks import it on every agent turn.
     spool      Spool: deliver, knows; utc_stamp, the spool's way of writing a time
     registry   sessions.json and the Host enum
     process    is a host process still the one that registered?
-    handover   moving unread mail between spools
+    handover   moving unread mail between spools (inside only)
     sessions   register, unregister, list_sessions, gc
     cursor     the pure cursor logic and CursorReader
+    peek       the files' names, and "nothing new for this session?" from the standard library
+    scan       SpoolScan: every message in the spool, for a person's eyes, no cursor moved
+    handed     the hand-over log: which messages an alarm handed to a session, and how far
+    doorbell   the named pipe by which an alarm tells the follower it handed mail over
 
-Others import these modules by name (`from spool_writer.cursor import CursorReader`): this file
-loads none of them, so a hook that needs the cursor loads only that.
+The face (`__all__`, see `durable.faces`): other packages import these modules by name (`from
+spool_writer.cursor import CursorReader`), and from each only the names in its `__all__`. This
+file loads none of them, so a hook that needs the cursor loads only that.
 """
 
 from __future__ import annotations
 
-# The delivered-ids file's name, here so a reader can look for it before loading any module.
-INDEX_FILE = "delivered.log"
+from durable.faces import face
 
-__all__ = ["INDEX_FILE"]
+__all__ = ("cursor", "doorbell", "handed", "index", "layout", "lines", "peek", "process", "record",
+           "registry", "scan", "sessions", "spool")
+__getattr__ = face(__name__, __all__)

@@ -31,11 +31,14 @@ from durable.ndjson import complete_lines
 from spool_writer import handed as handed_log
 from spool_writer import lines
 from spool_writer.layout import flocked, generations
+from spool_writer.peek import CURSOR_VERSION as VERSION
+from spool_writer.peek import LOCK_SUFFIX
 from spool_writer.record import SpoolRecord
+
+__all__ = ["RECENT", "CursorReader", "CursorState", "load_state", "lock_path", "message_of", "read_new"]
 
 HEAD_BYTES = 64
 RECENT = 512
-VERSION = 1
 
 
 def head_hash(head: bytes) -> str:
@@ -215,7 +218,7 @@ def read_new(spool_file: Path, state: CursorState, keep: int = RECENT) -> Taken 
 
 def lock_path(state_file: Path) -> Path:
     """The state file is replaced on every save, so the lock lives in a file of its own."""
-    return state_file.with_name(state_file.name + ".lock")
+    return state_file.with_name(state_file.name + LOCK_SUFFIX)
 
 
 def load_state(state_file: Path) -> CursorState:

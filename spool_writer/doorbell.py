@@ -19,6 +19,8 @@ import threading
 from collections.abc import Callable
 from pathlib import Path
 
+__all__ = ["Doorbell", "bell_path"]
+
 BELL_FILE = "follower.bell"
 
 

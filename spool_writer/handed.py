@@ -23,6 +23,8 @@ from durable.receipt_states import Receipt
 from spool_writer.doorbell import bell_path, ring
 from spool_writer.record import SpoolRecord
 
+__all__ = ["HANDED_FILE", "empty_if_read", "record", "state_of"]
+
 HANDED_FILE = "handed.ndjson"
 TRUNCATE_AT = 256 * 1024
 STATES = (Receipt.WRITTEN, Receipt.DELIVERED)

@@ -32,6 +32,8 @@ from durable.files import open_private, replace_file
 from durable.ndjson import complete_lines
 from spool_writer import lines
 
+__all__ = ["DeliveredIndex", "parse"]
+
 KEEP_S = 60 * 86400
 COMPACT_AT = 50_000
 

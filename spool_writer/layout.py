@@ -24,20 +24,20 @@ from pathlib import Path
 from durable.errors import UserError
 from durable.files import check_private_dir, ensure_private_dir
 from durable.locks import FOLDER_LOCK, locked
-from spool_writer import INDEX_FILE
 from spool_writer.handed import HANDED_FILE
+from spool_writer.peek import CURSOR_SUFFIX, INDEX_FILE, SESSIONS, SPOOL_SUFFIX, safe_sid
+
+__all__ = ["SpoolLayout", "check_sid", "count_lines", "flocked", "generations", "oldest_first"]
 
 DEFAULT_MAX_BYTES = 8 * 1024 * 1024
 DEFAULT_GENERATIONS = 5
-SPOOL_SUFFIX = ".ndjson"
 INBOX = "inbox"
-_SID = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9._-]{0,127}")
 _SPOOL_NAME = re.compile(r"(?P<sid>[A-Za-z0-9_-][A-Za-z0-9._-]{0,127})\.ndjson(?:\.(?P<gen>[0-9]+))?")
 
 
 def check_sid(sid: str) -> str:
     """A session id names files, so it may hold only safe characters and never start with '.'."""
-    if not _SID.fullmatch(sid):
+    if not safe_sid(sid):
         raise UserError(
             f"session id {sid!r} is not usable: give 1-128 letters, digits, '.', '_' or '-', "
             "not starting with '.'"
@@ -72,13 +72,13 @@ class SpoolLayout:
 
     @property
     def sessions_dir(self) -> Path:
-        return self.root / "sessions"
+        return self.root / SESSIONS
 
     def session_file(self, sid: str) -> Path:
         return self.sessions_dir / (check_sid(sid) + SPOOL_SUFFIX)
 
     def cursor_file(self, sid: str) -> Path:
-        return self.sessions_dir / (check_sid(sid) + ".cursor")
+        return self.sessions_dir / (check_sid(sid) + CURSOR_SUFFIX)
 
     def target_name(self, spool_file: Path) -> str:
         """A spool file's stable name (`inbox`, `sessions/<sid>`): rotation renames files, not this."""

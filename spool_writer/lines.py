@@ -19,6 +19,8 @@ from durable.printable import json_safe
 from spool_writer.layout import generation, generations
 from spool_writer.record import SpoolRecord
 
+__all__ = ["read_from", "size_of"]
+
 _CHUNK = 64 * 1024
 
 

@@ -12,6 +12,8 @@ from pathlib import Path
 
 from durable.errors import UserError
 
+__all__ = ["alive", "has_proc", "start_time"]
+
 PROC = Path("/proc")
 _STATE, _START = 0, 19  # fields 3 and 22, counted from the one after the ")" closing field 2
 _GONE = (b"Z", b"X")  # a zombie has exited; only its parent has not reaped it yet

@@ -17,6 +17,8 @@ from durable.files import read_json, write_json
 from spool_writer import process
 from spool_writer.layout import SpoolLayout
 
+__all__ = ["STAND_IN_PREFIX", "Host", "SessionRecord", "load", "parse_host", "stand_in_sid"]
+
 VERSION = 1
 
 

@@ -26,6 +26,8 @@ from spool_writer.index import DeliveredIndex
 from spool_writer.layout import DEFAULT_GENERATIONS, DEFAULT_MAX_BYTES, SpoolLayout, flocked
 from spool_writer.record import REQUIRED, SpoolRecord
 
+__all__ = ["Spool", "utc_stamp"]
+
 _ID = re.compile(r"[^\x00-\x20\x7f]{1,256}")  # it is a word in delivered.log: no blanks
 
 
