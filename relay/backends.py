@@ -16,6 +16,8 @@ from durable.errors import UserError
 from relay.notify import Hub, LocalHub
 from relay.store import Store
 
+__all__ = ["StoreKind", "StoreSpec", "check_reachable", "choose_store", "open_backend", "parse_store"]
+
 REDIS_SCHEMES = ("redis", "rediss", "unix")
 DEFAULT_PREFIX = "talk:"
 

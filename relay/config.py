@@ -8,6 +8,8 @@ from keys.envelope import MAX_BLOB
 from relay.limits import Network, Rate
 from relay.store import MOST_TAGS
 
+__all__ = ["HttpLimits", "RelayConfig"]
+
 # Far above what a team of agents sends, low enough that one script cannot fill the disk in minutes.
 CLIENT_RATE = Rate(50.0, 200.0)  # `50/1:200`
 TAG_RATE = Rate(20.0, 100.0)  # `20/1:100`

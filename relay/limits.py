@@ -11,6 +11,8 @@ import ipaddress
 import math
 from dataclasses import dataclass, field
 
+__all__ = ["OFF", "Rate", "parse_networks"]
+
 # Past this many keys, idle (refilled) buckets are swept: a full bucket and a missing one decide
 # the same, so dropping it loses nothing, and a flood of fresh addresses cannot grow memory forever.
 SWEEP_AT = 10_000

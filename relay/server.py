@@ -23,6 +23,8 @@ from relay.config import HttpLimits, RelayConfig
 from relay.http_limits import protocol_for
 from relay.metrics import Metrics, serve_metrics
 
+__all__ = ["RelayServer", "build_server", "serve"]
+
 WS_MAX_SIZE = 64 * 1024  # a push stream's client never needs to send more than a close
 SPARE_FILES = 64  # descriptors kept for the store, the metrics listener and the log
 log = logging.getLogger("talk.relay")
