@@ -23,7 +23,7 @@
     WS   /v1/mail/{fp}/stream              owner: {"type":"ready"}, then {"type":"mail","tag"}
                                            each time mail is deposited in the mailbox
 
-Owner requests are signed, or MACed inside a session (`keys.wire`, `relay.owner_sessions`).
+Owner requests are signed, or MACed inside a session (`keys.wire`, `relay.owner_tokens`).
 Deposits and redemptions spend a token of the client's and of the tag's bucket; key
 publications, key lookups, owner requests and stream handshakes one of the client's bucket for
 their kind (429 with Retry-After when empty); a mailbox holds at most `max_streams_per_mailbox`
@@ -73,7 +73,7 @@ from relay.hotpath import ErrorHandler, HotPath
 from relay.limits import Limiter, WakeThrottle, client_address, retry_after
 from relay.metrics import Metrics, TimedRoutes
 from relay.notify import Hub, LocalHub
-from relay.owner_sessions import OwnerSessionTable
+from relay.owner_tokens import OwnerSessionTable
 from relay.store import RETRY_AFTER_S, DepositOutcome, RedeemOutcome, Store, StoreUnavailable
 
 JSON_LIMIT = 256 * 1024

@@ -172,7 +172,7 @@ def test_a_replayed_or_ancient_counter_is_refused(relay: RelayProcess) -> None:
 
 @pytest.mark.parametrize("order", [[1, 2, 3], [3, 1, 2], [1, 1025, 2], [2000, 977, 976]])
 def test_the_replay_window_accepts_each_counter_once(order: list[int]) -> None:
-    from relay.owner_sessions import WINDOW, OwnerSession
+    from relay.owner_tokens import WINDOW, OwnerSession
 
     session = OwnerSession("f" * 32, b"k" * 32, time.time() + 60)
     verdicts = [session.fresh_counter(n) for n in order]
