@@ -23,7 +23,7 @@
     WS   /v1/mail/{fp}/stream              owner: {"type":"ready"}, then {"type":"mail","tag"}
                                            each time mail is deposited in the mailbox
 
-Owner requests are signed, or MACed inside a session (`keys.wire`, `relay.owner_tokens`).
+Owner requests are signed, or MACed with an owner token (`keys.wire`, `relay.owner_tokens`).
 Deposits and redemptions spend a token of the client's and of the tag's bucket; key
 publications, key lookups, owner requests and stream handshakes one of the client's bucket for
 their kind (429 with Retry-After when empty); a mailbox holds at most `max_streams_per_mailbox`
@@ -73,7 +73,7 @@ from relay.hotpath import ErrorHandler, HotPath
 from relay.limits import Limiter, WakeThrottle, client_address, retry_after
 from relay.metrics import Metrics, TimedRoutes
 from relay.notify import Hub, LocalHub
-from relay.owner_tokens import OwnerSessionTable
+from relay.owner_tokens import OwnerTokens
 from relay.store import RETRY_AFTER_S, DepositOutcome, RedeemOutcome, Store, StoreUnavailable
 
 JSON_LIMIT = 256 * 1024
@@ -163,7 +163,7 @@ class Relay:
         self._known: OrderedDict[str, None] = OrderedDict()
         self.junk_wakes = WakeThrottle(UNKNOWN_WAKE_S)
         self._later: set[asyncio.Task[None]] = set()
-        self.sessions = OwnerSessionTable()
+        self.tokens = OwnerTokens()
         self._outage_logged = -math.inf
 
     def unavailable(self, exc: Exception) -> ApiError:
@@ -268,15 +268,15 @@ class Relay:
     def check_session(
         self, fp: str, sid: str, method: str, path: str, headers: dict[str, str], body: bytes, now: float
     ) -> None:
-        session = self.sessions.get(sid, now)
-        if session is None:
+        token = self.tokens.get(sid, now)
+        if token is None:
             raise ApiError(401, "session_expired",
                            "session unknown or expired (the relay may have restarted); open a new one")
-        if session.fp != fp:
+        if token.fp != fp:
             raise ApiError(403, "forbidden", "this session belongs to another mailbox")
-        _refuse(check_session_mac(session.key, method, path, headers, body, now))
+        _refuse(check_session_mac(token.key, method, path, headers, body, now))
         counter = headers[NONCE_HEADER]
-        if not (counter.isdigit() and session.fresh_counter(int(counter))):
+        if not (counter.isdigit() and token.fresh_counter(int(counter))):
             raise _replayed()
 
     async def open_session(self, request: Request) -> Response:
@@ -286,9 +286,9 @@ class Relay:
         if stored is None:  # deleted between the auth and now: nothing to seal to
             raise unknown_mailbox("its owner has not published keys on this relay")
         box_key = KeyBundle.from_json(json.loads(stored)).box_key
-        sid, session = self.sessions.open(fp)
-        sealed = SealedBox(PublicKey(box_key)).encrypt(session.key)
-        return JSONResponse({"session": sid, "key": b64e(sealed), "expires": int(session.expires)},
+        sid, token = self.tokens.open(fp)
+        sealed = SealedBox(PublicKey(box_key)).encrypt(token.key)
+        return JSONResponse({"session": sid, "key": b64e(sealed), "expires": int(token.expires)},
                             status_code=201)
 
     async def healthz(self, request: Request) -> Response:
