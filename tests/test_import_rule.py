@@ -6,7 +6,8 @@ function (the lazy imports that keep hooks fast), or under `if TYPE_CHECKING:`.
 
 A face (`durable.faces`) is the `__all__` of a package's `__init__`: its public modules. Another
 package may import those modules (`import P.mod`, `from P import mod`) and, from each, the names
-in its own `__all__` (`from P.mod import name`); anything else reaches past the face. The rule
+in its own `__all__` (`from P.mod import name`, or `mod.name` after one of those imports);
+anything else reaches past the face. The rule
 holds for the packages in FACED, and for every subpackage of one: a subpackage's face binds the
 rest of its parent package too. A package switches the rule on by declaring its face and joining
 FACED.
@@ -15,6 +16,7 @@ FACED.
 from __future__ import annotations
 
 import ast
+import functools
 import importlib
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -133,19 +135,72 @@ def imports_in(tree: ast.AST, module: str, is_package: bool) -> Iterator[Found]:
             yield node.lineno, target, tuple(alias.name for alias in node.names)
 
 
+FUNCTION = ast.FunctionDef | ast.AsyncFunctionDef
+
+
+def scopes(tree: ast.Module) -> Iterator[tuple[ast.AST, list[ast.Import | ast.ImportFrom]]]:
+    """Each function (and the module) with the imports written in it, outside its inner functions."""
+    owner: dict[ast.AST, ast.AST] = {}
+    for parent in ast.walk(tree):
+        for child in ast.iter_child_nodes(parent):
+            owner[child] = parent if isinstance(parent, FUNCTION) else owner.get(parent, tree)
+    for scope in [tree, *(n for n in ast.walk(tree) if isinstance(n, FUNCTION))]:
+        yield scope, [n for n in ast.walk(scope)
+                      if isinstance(n, ast.Import | ast.ImportFrom) and owner.get(n, tree) is scope]
+
+
+def attribute_uses(tree: ast.Module, modules: set[str]) -> Iterator[Found]:
+    """`mod.name` after `from P import mod` or `import P.mod`: `name` taken from `P.mod` as by an import.
+
+    A module's name is bound where its import is written (the module, or one function), and read
+    there and in what that encloses.
+    """
+    for scope, imports in scopes(tree):
+        bound: dict[str, str] = {}
+        for imp in imports:
+            for alias in imp.names:
+                if isinstance(imp, ast.Import):
+                    name = alias.name if alias.asname else alias.name.split(".")[0]
+                    bound[alias.asname or name] = name
+                elif imp.level == 0 and f"{imp.module}.{alias.name}" in modules:
+                    bound[alias.asname or alias.name] = f"{imp.module}.{alias.name}"
+        bound = {name: module for name, module in bound.items() if module.split(".")[0] in modules}
+        if not bound:
+            continue
+        inner = {id(n.value) for n in ast.walk(scope) if isinstance(n, ast.Attribute)}
+        for node in ast.walk(scope):
+            if not isinstance(node, ast.Attribute) or id(node) in inner:
+                continue
+            chain: list[str] = []
+            value: ast.expr = node
+            while isinstance(value, ast.Attribute):
+                chain.insert(0, value.attr)
+                value = value.value
+            if not (isinstance(value, ast.Name) and value.id in bound):
+                continue
+            parts = [*bound[value.id].split("."), *chain]
+            depth = max(d for d in range(1, len(parts) + 1) if ".".join(parts[:d]) in modules or d == 1)
+            if depth < len(parts):
+                yield node.lineno, ".".join(parts[:depth]), (parts[depth],)
+
+
+@functools.cache
 def read_sources(root: Path, packages: tuple[str, ...] = OURS, faced: tuple[str, ...] = FACED) -> Sources:
     found = Sources(faced)
+    trees: dict[str, tuple[Path, ast.Module]] = {}
     for package in packages:
         for path in sorted((root / package).rglob("*.py")):
             module = module_name(root, path)
-            tree = ast.parse(path.read_text(), filename=str(path))
+            trees[module] = path, ast.parse(path.read_text(), filename=str(path))
             found.modules.add(module)
             if path.name == "__init__.py":
                 found.packages.add(module)
-            found.alls[module] = literal_all(tree)
-            for line, target, names in imports_in(tree, module, path.name == "__init__.py"):
-                if target.split(".")[0] in packages:
-                    found.imports.append(Import(str(path.relative_to(root)), line, module, target, names))
+            found.alls[module] = literal_all(trees[module][1])
+    for module, (path, tree) in trees.items():
+        written = imports_in(tree, module, path.name == "__init__.py")
+        for line, target, names in dict.fromkeys([*written, *attribute_uses(tree, found.modules)]):
+            if target.split(".")[0] in packages:
+                found.imports.append(Import(str(path.relative_to(root)), line, module, target, names))
     return found
 
 
@@ -298,13 +353,20 @@ def test_the_face_rule_catches_a_reach_past(tmp_path: Path) -> None:
                      "high/ok.py": "import low.api\nfrom low import api\nfrom low.api import shown\n"
                                    "from low.sub import door\n",
                      "high/bad.py": "from low.api import hidden\nimport low.inner\nfrom low import inner\n"
-                                    "def f() -> None:\n    from low.sub.back import x\n"})
+                                    "def f() -> None:\n    from low.sub.back import x\n",
+                     "high/dots.py": "import low.api\nfrom low import api as door\n"
+                                     "low.api.shown, door.shown\ndoor.hidden\n"
+                                     "def f() -> None:\n    import low\n    low.sub.back.y\n"
+                                     "def g() -> None:\n    low.api.hidden\n"})
     found = reaches_past(read_sources(tmp_path, ("low", "high"), ("low",)))
     assert found == ["low/user.py:1: low.sub.back is not public in low.sub",
                      "high/bad.py:1: low.api.hidden is not in its __all__",
                      "high/bad.py:2: low.inner is not public in low",
                      "high/bad.py:3: low.inner is not public in low",
-                     "high/bad.py:5: low.sub.back is not public in low.sub"]
+                     "high/bad.py:5: low.sub.back is not public in low.sub",
+                     "high/dots.py:4: low.api.hidden is not in its __all__",
+                     "high/dots.py:7: low.sub.back is not public in low.sub",
+                     "high/dots.py:9: low.api.hidden is not in its __all__"]
 
 
 def write(root: Path, files: dict[str, str]) -> None:
