@@ -137,27 +137,18 @@ def handle(raw: str, env: dict[str, str]) -> dict[str, Any]:
 
 def waker_gone(folder: str | Path, sid: str) -> bool:
     """A TUI session (it has a waker record) whose waker does not hold its lock; one stat for
-    other sessions (`alarms.codex_tuis`). The look is `durable.locks.held_by_other`'s, written
-    out: every Codex turn runs this, and importing durable would cost the hook's start-up more
-    than the look itself."""
+    other sessions (`alarms.codex_tuis`). The look is `durable.held`'s, which imports only the
+    standard library: every Codex turn runs this."""
     from spool_writer.peek import safe_sid
 
     if not safe_sid(sid) or not os.path.exists(os.path.join(folder, TUIS_FOLDER, sid + ".json")):
         return False
-    import fcntl
+    from durable.held import held_by_other
 
     try:
-        lock = os.path.join(folder, TUIS_FOLDER, WAKER_LOCK)
-        fd = os.open(lock, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        return not held_by_other(os.path.join(folder, TUIS_FOLDER, WAKER_LOCK))
     except OSError:
-        return True
-    try:
-        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-    except BlockingIOError:
-        return False
-    finally:
-        os.close(fd)
-    return True
+        return True  # a lock that cannot be looked at: the waker, started, says why
 
 
 def deliver(folder: Path, event: str, sid: str, transcript: str | None = None,

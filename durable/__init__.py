@@ -3,6 +3,7 @@
     errors       the error tree and the exit code of each error
     files        private folders and files, the one atomic (and durable) replacement
     locks        flock around a change; the liveness lock a daemon holds for life
+    held         whether another process holds a lock file, from the standard library alone
     ndjson       append logs of JSON lines, and the one policy for a torn last line
     backoff      how long to wait before trying again after failures
     daemon       liveness, status file, log, start and stop shared by talk's daemons
@@ -18,14 +19,14 @@
     faces        a package's face: its public modules, each loaded on first use
 
 All of them are public (`__all__`, see `durable.faces`). Modules are imported by name (`from
-durable.files import replace_file`): this package loads nothing by itself, so a hook that needs
-one module pays for that one.
+durable.files import replace_file`): this package loads only its face, so a hook that needs one
+module pays for that one.
 """
 
 from __future__ import annotations
 
 from durable.faces import face
 
-__all__ = ("backoff", "boot", "bounded_json", "daemon", "errors", "faces", "files", "home", "locks",
+__all__ = ("backoff", "boot", "bounded_json", "daemon", "errors", "faces", "files", "held", "home", "locks",
            "mesh_fields", "message_ids", "ndjson", "printable", "receipt_states", "slots", "version")
 __getattr__ = face(__name__, __all__)

@@ -13,6 +13,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+from durable import held
 from durable.files import open_private
 
 __all__ = ["FOLDER_LOCK", "LIFE_LOCK_PATIENCE_S", "folder_locked", "held_by_other", "hold_for_life", "locked"]
@@ -57,19 +58,12 @@ def hold_for_life(path: Path, patience_s: float = LIFE_LOCK_PATIENCE_S) -> int |
 
 
 def held_by_other(path: Path) -> bool:
-    """Whether a live process holds `path`'s lock (`hold_for_life`). The look takes a shared lock
-    for an instant, so two lookers never make each other see a holder."""
-    try:
-        fd = open_private(path, os.O_RDONLY)
-    except FileNotFoundError:
-        return False
-    try:
-        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-    except BlockingIOError:
-        return True
-    finally:
-        os.close(fd)
-    return False
+    """Whether a live process holds `path`'s lock (`hold_for_life`); see `durable.held`.
+
+    Raises:
+        LocalFileRefused: `path` is a symbolic link.
+    """
+    return held.held_by_other(path, lambda p: open_private(Path(p), os.O_RDONLY))
 
 
 FOLDER_LOCK = ".lock"
