@@ -7,10 +7,9 @@ function (the lazy imports that keep hooks fast), or under `if TYPE_CHECKING:`.
 A face (`durable.faces`) is the `__all__` of a package's `__init__`: its public modules. Another
 package may import those modules (`import P.mod`, `from P import mod`) and, from each, the names
 in its own `__all__` (`from P.mod import name`, or `mod.name` after one of those imports);
-anything else reaches past the face. The rule
-holds for the packages in FACED, and for every subpackage of one: a subpackage's face binds the
-rest of its parent package too. A package switches the rule on by declaring its face and joining
-FACED.
+anything else reaches past the face. The rule holds for the packages in FACED and every
+subpackage of one, each with a face of its own; a subpackage's face binds the rest of its parent
+package too. A package switches the rule on by declaring its face and joining FACED.
 """
 
 from __future__ import annotations
