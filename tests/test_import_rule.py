@@ -17,6 +17,8 @@ from __future__ import annotations
 import ast
 import functools
 import importlib
+import subprocess
+import sys
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -319,11 +321,25 @@ def test_no_package_reaches_past_a_face() -> None:
                       "or make it public on purpose):\n" + "\n".join(found)
 
 
-def test_every_faced_package_declares_its_face() -> None:
-    src = read_sources(ROOT)
-    faceless = [p for p in sorted(src.packages) if src.faced(p) and src.alls[p] is None]
-    assert not faceless, f"packages in FACED without a face (an __all__ of public modules in __init__): " \
-                         f"{faceless}"
+def faceless(src: Sources) -> list[str]:
+    return [p for p in sorted(src.packages) if src.faced(p) and src.alls[p] is None]
+
+
+def test_every_faced_package_declares_its_face(tmp_path: Path) -> None:
+    assert not faceless(read_sources(ROOT)), "packages in FACED without a face (an __all__ of public " \
+                                             f"modules in __init__): {faceless(read_sources(ROOT))}"
+    write(tmp_path, {"low/__init__.py": "__all__ = ('sub',)\n", "low/sub/__init__.py": "",
+                     "high/__init__.py": ""})
+    assert faceless(read_sources(tmp_path, ("low", "high"), ("low", "high"))) == ["high", "low.sub"]
+
+
+@pytest.mark.parametrize("package", FACED)
+def test_a_face_loads_no_module_until_one_is_asked_for(package: str) -> None:
+    code = (f"import sys; sys.path.insert(0, {str(ROOT)!r}); import {package}; "
+            "print(' '.join(m for m in sys.modules if m.split('.')[0] in sys.argv[1:]))")
+    loaded = subprocess.run([sys.executable, "-I", "-S", "-c", code, *OURS], capture_output=True, text=True,
+                            check=True).stdout.split()
+    assert set(loaded) <= {package, "durable", "durable.faces"}, loaded
 
 
 @pytest.mark.parametrize("package", FACED)
