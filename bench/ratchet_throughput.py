@@ -86,7 +86,7 @@ print(json.dumps({"seconds": timed(run, profile)}))
 """
 
 DRAIN = TIMED + """
-from follower.daemon import Follower
+from follower.daemon.daemon import Follower
 from talk.context import open_account
 follower = Follower(open_account(None, None, None))
 follower.config.every = True

@@ -89,7 +89,7 @@ def check_seq(value: object) -> int:
 def check_receipts(value: object) -> list[dict[str, Any]]:
     """A receipt's items: each {"ref": message id, "state": one of RECEIPT_STATES, "reason"}, and
     on a refusal of a reused number, "highest": the highest seq the receiver has seen from us (so
-    the sender can number past it, `follower.seqcounter.move_past`). Receipts without it (from
+    the sender can number past it, `follower.send.seqcounter.move_past`). Receipts without it (from
     earlier versions, or of any other refusal) parse as before."""
     if not isinstance(value, list) or len(value) > MAX_RECEIPTS:
         raise Invalid("receipts is not a list of at most 1000 items")
@@ -112,9 +112,9 @@ def check_receipts(value: object) -> list[dict[str, Any]]:
 
 
 def check_olm(value: object) -> dict[str, Any]:
-    """An Olm message riding the envelope (`keys.ratchet_envelope`): its type (0 pre-key,
+    """An Olm message riding the envelope (`keys.ratchet.envelope`): its type (0 pre-key,
     1 normal), its body in base64, and, on a pre-key message, the sender's card as an object
-    (checked against the pin by the receiver, `keys.ratchet_card.verify_card`)."""
+    (checked against the pin by the receiver, `keys.ratchet.card.verify_card`)."""
     if not isinstance(value, dict):
         raise Invalid("olm is not an object")
     kind, body, card = value.get("type"), value.get("body"), value.get("card")
@@ -147,7 +147,7 @@ B64 = re.compile(r"[A-Za-z0-9+/]+={0,2}")
 
 
 def check_group(value: object) -> dict[str, Any]:
-    """A group block (`follower.group_mail`): on a chat message, one Megolm message
+    """A group block (`follower.groups.group_mail`): on a chat message, one Megolm message
     {"id", "name", "gm", "session", "body", "key"? or "export"?, "by"}; on a message of kind "group", a
     control message {"op": "update", "id", "name", "owner", "members", "version"} or
     {"op": "leave", "id"}. Which one a kind must carry, `check_inner` says."""

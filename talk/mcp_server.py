@@ -119,7 +119,7 @@ class TalkTools:
         return guarded(lambda: {"peers": [self._peer(c) for c in self.account.contacts.all()]})
 
     def _peer(self, contact: Contact) -> dict[str, Any]:
-        from keys.policy import PolicyBook
+        from follower.receive.policy import PolicyBook
 
         return {"name": contact.name, "fingerprint": contact.fingerprint, "source": contact.source.value,
                 "verified": contact.verified_at is not None,
@@ -145,7 +145,7 @@ class TalkTools:
         return guarded(lambda: self._status(message_id))
 
     def _status(self, message_id: str) -> dict[str, Any]:
-        from follower.group_mail import group_status
+        from follower.groups.group_mail import group_status
 
         group = group_status(self.account.outbox, message_id)
         if group is not None:  # a group message's gm: each member's copy

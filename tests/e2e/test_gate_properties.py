@@ -24,11 +24,11 @@ from nacl.public import PublicKey
 from nacl.secret import SecretBox
 
 from alarms.framing import frame, one_line
-from follower.channeldb import ChannelDB, SpoolDedup
-from follower.client import RelayClient
-from follower.inbound import Inbox
-from follower.outbound import create_invite
-from follower.quarantine import Quarantine
+from follower.receive.channeldb import ChannelDB, SpoolDedup
+from follower.receive.inbound import Inbox
+from follower.receive.quarantine import Quarantine
+from follower.relay.client import RelayClient
+from follower.send.outbound import create_invite
 from keys import keystore
 from keys.contacts import ContactBook, Source, pinned_contact
 from keys.encoding import b64e, utc_now_iso

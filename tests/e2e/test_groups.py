@@ -16,15 +16,15 @@ import vodozemac
 from mcp import Client, StdioServerParameters
 from nacl.public import PublicKey
 
-from follower import outbound
 from follower.account import Account
-from follower.client import RelayClient
-from follower.receipts import ReceiptBatch
+from follower.receive.receipts import ReceiptBatch
+from follower.relay.client import RelayClient
+from follower.send import outbound
 from keys import keystore
 from keys.envelope import channel_tag
-from keys.group_sessions import GROUP_SESSIONS_DIR, NO_GROUP_KEY, GroupSessions
-from keys.group_text import GroupText
-from keys.ratchet_account import RatchetAccount
+from keys.groups.sessions import GROUP_SESSIONS_DIR, NO_GROUP_KEY, GroupSessions
+from keys.groups.text import GroupText
+from keys.ratchet.account import RatchetAccount
 from tests.conftest import TALK, Agent, RelayProcess, befriend, make_agent
 from tests.e2e.relay_calls import ack, deposit, waiting
 from tests.e2e.terminal import on_a_terminal

@@ -26,23 +26,23 @@ from hypothesis import strategies as st
 from nacl.public import PublicKey
 from nacl.secret import SecretBox
 
-from follower import outbound
-from follower.channeldb import ChannelDB, SpoolDedup
-from follower.client import RelayClient
-from follower.held import HeldBox
-from follower.inbound import Inbox
-from follower.outbound import create_invite
-from follower.outbox import Outbox
-from follower.quarantine import Quarantine
+from follower.receive.channeldb import ChannelDB, SpoolDedup
+from follower.receive.held import HeldBox
+from follower.receive.inbound import Inbox
+from follower.receive.quarantine import Quarantine
+from follower.relay.client import RelayClient
+from follower.send import outbound
+from follower.send.outbound import create_invite
+from follower.send.outbox import Outbox
 from keys.contacts import Contact, ContactBook
 from keys.encoding import utc_now_iso
 from keys.envelope import MAX_PADDED, channel_tag, new_message, pad, receipt_tag, seal
-from keys.group_sessions import GroupSessions
+from keys.groups.sessions import GroupSessions
 from keys.identity import Identity
 from keys.invites import InviteBook
-from keys.ratchet_account import RatchetAccount, card_for
-from keys.ratchet_envelope import wrap
-from keys.ratchet_sessions import SessionStore
+from keys.ratchet.account import RatchetAccount, card_for
+from keys.ratchet.envelope import wrap
+from keys.ratchet.sessions import SessionStore
 from spool_writer.record import SpoolRecord
 from spool_writer.spool import Spool
 from tests.conftest import Agent, RelayProcess, befriend, free_port, make_agent

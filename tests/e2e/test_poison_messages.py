@@ -11,19 +11,19 @@ from pathlib import Path
 from nacl.public import PublicKey
 from nacl.secret import SecretBox
 
-from follower import outbound
 from follower.account import Account
-from follower.client import RelayClient
-from follower.outbox import Outbox
-from follower.quarantine import Quarantine
+from follower.receive.quarantine import Quarantine
+from follower.relay.client import RelayClient
+from follower.send import outbound
+from follower.send.outbox import Outbox
 from keys import keystore
 from keys.envelope import Inner, new_message, pad, seal
-from keys.group_sessions import GroupSessions
+from keys.groups.sessions import GroupSessions
 from keys.identity import Identity
 from keys.invites import InviteCode, parse_code
-from keys.ratchet_account import RatchetAccount, card_for
-from keys.ratchet_envelope import wrap
-from keys.ratchet_sessions import SessionStore
+from keys.ratchet.account import RatchetAccount, card_for
+from keys.ratchet.envelope import wrap
+from keys.ratchet.sessions import SessionStore
 from tests.conftest import Agent, RelayProcess, befriend, make_agent, wait_for
 from tests.e2e.relay_calls import assert_error, fetch, new_tag, publish, signed
 from tests.peer_forge import (

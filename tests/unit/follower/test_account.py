@@ -45,7 +45,7 @@ def test_a_sent_report_names_task_and_hops_only_when_given() -> None:
 
 
 def test_the_inbox_keeps_the_receipt_batch_it_is_given_even_empty(tmp_path: Path) -> None:
-    from follower.receipts import ReceiptBatch
+    from follower.receive.receipts import ReceiptBatch
 
     batch = ReceiptBatch(delay=lambda: 0.3)
     assert len(batch) == 0

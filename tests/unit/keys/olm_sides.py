@@ -1,5 +1,5 @@
 """Two identities' Olm accounts and sessions on disk, and the receive steps run by hand, for the
-tests of `keys.ratchet_sessions` and `keys.ratchet_late`: each `store()` reads the files
+tests of `keys.ratchet.sessions` and `keys.ratchet.late`: each `store()` reads the files
 again, as a new process would."""
 
 from __future__ import annotations
@@ -10,9 +10,9 @@ import vodozemac
 
 from durable.errors import TamperedMessage
 from keys.identity import Identity
-from keys.ratchet_account import RatchetAccount, card_for, unpublished_keys
-from keys.ratchet_card import Claim
-from keys.ratchet_sessions import Opened, SessionStore
+from keys.ratchet.account import RatchetAccount, card_for, unpublished_keys
+from keys.ratchet.card import Claim
+from keys.ratchet.sessions import Opened, SessionStore
 
 
 class Side:

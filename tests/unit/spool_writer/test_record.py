@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from follower.sequence import Channel, Decision, Verdict, spool_fields
-from keys import mesh
+from follower.receive.sequence import Channel, Decision, Verdict, spool_fields
+from follower.tasks import mesh
 from spool_writer.cursor import CursorReader
 from spool_writer.record import REQUIRED, SpoolRecord, fault
 from spool_writer.spool import Spool
