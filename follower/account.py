@@ -36,7 +36,7 @@ from keys.keystore import IdentityRecord, unlock
 
 if TYPE_CHECKING:
     from follower.groups.group_mail import GroupMail
-    from follower.receive.inbound import Dedup, Emit, Inbox, Report
+    from follower.receive.inbound import Dedup, Emit, Receiver, Report
     from follower.receive.receipts import ReceiptBatch
     from follower.send.outbox import Outbox
     from keys.contacts import Contact
@@ -125,7 +125,8 @@ class Account:
     def groups(self) -> GroupMail:
         from follower.groups.group_mail import GroupMail
 
-        return GroupMail(self)
+        return GroupMail(self.folder, self.name, self.record.fingerprint, self.contacts, self.client,
+                         self.outbox, self.identity)
 
     @cached_property
     def outbox(self) -> Outbox:
@@ -133,11 +134,11 @@ class Account:
 
         return Outbox(self.folder)
 
-    def inbox(self, seen: Dedup | None = None, *, handed_state: str = "delivered",
+    def receiver(self, seen: Dedup | None = None, *, handed_state: str = "delivered",
               batch_acks: bool = False, linger_s: float = 0.0,
               page: Callable[[], AbstractContextManager[None]] | None = None,
-              receipts: ReceiptBatch | None = None) -> Inbox:
-        """The one builder of this identity's `Inbox` (its options are described there). With no
+              receipts: ReceiptBatch | None = None) -> Receiver:
+        """The one builder of this identity's `Receiver` (its options are described there). With no
         `seen`, the identity's channel store (`follower.receive.channeldb`) remembers what was taken.
 
         Raises:
@@ -145,14 +146,14 @@ class Account:
         """
         import contextlib
 
-        from follower.receive.inbound import Inbox
+        from follower.receive.inbound import Receiver
         from follower.receive.receipts import ReceiptBatch
 
         if seen is None:
             from follower.receive.channeldb import ChannelDB
 
             seen = ChannelDB(self.folder)
-        return Inbox(self.identity(), self.client, self.contacts, self.invites, seen,
+        return Receiver(self.identity(), self.client, self.contacts, self.invites, seen,
                      batch_acks=batch_acks, linger_s=linger_s, handed_state=handed_state,
                      page=page or contextlib.nullcontext,
                      receipts=ReceiptBatch() if receipts is None else receipts)
@@ -305,10 +306,14 @@ class Account:
                 sent all the same, and the error says so with its id.
         """
         from durable.errors import RelayError, TimedOut
-        from follower.send.waiting import wait_for
+        from follower.daemon.state import running_pid
+        from follower.send.waiting import check_wanted, wait_for
 
+        check_wanted(wanted)
+        # With a follower running, it takes the receipts; else this fetches them itself.
+        take = None if running_pid(self.folder) else self.receiver().receive_receipts
         try:
-            return wait_for(self, msg_id, wanted, timeout)
+            return wait_for(self.outbox, self.client, take, self.identity, msg_id, wanted, timeout)
         except (TimedOut, RelayError) as exc:
             # Sent all the same: a failure here must not read as "not sent" to a caller that retries.
             raise TimedOut(f"{exc} (message {msg_id} was sent: do not send it again)") from exc
@@ -349,7 +354,7 @@ class Account:
             store = ChannelDB(self.folder)
             try:
                 seen = SpoolDedup(store, last_spooled(self.folder).__contains__)
-                report = self.inbox(seen, handed_state="delivered").receive(kept, chosen)
+                report = self.receiver(seen, handed_state="delivered").receive(kept, chosen)
             finally:
                 store.close()
         if self.client.republished_at is not None:
@@ -374,7 +379,7 @@ class Account:
             return None  # the follower takes them as they come
         try:
             with contextlib.closing(ChannelDB(self.folder)) as store:
-                self.inbox(store).receive_receipts()
+                self.receiver(store).receive_receipts()
         except TalkError as exc:
             return f"receipts not fetched ({exc}); states as last heard (--offline skips the fetch)"
         return None
@@ -501,7 +506,7 @@ class Account:
         from follower.receive.channeldb import ChannelDB
 
         with contextlib.closing(ChannelDB(self.folder)) as store:
-            inbox = self.inbox(store)
-            channels, invites = inbox.routes(None)
-            tags = [*channels, *invites, *inbox.receipt_routes()]
+            receiver = self.receiver(store)
+            channels, invites = receiver.routes(None)
+            tags = [*channels, *invites, *receiver.receipt_routes()]
         return self.client.purge_unknown(self.identity(), tags), len(tags)

@@ -26,7 +26,7 @@ from keys.invites import box_proof, parse_code, seal_request
 from keys.ratchet.account import RatchetAccount
 from keys.ratchet.card import verify_card
 from keys.ratchet.envelope import is_ratchet, olm_part, unwrap
-from keys.ratchet.sessions import SessionStore
+from keys.ratchet.sessions import RatchetSessions
 from spool_writer.record import SpoolRecord
 
 if TYPE_CHECKING:
@@ -82,7 +82,7 @@ def peek(relay_url: str, home: Path, name: str, sender_name: str) -> list[Inner]
     with RelayClient(relay_url) as client:
         fetched, _ = client.fetch(me, [tag])
     opened = []
-    with SessionStore(RatchetAccount(home / name, me)).page() as page:  # never committed
+    with RatchetSessions(RatchetAccount(home / name, me)).page() as page:  # never committed
         for item in fetched:
             _, outer = open_blob(item.blob, me.box_secret, me.fingerprint, book.with_box_key,
                                  lambda c: c.fingerprint)

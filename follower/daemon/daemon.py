@@ -13,21 +13,24 @@ import os
 import signal
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager
+from pathlib import Path
 from types import FrameType
-from typing import Any, cast
+from typing import Any, Protocol, cast
 
 from durable.errors import TalkError
 from durable.files import sweep_temp_files
-from follower.account import Account
 from follower.daemon.state import FollowConfig, FollowStatus, following
 from follower.daemon.upkeep import Upkeep, follower_delay
 from follower.receive.channeldb import ChannelDB, SpoolDedup, receiving
-from follower.receive.inbound import LINGER_S
+from follower.receive.inbound import LINGER_S, Dedup, Receiver
 from follower.receive.receipts import ReceiptBatch
 from follower.relay.backoff import RETRY
+from follower.relay.client import RelayClient
 from follower.relay.push import PushListener
-from keys.contacts import Contact
+from keys.contacts import Contact, ContactBook
+from keys.identity import Identity
 from spool_writer.doorbell import Doorbell, bell_path
 from spool_writer.record import SpoolRecord
 from spool_writer.spool import Spool
@@ -39,11 +42,33 @@ log = logging.getLogger("talk.follower")
 UPKEEP_EVERY_S = 1.0
 
 
+class Followed(Protocol):
+    """What the daemon needs of the identity it follows (`follower.account.Account` has it):
+    named here so the daemon does not import the API that sits above it."""
+
+    @property
+    def folder(self) -> Path: ...
+
+    relay: str
+
+    @property
+    def client(self) -> RelayClient: ...
+
+    @property
+    def contacts(self) -> ContactBook: ...
+
+    def identity(self) -> Identity: ...
+
+    def receiver(self, seen: Dedup | None = None, *, handed_state: str = ..., batch_acks: bool = ...,
+                 linger_s: float = ..., page: Callable[[], AbstractContextManager[None]] | None = None,
+                 receipts: ReceiptBatch | None = None) -> Receiver: ...
+
+
 class Follower:
     """The daemon of one account; its relay client should be long-lived (`Account.sessions`:
     one signed request opens an owner session, later fetches are MACed)."""
 
-    def __init__(self, account: Account) -> None:
+    def __init__(self, account: Followed) -> None:
         self.identity = identity = account.identity()
         self.folder = folder = account.folder
         relay = account.relay
@@ -53,9 +78,9 @@ class Follower:
         # Receipts wait a random pause after the fetch that caused them; the upkeep sends them.
         receipts = ReceiptBatch(delay=follower_delay())
         self.store = ChannelDB(folder)
-        self.inbox = account.inbox(SpoolDedup(self.store, self.spool.knows), batch_acks=True,
-                                   linger_s=LINGER_S, handed_state="spooled", receipts=receipts,
-                                   page=self.page)
+        self.receiver = account.receiver(SpoolDedup(self.store, self.spool.knows), batch_acks=True,
+                                         linger_s=LINGER_S, handed_state="spooled", receipts=receipts,
+                                         page=self.page)
         self.upkeep = Upkeep(identity, folder, self.client, receipts)
         self.wake = threading.Event()
         self.upkeep_due = True
@@ -74,7 +99,7 @@ class Follower:
             yield
 
     def deliver(self, record: dict[str, Any]) -> None:
-        # Built by `Inbox.record` with every field SpoolRecord requires; Spool.deliver checks again.
+        # Built by `Receiver.record` with every field SpoolRecord requires; Spool.deliver checks again.
         if self.spool.deliver(cast(SpoolRecord, record)):
             self.status.delivered += 1
 
@@ -92,7 +117,7 @@ class Follower:
 
     def drain(self) -> None:
         with receiving(self.folder):  # a `talk receive` started meanwhile waits, then sees what we took
-            report = self.inbox.receive(self.deliver, self.peers())
+            report = self.receiver.receive(self.deliver, self.peers())
         for reason in report.refused:
             log.warning("refused: %s", reason)
         for note in report.notes:

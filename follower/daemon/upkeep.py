@@ -58,7 +58,7 @@ def follower_delay() -> Callable[[], float]:
 
 
 class Upkeep:
-    """`receipts`: the batch the follower's Inbox queues its receipts in; sent here when due."""
+    """`receipts`: the batch the follower's Receiver queues its receipts in; sent here when due."""
 
     def __init__(self, identity: Identity, folder: Path, client: RelayClient,
                  receipts: ReceiptBatch | None = None) -> None:

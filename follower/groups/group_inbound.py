@@ -29,15 +29,15 @@ from durable.errors import GroupRefused
 from keys.contacts import Contact
 from keys.envelope import Inner
 from keys.groups.book import GroupBook, GroupState, apply_leave, apply_update
-from keys.groups.sessions import NO_GROUP_KEY, GroupSessions, message_index
+from keys.groups.sessions import NO_GROUP_KEY, GroupKeys, message_index
 
 __all__ = ["block_to_resend", "lacking_key", "open_group_message", "take_control"]
 
-# The reason `GroupSessions.decrypt` gives, read back from a peer's receipt.
+# The reason `GroupKeys.decrypt` gives, read back from a peer's receipt.
 LACKING = re.compile(rf"{NO_GROUP_KEY}: session ([A-Za-z0-9+/]{{43}}) of group ([0-9a-f]{{32}})")
 
 
-def take_control(folder: Path, me: str, contact: Contact, inner: Inner, sessions: GroupSessions) -> str:
+def take_control(folder: Path, me: str, contact: Contact, inner: Inner, sessions: GroupKeys) -> str:
     """Apply a control message from `contact` to the book; a note saying what changed.
 
     Raises:
@@ -60,7 +60,7 @@ def take_control(folder: Path, me: str, contact: Contact, inner: Inner, sessions
 
 
 def open_group_message(folder: Path, contact: Contact, inner: Inner,
-                       sessions: GroupSessions) -> tuple[Inner, dict[str, Any]]:
+                       sessions: GroupKeys) -> tuple[Inner, dict[str, Any]]:
     """`inner` with the group message's text in place of its empty one, and the fields its
     spool line gets ("group": this side's name for it, "group_id", "gm", "by").
 
@@ -83,7 +83,7 @@ def open_group_message(folder: Path, contact: Contact, inner: Inner,
     return replace(inner, text=said.text), fields
 
 
-def lacking_key(folder: Path, sessions: GroupSessions, contact: Contact, reason: str) -> None:
+def lacking_key(folder: Path, sessions: GroupKeys, contact: Contact, reason: str) -> None:
     """A member's refusal of a copy for want of our session key: its next copy carries it.
     The reason is the member's word, so it can only take that member off the key's holders."""
     found = LACKING.match(reason)
@@ -95,7 +95,7 @@ def lacking_key(folder: Path, sessions: GroupSessions, contact: Contact, reason:
         sessions.lacking(group_id, session_id, contact.fingerprint)
 
 
-def block_to_resend(sessions: GroupSessions, refused: Inner | None, reason: str) -> dict[str, Any] | None:
+def block_to_resend(sessions: GroupKeys, refused: Inner | None, reason: str) -> dict[str, Any] | None:
     """The group block to send a member again in a new copy, after it refused our copy `refused`
     with `reason` for want of our session's key: the same block with the key exported from that
     message on in place of any "key". None when there is nothing to send again: not a group

@@ -25,21 +25,22 @@ the change and the sending leaves members uninformed until the owner's next chan
 from __future__ import annotations
 
 import secrets
+from collections.abc import Callable
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from durable.errors import NotFound, RelayError, UserError
 from durable.message_ids import resolve
 from follower.send import outbound
 from keys.groups.book import Group, GroupBook, GroupState
-from keys.groups.sessions import GroupSessions
+from keys.groups.sessions import GroupKeys
 from keys.groups.text import GroupText
 from keys.ratchet.account import RatchetAccount
 
 if TYPE_CHECKING:
-    from follower.account import Account
     from follower.relay.client import RelayClient
     from follower.send.outbox import Outbox
-    from keys.contacts import Contact
+    from keys.contacts import Contact, ContactBook
     from keys.identity import Identity
 
 __all__ = ["Changed", "Copy", "GroupMail", "GroupSent", "Resumed", "group_status", "send_copy"]
@@ -112,15 +113,20 @@ def group_status(outbox: Outbox, typed: str) -> dict[str, Any] | None:
 
 
 class GroupMail:
-    """The groups of one identity (`follower.account.Account`), from the sending side."""
+    """The groups of one identity, from the sending side: built from the parts it uses (its
+    folder, names, contacts, relay client and outbox) and `identity`, which unlocks the private
+    keys only when a message is encrypted."""
 
-    def __init__(self, account: Account) -> None:
-        self.account = account
-        self.book = GroupBook(account.folder)
-
-    @property
-    def me(self) -> str:
-        return self.account.record.fingerprint
+    def __init__(self, folder: Path, name: str, fingerprint: str, contacts: ContactBook,
+                 client: RelayClient, outbox: Outbox, identity: Callable[[], Identity]) -> None:
+        self.folder = folder
+        self.name = name
+        self.me = fingerprint
+        self.contacts = contacts
+        self.client = client
+        self.outbox = outbox
+        self.identity = identity
+        self.book = GroupBook(folder)
 
     def _contacts(self, names: list[str]) -> list[Contact]:
         """The contacts `names` name, each checked to be one.
@@ -131,7 +137,7 @@ class GroupMail:
         found = []
         for name in names:
             try:
-                found.append(self.account.contacts.get(name))
+                found.append(self.contacts.get(name))
             except NotFound:
                 raise NotFound(f"{name!r} is not a contact, so it cannot be in a group; exchange an invite "
                                "first (`talk invite`, then they run `talk join`)") from None
@@ -191,7 +197,7 @@ class GroupMail:
         self.sessions.rotate(group.id)
         from follower.groups.loop_guard import LoopGuard
 
-        LoopGuard(self.account.folder).forget(group.id)
+        LoopGuard(self.folder).forget(group.id)
         return Changed(left, self._control(group.others(self.me), {"op": "leave", "id": group.id}))
 
     def resume(self, name: str, member: str | None = None) -> Resumed:
@@ -210,18 +216,18 @@ class GroupMail:
         group = self.book.get(name)
         chosen = None
         if member is not None:
-            chosen = self.me if member == self.account.name else self._contacts([member])[0].fingerprint
+            chosen = self.me if member == self.name else self._contacts([member])[0].fingerprint
             if chosen not in group.members:
                 raise UserError(f"{member} is not a member of {group.name}; `talk group list` shows them")
-        lifted = LoopGuard(self.account.folder).resume(group.id, chosen)
-        return Resumed(group, lifted, kept_aside(HeldBox(self.account.folder).all(), group.id, chosen))
+        lifted = LoopGuard(self.folder).resume(group.id, chosen)
+        return Resumed(group, lifted, kept_aside(HeldBox(self.folder).all(), group.id, chosen))
 
     def _announce(self, group: Group, to: list[str]) -> list[Copy]:
         return self._control(to, {"op": "update", "id": group.id, "name": group.name, "owner": group.owner,
                            "members": list(group.members), "version": group.version})
 
     def _control(self, to: list[str], block: dict[str, Any]) -> list[Copy]:
-        outbound.send_queued(self.account.client, self.account.outbox)  # what waits goes first
+        outbound.send_queued(self.client, self.outbox)  # what waits goes first
         return [self._copy(member, "group", {"group": block}, (f"(group {block['op']})", {}))
                 for member in to]
 
@@ -242,7 +248,7 @@ class GroupMail:
         held = self._loop_check(group, by)
         others = group.others(self.me)
         self._spend(others)
-        outbound.send_queued(self.account.client, self.account.outbox)  # what waits goes first
+        outbound.send_queued(self.client, self.outbox)  # what waits goes first
         gm = secrets.token_hex(16)
         encrypted = self.sessions.encrypt(group.id, others, GroupText(group.id, self.me, gm, text).encode())
         block = {"id": group.id, "name": group.name, "gm": gm, "session": encrypted.session_id,
@@ -265,10 +271,10 @@ class GroupMail:
             UserError: this identity is held in the group and an agent wrote this (a person's
                 send lifts the hold).
         """
-        from follower.groups.loop_guard import Author, Decision, LoopGuard, Way, notice
+        from follower.groups.loop_guard import Author, Decision, Direction, LoopGuard, notice
 
-        guard = LoopGuard(self.account.folder)
-        decision = guard.note(group.id, self.me, Author(by), Way.SENT)
+        guard = LoopGuard(self.folder)
+        decision = guard.note(group.id, self.me, Author(by), Direction.SENT)
         count = guard.state(group.id, self.me).count
         if decision is Decision.HELD:
             raise UserError(f"not sent: {notice(group.name, None, count)}")
@@ -286,22 +292,21 @@ class GroupMail:
         from follower.receive.policy import PolicyBook
         from follower.send.sendrate import spend_each
 
-        policies = PolicyBook(self.account.folder)
-        contacts = [c for c in map(self.account.contacts.by_fingerprint, members) if c is not None]
-        spend_each(self.account.folder, [(c, policies.rule(c).send_per_min) for c in contacts], time.time())
+        policies = PolicyBook(self.folder)
+        contacts = [c for c in map(self.contacts.by_fingerprint, members) if c is not None]
+        spend_each(self.folder, [(c, policies.rule(c).send_per_min) for c in contacts], time.time())
 
     def _copy(self, member: str, kind: str, extra: dict[str, Any], shown: tuple[str, dict[str, Any]]) -> Copy:
         """One pairwise message to `member`; a failure for one member is that copy's state, so
         the others still go."""
-        account = self.account
-        contact = account.contacts.by_fingerprint(member)
+        contact = self.contacts.by_fingerprint(member)
         if contact is None:
             return Copy(member, member[:8], None, NOT_A_CONTACT)
-        return send_copy(account.identity(), account.client, account.outbox, contact, kind, extra, shown)
+        return send_copy(self.identity(), self.client, self.outbox, contact, kind, extra, shown)
 
     @property
-    def sessions(self) -> GroupSessions:
-        return GroupSessions(RatchetAccount(self.account.folder, self.account.identity()))
+    def sessions(self) -> GroupKeys:
+        return GroupKeys(RatchetAccount(self.folder, self.identity()))
 
 
 def send_copy(identity: Identity, client: RelayClient, outbox: Outbox, contact: Contact, kind: str,

@@ -57,9 +57,9 @@ __all__ = [
     "LOOP_HOLD",
     "Author",
     "Decision",
+    "Direction",
     "LoopGuard",
     "MemberState",
-    "Way",
     "cap_in_force",
     "claimed_author",
     "decide",
@@ -91,7 +91,7 @@ def claimed_author(value: Any) -> Author:
     return Author.PERSON if value == Author.PERSON.value else Author.AGENT
 
 
-class Way(StrEnum):
+class Direction(StrEnum):
     SENT = "sent"
     RECEIVED = "received"
 
@@ -137,17 +137,17 @@ def _natural(value: Any) -> bool:
     return type(value) is int and value >= 0
 
 
-def decide(states: States, writer: str, by: Author, way: Way, cap: int | None,
+def decide(states: States, writer: str, by: Author, way: Direction, cap: int | None,
            now: float) -> tuple[Decision, dict[str, MemberState]]:
     """What to do with one group message by `writer`, and the group's member states after it
     (members at count 0 and not held left out). `cap` None is off."""
     state = states.get(writer, MemberState())
-    if by is Author.PERSON and (way is Way.SENT or not state.held):
+    if by is Author.PERSON and (way is Direction.SENT or not state.held):
         # A person: every count starts again; only a person here lifts a hold, and only its own.
-        kept = {fp: s for fp, s in states.items() if s.held and not (way is Way.SENT and fp == writer)}
+        kept = {fp: s for fp, s in states.items() if s.held and not (way is Direction.SENT and fp == writer)}
         return Decision.PASS, kept
     if state.held:
-        if way is Way.RECEIVED:
+        if way is Direction.RECEIVED:
             return Decision.HELD, {**states, writer: replace(state, kept=state.kept + 1)}
         return Decision.HELD, dict(states)  # an agent's send is refused: nothing sent, nothing counted
     count = state.count + 1
@@ -206,7 +206,8 @@ class LoopGuard:
         self.path = folder / GUARD_FILE
         self.env = os.environ if env is None else env
 
-    def note(self, group_id: str, writer: str, by: Author, way: Way, now: float | None = None) -> Decision:
+    def note(self, group_id: str, writer: str, by: Author, way: Direction,
+             now: float | None = None) -> Decision:
         """Count one group message `writer` sent here or we received from it, and say what to do
         with it.
 

@@ -18,23 +18,23 @@ MAX_HOPS = 4
 
 
 @dataclass(frozen=True)
-class Verdict:
+class Admission:
     action: Policy  # what is done with this one message: the same three words as a policy
     reason: str = ""
 
 
-def admit(rule: Rule, hops: list[str], over_rate: bool) -> Verdict:
+def admit(rule: Rule, hops: list[str], over_rate: bool) -> Admission:
     if len(hops) > MAX_HOPS:
-        return Verdict(Policy.REFUSE, f"relayed through {len(hops)} hops; talk refuses more than "
+        return Admission(Policy.REFUSE, f"relayed through {len(hops)} hops; talk refuses more than "
                                       f"{MAX_HOPS} (a forwarding loop?)")
     if rule.policy is Policy.REFUSE:
-        return Verdict(Policy.REFUSE, "the recipient does not accept messages from you")
+        return Admission(Policy.REFUSE, "the recipient does not accept messages from you")
     if rule.policy is Policy.HOLD:
-        return Verdict(Policy.HOLD, "held until the recipient accepts it")
+        return Admission(Policy.HOLD, "held until the recipient accepts it")
     if over_rate:
-        return Verdict(Policy.HOLD, f"over the receive limit of {rule.receive_per_min} a minute; "
+        return Admission(Policy.HOLD, f"over the receive limit of {rule.receive_per_min} a minute; "
                                     "held until the recipient releases it")
-    return Verdict(Policy.ACCEPT)
+    return Admission(Policy.ACCEPT)
 
 
 def hops_of(value: Any) -> list[str] | None:

@@ -30,7 +30,15 @@ from pathlib import Path
 
 from durable.errors import TalkError
 from durable.locks import locked
-from follower.receive.sequence import KEEP_IDS_S, Channel, Decision, Gap, Verdict, judge, unknown_start
+from follower.receive.sequence import (
+    KEEP_IDS_S,
+    Channel,
+    Gap,
+    Judgement,
+    SequenceVerdict,
+    judge,
+    unknown_start,
+)
 from keys.contacts import ContactBook
 from keys.envelope import Inner
 
@@ -168,11 +176,11 @@ class ChannelDB:
             row = self.db.execute("SELECT highest, gaps FROM channel WHERE sender = ?", (sender,)).fetchone()
         return Channel() if row is None else _load_channel(row[0], row[1])
 
-    def judge(self, sender: str, inner: Inner, now: float) -> Decision:
+    def judge(self, sender: str, inner: Inner, now: float) -> Judgement:
         """What `inner` from `sender` is; nothing is written."""
         return judge(self.channel(sender), inner.seq, inner.ts, self._known(inner.id), now)
 
-    def record(self, sender: str, inner: Inner, now: float) -> Decision:
+    def record(self, sender: str, inner: Inner, now: float) -> Judgement:
         """Judge again under the write lock and, if accepted, remember the id and the numbering."""
         with self._write() as db:
             decision = self.judge(sender, inner, now)
@@ -212,14 +220,14 @@ class SpoolDedup:
     def add(self, msg_id: str) -> None:
         self.store.add(msg_id)
 
-    def judge(self, sender: str, inner: Inner, now: float) -> Decision:
+    def judge(self, sender: str, inner: Inner, now: float) -> Judgement:
         decision = self.store.judge(sender, inner, now)
-        if decision.verdict is Verdict.DUPLICATE or not self.spooled(inner.id):
+        if decision.verdict is SequenceVerdict.DUPLICATE or not self.spooled(inner.id):
             return decision
         self.store.record(sender, inner, now)
-        return Decision(Verdict.DUPLICATE, decision.after, reason="already received")
+        return Judgement(SequenceVerdict.DUPLICATE, decision.after, reason="already received")
 
-    def record(self, sender: str, inner: Inner, now: float) -> Decision:
+    def record(self, sender: str, inner: Inner, now: float) -> Judgement:
         return self.store.record(sender, inner, now)
 
 

@@ -47,7 +47,7 @@ from follower.receive.held import HeldBox, HeldFull
 from follower.receive.policy import Policy, PolicyBook, Rule
 from follower.receive.quarantine import Quarantine, safe_text
 from follower.receive.receipts import ReceiptBatch
-from follower.receive.sequence import Decision, Verdict, refuse_if_out_of_window, spool_fields
+from follower.receive.sequence import Judgement, SequenceVerdict, refuse_if_out_of_window, spool_fields
 from follower.relay.client import Fetched, RelayClient
 from follower.send.outbound import deposit_again, send, send_again
 from follower.send.outbox import REFUSALS, Entry, Outbox, advance
@@ -58,14 +58,14 @@ from follower.tasks.ledger import TaskLedger
 from keys.contacts import Contact, ContactBook, Source, peer_name, pinned_contact
 from keys.encoding import b64d, utc_now_iso
 from keys.envelope import Inner, open_blob, pair_tags
-from keys.groups.sessions import NO_GROUP_KEY, GroupSessions
+from keys.groups.sessions import NO_GROUP_KEY, GroupKeys
 from keys.identity import Identity
 from keys.invites import InviteBook, InviteCode, InviteState, open_request, state_of
 from keys.ratchet.account import RatchetAccount
 from keys.ratchet.card import RatchetKeyError, verify_card
 from keys.ratchet.envelope import is_ratchet, olm_part, unwrap
 from keys.ratchet.inflight import Inflight
-from keys.ratchet.sessions import Busy, Page, SessionStore, Unopened
+from keys.ratchet.sessions import Busy, Page, RatchetSessions, Unopened
 
 Emit = Callable[[dict[str, Any]], None]
 # A refusal's reason starts so when the receiver holds no session with us that opens the message,
@@ -97,9 +97,9 @@ class Dedup(Protocol):
 
     def add(self, msg_id: str) -> None: ...
 
-    def judge(self, sender: str, inner: Inner, now: float) -> Decision: ...
+    def judge(self, sender: str, inner: Inner, now: float) -> Judgement: ...
 
-    def record(self, sender: str, inner: Inner, now: float) -> Decision: ...
+    def record(self, sender: str, inner: Inner, now: float) -> Judgement: ...
 
 
 class Outcome(StrEnum):
@@ -124,7 +124,7 @@ class Report:
 
 
 @dataclass
-class Inbox:
+class Receiver:
     """`handed_state` is the receipt a handed-on message earns: "spooled" when the caller
     writes to the spool (an alarm later reports "delivered"), "delivered" when it prints the
     message to whoever ran `talk receive`."""
@@ -332,12 +332,12 @@ class Inbox:
             raise Busy(f"{what} waits for the next page")
 
     @cached_property
-    def sessions(self) -> SessionStore:
-        return SessionStore(RatchetAccount(self.folder, self.identity))
+    def sessions(self) -> RatchetSessions:
+        return RatchetSessions(RatchetAccount(self.folder, self.identity))
 
     @cached_property
-    def group_sessions(self) -> GroupSessions:
-        return GroupSessions(RatchetAccount(self.folder, self.identity))
+    def group_sessions(self) -> GroupKeys:
+        return GroupKeys(RatchetAccount(self.folder, self.identity))
 
     def take_receipt(self, item: Fetched, expected: Contact) -> Outcome:
         contact, inner = self.open(item)
@@ -431,14 +431,14 @@ class Inbox:
         if ratchet:
             opened = self.open_ratchet(contact, inner)
             if opened is None:  # the session store knows its id: no ratchet step, no second hand-over
-                if self.seen.judge(contact.fingerprint, inner, now).verdict is not Verdict.DUPLICATE:
+                if self.seen.judge(contact.fingerprint, inner, now).verdict is not SequenceVerdict.DUPLICATE:
                     self.seen.record(contact.fingerprint, inner, now)  # what a kill left unrecorded
                 if answer:
                     self.receipts.add(contact, inner.id, "duplicate", "already received")
                 return Outcome.DUPLICATE
             inner = opened
         order = self.seen.judge(contact.fingerprint, inner, now)
-        if order.verdict is Verdict.DUPLICATE:
+        if order.verdict is SequenceVerdict.DUPLICATE:
             if answer:
                 self.receipts.add(contact, inner.id, "duplicate", "already received")
             return Outcome.DUPLICATE
@@ -505,20 +505,20 @@ class Inbox:
         report.notes.append(f"held a message from {contact.name}: {reason}")
         return Outcome.HELD
 
-    def loop_check(self, group: dict[str, Any], contact: Contact, verdict: admission.Verdict,
-                   report: Report) -> admission.Verdict:
+    def loop_check(self, group: dict[str, Any], contact: Contact, verdict: admission.Admission,
+                   report: Report) -> admission.Admission:
         """The loop guard's word on `contact`'s group message about to be handed on: held while
         that member is held in the group here (the others' mail flows on); the note that makes
         the hold tells a person (`follower.groups.loop_guard`)."""
         from follower.groups import loop_guard
         guard = loop_guard.LoopGuard(self.folder)
         by = loop_guard.claimed_author(group["by"])
-        decision = guard.note(group["group_id"], contact.fingerprint, by, loop_guard.Way.RECEIVED)
+        decision = guard.note(group["group_id"], contact.fingerprint, by, loop_guard.Direction.RECEIVED)
         if decision is loop_guard.Decision.TRIPPED:
             count = guard.state(group["group_id"], contact.fingerprint).count
             report.notes.append(loop_guard.notice(group["group"], contact.name, count))
         if decision is loop_guard.Decision.HELD and verdict.action is not Policy.HOLD:
-            return admission.Verdict(Policy.HOLD, loop_guard.held_reason(group["group"], contact.name))
+            return admission.Admission(Policy.HOLD, loop_guard.held_reason(group["group"], contact.name))
         return verdict
 
     def take_control(self, contact: Contact, inner: Inner, rule: Rule, report: Report, now: float) -> Outcome:

@@ -24,7 +24,7 @@ A gap is given up once it is older than WINDOW_S: anything that could still fill
 dated before the gap was noticed, so it would be refused as stale anyway.
 
 Nothing here does I/O: the store (`follower.receive.channeldb`) loads a Channel, asks `judge` and saves
-`Decision.after` when the message is accepted.
+`Judgement.after` when the message is accepted.
 """
 
 from __future__ import annotations
@@ -42,7 +42,7 @@ KEEP_IDS_S = WINDOW_S + FUTURE_S + 86400  # ids outlive every message the date c
 MAX_GAPS = 256  # ranges kept per sender; past this the oldest are given up
 
 
-class Verdict(StrEnum):
+class SequenceVerdict(StrEnum):
     NEW = "new"
     LATE = "late"
     DUPLICATE = "duplicate"
@@ -51,7 +51,7 @@ class Verdict(StrEnum):
 
     @property
     def accepted(self) -> bool:
-        return self in (Verdict.NEW, Verdict.LATE)
+        return self in (SequenceVerdict.NEW, SequenceVerdict.LATE)
 
 
 # Records are NamedTuples, not dataclasses: they are as immutable, and `talk receive` builds
@@ -83,8 +83,8 @@ class Channel(NamedTuple):
         return sum(g.size for g in self.live(now).gaps)
 
 
-class Decision(NamedTuple):
-    verdict: Verdict
+class Judgement(NamedTuple):
+    verdict: SequenceVerdict
     after: Channel  # the sender's channel once this message is accepted
     skipped: int = 0  # messages this one showed to be missing (it jumped past them)
     missing: int = 0  # messages from this sender missing once this one is accepted
@@ -113,35 +113,35 @@ def stale_reason(ts: str, now: float) -> str | None:
     return None
 
 
-def judge(channel: Channel, seq: int | None, ts: str, known: bool, now: float) -> Decision:
+def judge(channel: Channel, seq: int | None, ts: str, known: bool, now: float) -> Judgement:
     """What a message is, given its sender's `channel`, its `seq`, its `ts` and whether its id
     was `known` already. `after` is `channel` itself unless the message is accepted."""
     if known:
-        return Decision(Verdict.DUPLICATE, channel, reason="already received")
+        return Judgement(SequenceVerdict.DUPLICATE, channel, reason="already received")
     stale = stale_reason(ts, now)
     if stale is not None:
-        return Decision(Verdict.STALE, channel, reason=stale)
+        return Judgement(SequenceVerdict.STALE, channel, reason=stale)
     current = channel.live(now)
     if seq is None:
-        return Decision(Verdict.NEW, current, missing=current.missing(now))
+        return Judgement(SequenceVerdict.NEW, current, missing=current.missing(now))
     if current.highest is None:
         current = Channel(seq - 1)
     if seq > (current.highest or 0):
         return _ahead(current, seq, now)
     at = next((i for i, g in enumerate(current.gaps) if g.lo <= seq <= g.hi), None)
     if at is None:
-        return Decision(Verdict.REPLAY, channel,
+        return Judgement(SequenceVerdict.REPLAY, channel,
                         reason=f"its sequence number {seq} was already used by another message")
     after = current._replace(gaps=_fill(current.gaps, at, seq))
-    return Decision(Verdict.LATE, after, missing=after.missing(now))
+    return Judgement(SequenceVerdict.LATE, after, missing=after.missing(now))
 
 
-def _ahead(channel: Channel, seq: int, now: float) -> Decision:
+def _ahead(channel: Channel, seq: int, now: float) -> Judgement:
     highest = channel.highest or 0
     skipped = seq - highest - 1
     gaps = channel.gaps + ((Gap(highest + 1, seq - 1, now),) if skipped else ())
     after = Channel(seq, gaps[-MAX_GAPS:])
-    return Decision(Verdict.NEW, after, skipped=skipped, missing=after.missing(now))
+    return Judgement(SequenceVerdict.NEW, after, skipped=skipped, missing=after.missing(now))
 
 
 def _fill(gaps: tuple[Gap, ...], at: int, seq: int) -> tuple[Gap, ...]:
@@ -159,28 +159,28 @@ def unknown_start() -> Channel:
     return Channel(highest=None)
 
 
-def refuse_if_out_of_window(decision: Decision, name: str) -> None:
+def refuse_if_out_of_window(decision: Judgement, name: str) -> None:
     """Raise the refusal for a stale or replayed message from the contact `name`.
 
     Raises:
         StaleMessage: dated outside the window.
         ReplayedMessage: a seq already used by another message.
     """
-    if decision.verdict is Verdict.STALE:
+    if decision.verdict is SequenceVerdict.STALE:
         raise StaleMessage(f"a message from {name} was refused as stale: {decision.reason}; "
                            f"if it matters, ask {name} to send it again")
-    if decision.verdict is Verdict.REPLAY:
+    if decision.verdict is SequenceVerdict.REPLAY:
         replayed = ReplayedMessage(f"a message from {name} was refused as a replay: {decision.reason}")
         replayed.highest = decision.after.highest
         raise replayed
 
 
-def spool_fields(decision: Decision) -> dict[str, int | bool]:
+def spool_fields(decision: Judgement) -> dict[str, int | bool]:
     """What the receiver adds to the spool line: `gap`, how many earlier messages from the same
     sender this one showed to be missing; `late`, it came after later ones (it fills a gap)."""
     fields: dict[str, int | bool] = {}
     if decision.skipped:
         fields["gap"] = decision.skipped
-    if decision.verdict is Verdict.LATE:
+    if decision.verdict is SequenceVerdict.LATE:
         fields["late"] = True
     return fields

@@ -139,7 +139,7 @@ class MailboxOwner(Signer, Protocol):
     def unseal(self, blob: bytes) -> bytes: ...
 
 
-class _OwnerSession:
+class _OwnerToken:
     __slots__ = ("counter", "expires", "key", "sid")
 
     def __init__(self, sid: str, key: bytes, expires: float) -> None:
@@ -176,7 +176,7 @@ class RelayClient:
         self._owner: Transport | None = None
         self._anonymous: tuple[str, Transport] | None = None  # (the lane it serves, connection)
         self._use_sessions = sessions
-        self._sessions: dict[str, _OwnerSession] = {}
+        self._sessions: dict[str, _OwnerToken] = {}
         self.republished_at: float | None = None  # when an owner request found our keys gone
 
     def __enter__(self) -> RelayClient:
@@ -283,7 +283,7 @@ class RelayClient:
                 self._sessions.pop(signer.fingerprint, None)
         raise AssertionError("unreachable")
 
-    def _session(self, owner: MailboxOwner) -> _OwnerSession:
+    def _session(self, owner: MailboxOwner) -> _OwnerToken:
         session = self._sessions.get(owner.fingerprint)
         if session is None or session.expires - SESSION_MARGIN_S <= time.time():
             path = f"{API}/mail/{owner.fingerprint}/session"
@@ -292,7 +292,7 @@ class RelayClient:
             data = self._checked(OWNER, "POST", path, b"", headers)
             try:
                 key = owner.unseal(b64d(data["key"]))
-                session = _OwnerSession(str(data["session"]), key, float(data["expires"]))
+                session = _OwnerToken(str(data["session"]), key, float(data["expires"]))
             except (KeyError, TypeError, ValueError, CryptoError) as exc:
                 raise RelayError(f"the relay sent a malformed session: {exc}") from exc
             if len(key) != SESSION_KEY_BYTES:

@@ -22,8 +22,9 @@ from follower.send.seqcounter import next_seq
 from keys.contacts import Contact, ContactBook, Source, peer_name, pinned_contact
 from keys.encoding import b64d, b64e
 from keys.envelope import Inner, channel_tag, new_message, seal
-from keys.identity import Identity, KeyBundle, check_name
+from keys.identity import Identity, KeyBundle
 from keys.invites import InviteBook, InviteCode, box_proof, new_code, parse_code, seal_request
+from keys.names import check_name
 from keys.ratchet.envelope import plaintext_of
 from keys.ratchet.inflight import Inflight
 

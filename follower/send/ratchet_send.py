@@ -32,7 +32,7 @@ from keys.identity import Identity
 from keys.ratchet.account import RatchetAccount, card_for
 from keys.ratchet.card import Claim, RatchetCard, RatchetKeyError, verify_card
 from keys.ratchet.envelope import plaintext_of, wrap
-from keys.ratchet.sessions import SESSIONS_DIR, SessionStore, has_sessions, session_card
+from keys.ratchet.sessions import SESSIONS_DIR, RatchetSessions, has_sessions, session_card
 
 __all__ = ["RATCHET_ENV", "RECHECK_S", "forward_secret", "ratchet_enabled", "ratchet_inner", "vouched_card"]
 
@@ -92,7 +92,7 @@ def ratchet_inner(identity: Identity, client: RelayClient, contact: Contact, hom
         # sealed to the long-term key: the README says so. Only the sender picks this; a relay
         # cannot, since it sees only the padded size.
         return None
-    store = SessionStore(RatchetAccount(home, identity))
+    store = RatchetSessions(RatchetAccount(home, identity))
     try:
         message = store.encrypt(contact.fingerprint, plaintext)
     except NotFound:

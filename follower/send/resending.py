@@ -21,7 +21,7 @@ A new id instead would need a link kept on both sides to tell the copies apart, 
 between making the new id and recording the link would send the message twice; the same id
 needs none.
 
-A kill of the sender while it takes the refusing receipt (`follower.receive.inbound.Inbox.take_receipt`)
+A kill of the sender while it takes the refusing receipt (`follower.receive.inbound.Receiver.take_receipt`)
 leaves the receipt on the relay, and it is taken again. Before a copy is recorded in the outbox
 (the refusal recorded, the count moved, the session forgotten, the copy perhaps sealed: an Olm
 step and a number used up, which the receiver sees as one message missing), taking it again

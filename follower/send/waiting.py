@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -19,7 +20,9 @@ from durable.errors import TimedOut, UserError
 from follower.send.outbox import RANK, REFUSALS, RESEND_AFTER_S
 
 if TYPE_CHECKING:
-    from follower.account import Account
+    from follower.relay.client import RelayClient
+    from follower.send.outbox import Outbox
+    from keys.identity import Identity
 
 WAITABLE = ("stored", "spooled", "written", "delivered")
 POLL_S = 0.1  # without a push stream: fetch receipts this often
@@ -36,19 +39,22 @@ def check_wanted(wanted: str) -> None:
         raise UserError(f"--wait must be one of {', '.join(WAITABLE)}, not {wanted!r}")
 
 
-def wait_for(account: Account, msg_id: str, wanted: str, timeout: float) -> str:
-    """The state once `wanted` is reached; UserError on a final refusal, TimedOut at the end."""
+def wait_for(outbox: Outbox, client: RelayClient, take_receipts: Callable[[], object] | None,
+             identity: Callable[[], Identity], msg_id: str, wanted: str, timeout: float) -> str:
+    """The state once `wanted` is reached; UserError on a final refusal, TimedOut at the end.
+
+    `take_receipts` fetches this identity's receipts into `outbox`; None when a follower runs
+    and does that (then only the outbox is watched). `identity` unlocks the keys the push
+    stream signs with, called only with `take_receipts`.
+    """
     check_wanted(wanted)
-    from follower.daemon.state import running_pid
     from follower.daemon.upkeep import env_float
     from follower.send.outbound import resend_due
 
-    outbox = account.outbox
-    inbox = None if running_pid(account.folder) else account.inbox()
     resend_after = env_float("TALK_RESEND_AFTER", RESEND_AFTER_S)
     stop = time.monotonic() + timeout
     wake = threading.Event()
-    push = _listen(account, wake) if inbox is not None else None
+    push = _listen(client, identity, wake) if take_receipts is not None else None
     seen: tuple[int, int, int] | None = None
     try:
         while True:
@@ -63,10 +69,10 @@ def wait_for(account: Account, msg_id: str, wanted: str, timeout: float) -> str:
             if time.monotonic() >= stop:
                 raise TimedOut(f"message {msg_id} is still {state} after {timeout:g} s (wanted "
                                f"{wanted}); see `talk status {msg_id}`")
-            if inbox is not None:
+            if take_receipts is not None:
                 wake.clear()  # before the fetch: a receipt landing during it wakes the next wait
-                inbox.receive_receipts()
-                resend_due(account.client, outbox, time.time(), resend_after)
+                take_receipts()
+                resend_due(client, outbox, time.time(), resend_after)
                 if _stat(outbox.path) == seen:
                     connected = push is not None and push.state == "connected"
                     wake.wait(min(FALLBACK_S if connected else POLL_S, max(0.0, stop - time.monotonic())))
@@ -81,11 +87,11 @@ def wait_for(account: Account, msg_id: str, wanted: str, timeout: float) -> str:
 class _Push:
     """The relay's push stream for our own mailbox, in a thread: sets `wake` on every mail."""
 
-    def __init__(self, account: Account, wake: threading.Event) -> None:
+    def __init__(self, client: RelayClient, identity: Identity, wake: threading.Event) -> None:
         from follower.relay.push import PushListener
 
         self.state = "connecting"
-        self.listener = PushListener(account.client.url, account.identity(), wake, self._on_state)
+        self.listener = PushListener(client.url, identity, wake, self._on_state)
         self.listener.start()
 
     def _on_state(self, state: str) -> None:
@@ -95,9 +101,9 @@ class _Push:
         self.listener.stop()
 
 
-def _listen(account: Account, wake: threading.Event) -> _Push | None:
+def _listen(client: RelayClient, identity: Callable[[], Identity], wake: threading.Event) -> _Push | None:
     try:
-        return _Push(account, wake)
+        return _Push(client, identity(), wake)
     except Exception:  # no push (the library cannot load, say): polling still works
         return None
 

@@ -30,7 +30,7 @@ from durable.errors import GroupRefused, NotFound, UserError
 from durable.files import read_json, write_json
 from durable.locks import locked
 from keys.contacts import free_name
-from keys.identity import check_name
+from keys.names import check_name
 
 __all__ = [
     "GROUPS_FILE",

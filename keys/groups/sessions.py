@@ -55,7 +55,7 @@ from keys.ratchet.account import RatchetAccount
 
 __all__ = [
     "GROUP_SESSIONS_DIR", "IN_KEPT", "NO_GROUP_KEY", "ROTATE_AFTER", "ROTATE_AFTER_S", "Encrypted",
-    "GroupSessions", "message_index",
+    "GroupKeys", "message_index",
 ]
 
 GROUP_SESSIONS_DIR = "group_sessions"
@@ -76,7 +76,7 @@ class Encrypted(NamedTuple):
     lacking: frozenset[str]
 
 
-class GroupSessions:
+class GroupKeys:
     """The Megolm sessions of the identity whose account `account` holds, in every group."""
 
     def __init__(self, account: RatchetAccount) -> None:

@@ -23,7 +23,7 @@ Beside it,
 loading a peer's sessions to saving them, so no two processes ever advance one ratchet from
 the same state.
 
-Receiving takes a page of mail at a time (`SessionStore.page`), in this order:
+Receiving takes a page of mail at a time (`RatchetSessions.page`), in this order:
 
  1. A message whose id is in `seen`, or was opened earlier in the page, is answered as a
     duplicate before any session is touched: a resend or a replay costs no ratchet step and
@@ -136,7 +136,7 @@ from keys.ratchet.account import RatchetAccount
 from keys.ratchet.card import Claim
 
 __all__ = [
-    "SEEN_MOST", "SESSIONS_DIR", "SYNC_EVERY", "Busy", "History", "Opened", "Page", "SessionStore",
+    "SEEN_MOST", "SESSIONS_DIR", "SYNC_EVERY", "Busy", "History", "Opened", "Page", "RatchetSessions",
     "Unopened", "has_sessions", "session_card", "session_history", "stored_state",
 ]
 
@@ -260,7 +260,7 @@ def _marks(stored: dict[str, Any]) -> dict[str, Any]:
 _LAST_SENT: dict[tuple[Path, bytes], _Peer] = {}
 
 
-class SessionStore:
+class RatchetSessions:
     """The Olm sessions of the identity whose account `account` holds, with every peer."""
 
     def __init__(self, account: RatchetAccount, clock: Callable[[], float] = time.time) -> None:
@@ -406,7 +406,7 @@ class SessionStore:
 class Page:
     """The messages one page of mail opened, from any peers, until its `commit`."""
 
-    def __init__(self, store: SessionStore, locks: contextlib.ExitStack) -> None:
+    def __init__(self, store: RatchetSessions, locks: contextlib.ExitStack) -> None:
         self._store = store
         self._locks = locks
         self._peers: dict[str, _Peer] = {}

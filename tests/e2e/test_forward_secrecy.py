@@ -41,7 +41,7 @@ from keys.ratchet.card import verify_card
 from keys.ratchet.envelope import OLM_FIELD, olm_part, unwrap
 from keys.ratchet.inflight import CONTEXT as INFLIGHT_CONTEXT
 from keys.ratchet.inflight import INFLIGHT_FILE, RESEND_WINDOW_S
-from keys.ratchet.sessions import SESSIONS_DIR, SessionStore, Unopened, stored_state
+from keys.ratchet.sessions import SESSIONS_DIR, RatchetSessions, Unopened, stored_state
 from tests.conftest import Agent, RelayProcess, befriend, free_port, make_agent, wait_for
 from tests.e2e.probes import sent, spool_ids, texts
 
@@ -54,7 +54,7 @@ from talk.context import open_account
 
 follower = Follower(open_account(None, None, None))
 follower.config.every = True
-durable_page = follower.inbox.page
+durable_page = follower.receiver.page
 
 @contextlib.contextmanager
 def page():
@@ -63,7 +63,7 @@ def page():
     if follower.status.delivered:
         os.kill(os.getpid(), signal.SIGKILL)
 
-follower.inbox.page = page
+follower.receiver.page = page
 follower.drain()
 """
 
@@ -505,7 +505,7 @@ class Thief:
         passphrase = keystore.read_passphrase_file(str(agent.passphrase_file))
         self.me = keystore.unlock(keystore.load(copy), passphrase)
         self.book = ContactBook(copy)
-        self.store = SessionStore(RatchetAccount(copy, self.me))
+        self.store = RatchetSessions(RatchetAccount(copy, self.me))
 
     def unseal(self, blob: bytes) -> tuple[Contact, Inner]:
         """The long-term seal opens: it is the Olm message inside that must not."""

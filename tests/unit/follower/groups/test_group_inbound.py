@@ -13,7 +13,7 @@ from follower.groups.group_inbound import block_to_resend, lacking_key, open_gro
 from keys.contacts import Contact
 from keys.envelope import Inner, new_message
 from keys.groups.book import Group, GroupBook, GroupState
-from keys.groups.sessions import GroupSessions
+from keys.groups.sessions import GroupKeys
 from keys.groups.text import GroupText
 from keys.identity import Identity
 from keys.ratchet.account import RatchetAccount
@@ -47,8 +47,8 @@ def other() -> Contact:
     return contact("other")
 
 
-def store(folder: Path, identity: Identity) -> GroupSessions:
-    return GroupSessions(RatchetAccount(folder, identity))
+def store(folder: Path, identity: Identity) -> GroupKeys:
+    return GroupKeys(RatchetAccount(folder, identity))
 
 
 def control(sender: Contact, me: Identity, block: dict[str, object]) -> Inner:

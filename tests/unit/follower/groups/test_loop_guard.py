@@ -20,9 +20,9 @@ from follower.groups.loop_guard import (
     GUARD_FILE,
     Author,
     Decision,
+    Direction,
     LoopGuard,
     MemberState,
-    Way,
     cap_in_force,
     claimed_author,
     decide,
@@ -38,7 +38,7 @@ from follower.groups.loop_guard import (
 from tests.conftest import REPO
 
 PERSON, AGENT = Author.PERSON, Author.AGENT
-SENT, RECEIVED = Way.SENT, Way.RECEIVED
+SENT, RECEIVED = Direction.SENT, Direction.RECEIVED
 NOW = 1_700_000_000.0
 ME, A, B = "0" * 32, "a" * 32, "b" * 32  # this identity, and two other members
 Event = tuple[str, Author]  # who wrote it (ME: sent from here, else received from that member)
@@ -256,9 +256,9 @@ def test_a_damaged_file_is_reported_never_read_as_no_hold(tmp_path: Path, damage
 NOTER = """
 import sys
 from pathlib import Path
-from follower.groups.loop_guard import Author, LoopGuard, Way
+from follower.groups.loop_guard import Author, LoopGuard, Direction
 guard = LoopGuard(Path(sys.argv[1]))
-print(" ".join(guard.note("team", "a" * 32, Author.AGENT, Way.RECEIVED).value
+print(" ".join(guard.note("team", "a" * 32, Author.AGENT, Direction.RECEIVED).value
                for _ in range(int(sys.argv[2]))))
 """
 

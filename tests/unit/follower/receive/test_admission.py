@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from follower.receive.admission import MAX_HOPS, RateWindow, Verdict, admit, hops_of
+from follower.receive.admission import MAX_HOPS, Admission, RateWindow, admit, hops_of
 from follower.receive.policy import (
     Policy,
     Rule,
@@ -19,7 +19,7 @@ def hops(n: int) -> list[str]:
 
 
 def test_admit_accepts_a_contact_within_its_rate() -> None:
-    assert admit(accept(), [], over_rate=False) == Verdict(Policy.ACCEPT, "")
+    assert admit(accept(), [], over_rate=False) == Admission(Policy.ACCEPT, "")
 
 
 def test_admit_allows_exactly_the_hop_limit() -> None:
@@ -36,12 +36,12 @@ def test_admit_hop_limit_beats_every_policy() -> None:
 
 def test_admit_refuses_a_refused_contact_even_over_rate() -> None:
     verdict = admit(Rule(Policy.REFUSE), [], over_rate=True)
-    assert verdict == Verdict(Policy.REFUSE, "the recipient does not accept messages from you")
+    assert verdict == Admission(Policy.REFUSE, "the recipient does not accept messages from you")
 
 
 def test_admit_holds_a_held_contact_for_its_policy_not_its_rate() -> None:
     verdict = admit(Rule(Policy.HOLD), [], over_rate=True)
-    assert verdict == Verdict(Policy.HOLD, "held until the recipient accepts it")
+    assert verdict == Admission(Policy.HOLD, "held until the recipient accepts it")
 
 
 def test_admit_holds_the_excess_over_the_receive_rate() -> None:

@@ -11,7 +11,7 @@ import pytest
 
 from durable.errors import TalkError
 from follower.receive.channeldb import DB_FILE, ChannelDB, last_spooled, missing_mail
-from follower.receive.sequence import KEEP_IDS_S, Verdict
+from follower.receive.sequence import KEEP_IDS_S, SequenceVerdict
 from keys.encoding import iso_from_epoch
 from keys.envelope import Inner
 
@@ -36,15 +36,15 @@ def test_the_store_is_private_and_in_wal_mode(tmp_path: Path) -> None:
 def test_ids_and_numbering_survive_a_reopen(tmp_path: Path) -> None:
     now = time.time()
     store = ChannelDB(tmp_path)
-    assert store.record(FP_A, inner("1" * 32, 1), now).verdict is Verdict.NEW
-    assert store.record(FP_A, inner("3" * 32, 3), now).verdict is Verdict.NEW
+    assert store.record(FP_A, inner("1" * 32, 1), now).verdict is SequenceVerdict.NEW
+    assert store.record(FP_A, inner("3" * 32, 3), now).verdict is SequenceVerdict.NEW
     store.close()
     again = ChannelDB(tmp_path)
     assert "1" * 32 in again
-    assert again.judge(FP_A, inner("1" * 32, 1), now).verdict is Verdict.DUPLICATE
-    assert again.judge(FP_A, inner("9" * 32, 3), now).verdict is Verdict.REPLAY
+    assert again.judge(FP_A, inner("1" * 32, 1), now).verdict is SequenceVerdict.DUPLICATE
+    assert again.judge(FP_A, inner("9" * 32, 3), now).verdict is SequenceVerdict.REPLAY
     assert again.missing(now) == {FP_A: 1}
-    assert again.record(FP_A, inner("2" * 32, 2), now).verdict is Verdict.LATE
+    assert again.record(FP_A, inner("2" * 32, 2), now).verdict is SequenceVerdict.LATE
     assert again.missing(now) == {}
     again.close()
 
@@ -52,7 +52,7 @@ def test_ids_and_numbering_survive_a_reopen(tmp_path: Path) -> None:
 def test_a_refused_message_is_not_recorded(tmp_path: Path) -> None:
     store = ChannelDB(tmp_path)
     stale = inner("4" * 32, 1, ts=time.time() - 30 * 86400)
-    assert store.record(FP_A, stale, time.time()).verdict is Verdict.STALE
+    assert store.record(FP_A, stale, time.time()).verdict is SequenceVerdict.STALE
     assert stale.id not in store and store.channel(FP_A).highest == 0
     store.close()
 

@@ -13,7 +13,7 @@ from follower.receive.sequence import (
     WINDOW_S,
     Channel,
     Gap,
-    Verdict,
+    SequenceVerdict,
     judge,
     refuse_if_out_of_window,
     spool_fields,
@@ -25,7 +25,8 @@ NOW = 1_800_000_000.0
 TS = iso_from_epoch(NOW - 5)
 
 
-def take(channel: Channel, seq: int | None, ts: str = TS, now: float = NOW) -> tuple[Verdict, Channel]:
+def take(channel: Channel, seq: int | None, ts: str = TS,
+         now: float = NOW) -> tuple[SequenceVerdict, Channel]:
     decision = judge(channel, seq, ts, known=False, now=now)
     return decision.verdict, decision.after
 
@@ -34,13 +35,13 @@ def test_in_order_messages_leave_no_gap() -> None:
     channel = Channel()
     for seq in (1, 2, 3):
         verdict, channel = take(channel, seq)
-        assert verdict is Verdict.NEW
+        assert verdict is SequenceVerdict.NEW
     assert channel == Channel(3) and channel.missing(NOW) == 0
 
 
 def test_a_jump_shows_the_skipped_messages_as_missing() -> None:
     decision = judge(Channel(2), 5, TS, known=False, now=NOW)
-    assert decision.verdict is Verdict.NEW
+    assert decision.verdict is SequenceVerdict.NEW
     assert decision.skipped == 2 and decision.missing == 2
     assert decision.after == Channel(5, (Gap(3, 4, NOW),))
     assert spool_fields(decision) == {"gap": 2}
@@ -52,14 +53,14 @@ def test_a_dropped_first_message_counts_for_a_contact_added_after_the_store() ->
 
 def test_a_contact_older_than_the_store_starts_counting_at_its_first_number() -> None:
     decision = judge(unknown_start(), 40, TS, known=False, now=NOW)
-    assert decision.verdict is Verdict.NEW and decision.skipped == 0
+    assert decision.verdict is SequenceVerdict.NEW and decision.skipped == 0
     assert decision.after == Channel(40)
 
 
 def test_a_late_message_fills_its_gap_and_is_marked_late() -> None:
     _, channel = take(Channel(1), 3)
     decision = judge(channel, 2, TS, known=False, now=NOW)
-    assert decision.verdict is Verdict.LATE
+    assert decision.verdict is SequenceVerdict.LATE
     assert decision.after == Channel(3) and decision.missing == 0
     assert spool_fields(decision) == {"late": True}
 
@@ -67,7 +68,7 @@ def test_a_late_message_fills_its_gap_and_is_marked_late() -> None:
 def test_filling_the_middle_of_a_gap_splits_it() -> None:
     _, channel = take(Channel(0), 10)  # 1..9 missing
     verdict, channel = take(channel, 5)
-    assert verdict is Verdict.LATE
+    assert verdict is SequenceVerdict.LATE
     assert channel.gaps == (Gap(1, 4, NOW), Gap(6, 9, NOW))
     assert channel.missing(NOW) == 8
 
@@ -76,7 +77,7 @@ def test_a_seen_number_under_a_new_id_is_a_replay_and_changes_nothing() -> None:
     channel = Channel(3, (Gap(2, 2, NOW),))
     for seq in (1, 3):
         decision = judge(channel, seq, TS, known=False, now=NOW)
-        assert decision.verdict is Verdict.REPLAY and decision.after is channel
+        assert decision.verdict is SequenceVerdict.REPLAY and decision.after is channel
         with pytest.raises(ReplayedMessage, match="refused as a replay") as refused:
             refuse_if_out_of_window(decision, "alice")
         assert refused.value.highest == 3  # told to the sender, to number past it
@@ -84,7 +85,7 @@ def test_a_seen_number_under_a_new_id_is_a_replay_and_changes_nothing() -> None:
 
 def test_a_known_id_is_a_duplicate_whatever_its_number_or_date() -> None:
     decision = judge(Channel(3), 1, iso_from_epoch(NOW - 40 * 86400), known=True, now=NOW)
-    assert decision.verdict is Verdict.DUPLICATE
+    assert decision.verdict is SequenceVerdict.DUPLICATE
     refuse_if_out_of_window(decision, "alice")  # a duplicate is not refused: it is acked quietly
 
 
@@ -97,21 +98,21 @@ def test_a_known_id_is_a_duplicate_whatever_its_number_or_date() -> None:
 ])
 def test_dates_outside_the_window_are_stale(ts: str) -> None:
     decision = judge(Channel(1), 2, ts, known=False, now=NOW)
-    assert decision.verdict is Verdict.STALE and decision.after == Channel(1)
+    assert decision.verdict is SequenceVerdict.STALE and decision.after == Channel(1)
     with pytest.raises(StaleMessage, match="refused as stale"):
         refuse_if_out_of_window(decision, "alice")
 
 
 def test_dates_just_inside_the_window_are_fresh() -> None:
     for ts in (iso_from_epoch(NOW - WINDOW_S + 60), iso_from_epoch(NOW + FUTURE_S - 60)):
-        assert judge(Channel(1), 2, ts, known=False, now=NOW).verdict is Verdict.NEW
+        assert judge(Channel(1), 2, ts, known=False, now=NOW).verdict is SequenceVerdict.NEW
 
 
 def test_a_message_without_a_number_is_judged_by_id_and_date_alone() -> None:
     channel = Channel(3, (Gap(2, 2, NOW),))
     decision = judge(channel, None, TS, known=False, now=NOW)
-    assert decision.verdict is Verdict.NEW and decision.after == channel and decision.missing == 1
-    assert judge(channel, None, iso_from_epoch(NOW - 20 * 86400), False, NOW).verdict is Verdict.STALE
+    assert decision.verdict is SequenceVerdict.NEW and decision.after == channel and decision.missing == 1
+    assert judge(channel, None, iso_from_epoch(NOW - 20 * 86400), False, NOW).verdict is SequenceVerdict.STALE
 
 
 def test_a_gap_older_than_the_window_is_given_up() -> None:
@@ -140,9 +141,9 @@ def test_any_order_with_any_drops_ends_with_exactly_the_dropped_missing(
     channel = Channel()
     for seq in kept:
         verdict, channel = take(channel, seq)
-        assert verdict in (Verdict.NEW, Verdict.LATE)
+        assert verdict in (SequenceVerdict.NEW, SequenceVerdict.LATE)
     for seq in kept:  # any of them again under another id: a replay
-        assert take(channel, seq)[0] is Verdict.REPLAY
+        assert take(channel, seq)[0] is SequenceVerdict.REPLAY
     top = max(kept)
     assert channel.highest == top
     assert channel.missing(NOW) == top - len(kept)

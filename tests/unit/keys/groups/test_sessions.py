@@ -16,7 +16,7 @@ from keys.groups.sessions import (
     NO_GROUP_KEY,
     ROTATE_AFTER,
     ROTATE_AFTER_S,
-    GroupSessions,
+    GroupKeys,
     message_index,
 )
 from keys.groups.text import GroupText
@@ -33,23 +33,23 @@ def words(text: str, sender: str = FP_A) -> bytes:
     return GroupText(GID, sender, GM, text).encode()
 
 
-def sessions(folder: Path, identity: Identity) -> GroupSessions:
+def sessions(folder: Path, identity: Identity) -> GroupKeys:
     folder.mkdir(mode=0o700, exist_ok=True)
-    return GroupSessions(RatchetAccount(folder, identity))
+    return GroupKeys(RatchetAccount(folder, identity))
 
 
 @pytest.fixture
-def alice(tmp_path: Path, alice_id: Identity) -> GroupSessions:
+def alice(tmp_path: Path, alice_id: Identity) -> GroupKeys:
     return sessions(tmp_path / "alice", alice_id)
 
 
 @pytest.fixture
-def bob(tmp_path: Path, bob_id: Identity) -> GroupSessions:
+def bob(tmp_path: Path, bob_id: Identity) -> GroupKeys:
     return sessions(tmp_path / "bob", bob_id)
 
 
 def test_the_key_goes_once_to_each_member_and_opens_every_later_message(
-        alice: GroupSessions, bob: GroupSessions) -> None:
+        alice: GroupKeys, bob: GroupKeys) -> None:
     first = alice.encrypt(GID, [FP_B, FP_C], words("one"))
     second = alice.encrypt(GID, [FP_B, FP_C], words("two"))
     assert first.lacking == {FP_B, FP_C} and second.lacking == frozenset()
@@ -60,7 +60,7 @@ def test_the_key_goes_once_to_each_member_and_opens_every_later_message(
 
 
 def test_a_message_in_a_session_without_its_key_is_refused_for_want_of_the_key(
-        alice: GroupSessions, bob: GroupSessions) -> None:
+        alice: GroupKeys, bob: GroupKeys) -> None:
     alice.encrypt(GID, [FP_B], words("missed"))
     later = alice.encrypt(GID, [FP_B], words("later"))
     wanted = f"{NO_GROUP_KEY}: session {later.session_id} of group {GID}"
@@ -76,7 +76,7 @@ def test_a_message_in_a_session_without_its_key_is_refused_for_want_of_the_key(
 
 
 def test_a_session_id_is_only_ever_read_under_the_sender_that_shared_it(
-        alice: GroupSessions, bob: GroupSessions) -> None:
+        alice: GroupKeys, bob: GroupKeys) -> None:
     sent = alice.encrypt(GID, [FP_B, FP_C], words("alice speaks"))
     bob.decrypt(GID, FP_A, sent.session_id, sent.body, sent.key)
     # carol replays alice's message (and key) as her own: the session is alice's here.
@@ -85,7 +85,7 @@ def test_a_session_id_is_only_ever_read_under_the_sender_that_shared_it(
 
 
 def test_a_key_for_another_session_than_the_one_named_is_refused(
-        alice: GroupSessions, bob: GroupSessions) -> None:
+        alice: GroupKeys, bob: GroupKeys) -> None:
     one = alice.encrypt(GID, [FP_B], words("one"))
     alice.rotate(GID)
     two = alice.encrypt(GID, [FP_B], words("two"))
@@ -98,7 +98,7 @@ def test_a_key_for_another_session_than_the_one_named_is_refused(
 
 
 def test_a_key_already_held_is_kept_so_a_later_copy_cannot_move_where_reading_starts(
-        alice: GroupSessions, bob: GroupSessions) -> None:
+        alice: GroupKeys, bob: GroupKeys) -> None:
     first = alice.encrypt(GID, [FP_B], words("first"))
     bob.decrypt(GID, FP_A, first.session_id, first.body, first.key)
     alice.lacking(GID, first.session_id, FP_B)
@@ -109,7 +109,7 @@ def test_a_key_already_held_is_kept_so_a_later_copy_cannot_move_where_reading_st
 
 @pytest.mark.parametrize("change", ["members", "rotate", "count", "age"])
 def test_the_session_rotates_on_a_membership_change_after_100_messages_or_7_days(
-        alice: GroupSessions, change: str) -> None:
+        alice: GroupKeys, change: str) -> None:
     start = alice.encrypt(GID, [FP_B, FP_C], words("x"), now=1000.0)
     members, now = [FP_B, FP_C], 1000.0
     if change == "members":
@@ -129,8 +129,8 @@ def test_the_session_rotates_on_a_membership_change_after_100_messages_or_7_days
     assert alice.outbound_id(GID) == fresh.session_id
 
 
-def test_pickles_are_sealed_at_rest_under_the_identity(tmp_path: Path, alice: GroupSessions,
-                                                       bob: GroupSessions, alice_id: Identity,
+def test_pickles_are_sealed_at_rest_under_the_identity(tmp_path: Path, alice: GroupKeys,
+                                                       bob: GroupKeys, alice_id: Identity,
                                                        carol_id: Identity) -> None:
     sent = alice.encrypt(GID, [FP_B], words("sealed words"))
     bob.decrypt(GID, FP_A, sent.session_id, sent.body, sent.key)
@@ -138,13 +138,13 @@ def test_pickles_are_sealed_at_rest_under_the_identity(tmp_path: Path, alice: Gr
         raw = (tmp_path / side / GROUP_SESSIONS_DIR / f"{GID}.json").read_bytes()
         assert b"sealed words" not in raw and sent.key.encode() not in raw
         assert not any(form in raw for form in secret_forms(alice_id))
-    stranger = GroupSessions(RatchetAccount(tmp_path / "alice", carol_id))
+    stranger = GroupKeys(RatchetAccount(tmp_path / "alice", carol_id))
     with pytest.raises(UserError, match="cannot be opened"):
         stranger.encrypt(GID, [FP_B], words("x"))
 
 
 def test_only_each_senders_last_sessions_are_kept_so_the_file_does_not_grow_with_history(
-        tmp_path: Path, alice: GroupSessions, bob: GroupSessions, carol_id: Identity) -> None:
+        tmp_path: Path, alice: GroupKeys, bob: GroupKeys, carol_id: Identity) -> None:
     carol = sessions(tmp_path / "carol", carol_id)
     firsts = []
     for _ in range(IN_KEPT + 2):  # alice rotates (a membership change, say) ten times
@@ -166,7 +166,7 @@ def test_only_each_senders_last_sessions_are_kept_so_the_file_does_not_grow_with
 
 
 def test_key_at_exports_our_session_from_any_message_on_for_the_current_and_last_retired_sessions(
-        alice: GroupSessions, bob: GroupSessions) -> None:
+        alice: GroupKeys, bob: GroupKeys) -> None:
     sent = [alice.encrypt(GID, [FP_B], words(f"m{n}")) for n in range(3)]
     assert [message_index(s.body) for s in sent] == [0, 1, 2]
     export = alice.key_at(GID, sent[1].session_id, 1)
@@ -188,7 +188,7 @@ def test_key_at_exports_our_session_from_any_message_on_for_the_current_and_last
 
 
 def test_an_export_moves_the_senders_own_session_earlier_never_later(
-        alice: GroupSessions, bob: GroupSessions) -> None:
+        alice: GroupKeys, bob: GroupKeys) -> None:
     first, second, third = (alice.encrypt(GID, [FP_B], words(w)) for w in ("one", "two", "three"))
     bob.decrypt(GID, FP_A, second.session_id, second.body, second.key)  # held from index 1
     with pytest.raises(GroupRefused, match="does not decrypt"):
@@ -203,7 +203,7 @@ def test_an_export_moves_the_senders_own_session_earlier_never_later(
 
 
 def test_an_export_is_bound_to_the_session_it_names_and_to_the_sender_that_shared_it(
-        tmp_path: Path, alice: GroupSessions, bob: GroupSessions, carol_id: Identity) -> None:
+        tmp_path: Path, alice: GroupKeys, bob: GroupKeys, carol_id: Identity) -> None:
     carol = sessions(tmp_path / "carol", carol_id)
     one = alice.encrypt(GID, [FP_B, FP_C], words("one"))
     alice.rotate(GID)
@@ -224,7 +224,7 @@ def test_an_export_is_bound_to_the_session_it_names_and_to_the_sender_that_share
 
 @pytest.mark.parametrize("passed_on", ["key", "export"])
 def test_a_member_passing_on_anothers_session_fills_no_slot_and_blocks_nothing(
-        tmp_path: Path, alice: GroupSessions, bob: GroupSessions, carol_id: Identity, passed_on: str) -> None:
+        tmp_path: Path, alice: GroupKeys, bob: GroupKeys, carol_id: Identity, passed_on: str) -> None:
     """carol holds alice's session (alice sent it to her) and sends it, with alice's message, to
     bob as her own, before alice's copy reaches him: refused, and alice's copies then open."""
     carol = sessions(tmp_path / "carol", carol_id)
@@ -240,7 +240,7 @@ def test_a_member_passing_on_anothers_session_fills_no_slot_and_blocks_nothing(
 
 
 def test_words_for_another_group_or_without_a_writer_are_refused_and_fill_no_slot(
-        alice: GroupSessions, bob: GroupSessions) -> None:
+        alice: GroupKeys, bob: GroupKeys) -> None:
     elsewhere = alice.encrypt(GID, [FP_B], GroupText("9" * 32, FP_A, GM, "x").encode())
     with pytest.raises(GroupRefused, match="another group"):
         bob.decrypt(GID, FP_A, elsewhere.session_id, elsewhere.body, elsewhere.key)
@@ -257,7 +257,7 @@ def test_words_for_another_group_or_without_a_writer_are_refused_and_fill_no_slo
 
 
 def test_a_first_copy_held_back_by_the_relay_is_read_after_a_later_one_was_sent_again(
-        alice: GroupSessions, bob: GroupSessions) -> None:
+        alice: GroupKeys, bob: GroupKeys) -> None:
     first = alice.encrypt(GID, [FP_B], words("first"))  # its copy carries the key; the relay holds it
     second = alice.encrypt(GID, [FP_B], words("second"))
     with pytest.raises(GroupRefused, match=NO_GROUP_KEY):

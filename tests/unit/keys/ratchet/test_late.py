@@ -17,7 +17,7 @@ from durable.errors import TamperedMessage
 from keys.identity import Identity
 from keys.ratchet.account import RatchetAccount
 from keys.ratchet.late import KEEP_S, LATE_MOST, LateChain
-from keys.ratchet.sessions import SESSIONS_DIR, Opened, SessionStore, Unopened, stored_state
+from keys.ratchet.sessions import SESSIONS_DIR, Opened, RatchetSessions, Unopened, stored_state
 from tests.unit.keys.olm_sides import Side, opens, receive
 
 SESSION_FIELDS = {"session_keys", "sending_ratchet", "receiving_chains", "config"}
@@ -38,8 +38,8 @@ class Timed(Side):
         super().__init__(folder, identity)
         self.clock = clock
 
-    def store(self) -> SessionStore:
-        return SessionStore(RatchetAccount(self.folder, self.identity), clock=self.clock)
+    def store(self) -> RatchetSessions:
+        return RatchetSessions(RatchetAccount(self.folder, self.identity), clock=self.clock)
 
 
 @pytest.fixture

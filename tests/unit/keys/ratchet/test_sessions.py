@@ -27,7 +27,7 @@ from keys.ratchet.sessions import (
     Busy,
     History,
     Opened,
-    SessionStore,
+    RatchetSessions,
     Unopened,
     session_history,
     stored_state,
@@ -122,7 +122,7 @@ def test_sessions_are_sealed_at_rest(sides: tuple[Side, Side], bob_id: Identity)
         assert form not in data
     assert path.stat().st_mode & 0o777 == 0o600
     # Alice's files opened with another identity's keys: one clear error.
-    stranger = SessionStore(RatchetAccount(alice.folder, bob_id))
+    stranger = RatchetSessions(RatchetAccount(alice.folder, bob_id))
     with pytest.raises(UserError, match="cannot be opened"):
         stranger.encrypt(bob.fp, b"x")
     stored = stored_state(path)
@@ -154,11 +154,11 @@ from pathlib import Path
 import vodozemac
 from keys.identity import Identity
 from keys.ratchet.account import RatchetAccount
-from keys.ratchet.sessions import SessionStore
+from keys.ratchet.sessions import RatchetSessions
 folder, sender, curve, kind, body, out = sys.argv[1:7]
 identity = Identity.from_secret("bob", bytes.fromhex(sys.stdin.read()))
 message = vodozemac.AnyOlmMessage.from_parts(int(kind), base64.b64decode(body))
-store = SessionStore(RatchetAccount(Path(folder), identity))
+store = RatchetSessions(RatchetAccount(Path(folder), identity))
 with store.page() as page:
     opened = page.open(sender, bytes.fromhex(curve), "m1", message)
     if not opened.duplicate:
@@ -301,7 +301,7 @@ import vodozemac
 import keys.ratchet.account, keys.ratchet.sessions
 from keys.identity import Identity
 from keys.ratchet.account import RatchetAccount
-from keys.ratchet.sessions import SessionStore
+from keys.ratchet.sessions import RatchetSessions
 folder, out, saves = sys.argv[1], sys.argv[2], int(sys.argv[3])
 job = json.loads(sys.stdin.read())
 identity = Identity.from_secret("bob", bytes.fromhex(job["secret"]))
@@ -327,7 +327,7 @@ def write_slots(path, data, after, **how):
     return at
 
 keys.ratchet.sessions.write_slots = write_slots
-with SessionStore(RatchetAccount(Path(folder), identity)).page() as page:
+with RatchetSessions(RatchetAccount(Path(folder), identity)).page() as page:
     opened = [(m["id"], page.open(m["sender"], bytes.fromhex(m["curve"]), m["id"],
                                   vodozemac.AnyOlmMessage.from_parts(m["kind"], base64.b64decode(m["body"]))))
               for m in job["page"]]
@@ -515,9 +515,9 @@ import base64, sys
 from pathlib import Path
 from keys.identity import Identity
 from keys.ratchet.account import RatchetAccount
-from keys.ratchet.sessions import SessionStore
+from keys.ratchet.sessions import RatchetSessions
 identity = Identity.from_secret("alice", bytes.fromhex(sys.argv[2]))
-store = SessionStore(RatchetAccount(Path(sys.argv[1]), identity))
+store = RatchetSessions(RatchetAccount(Path(sys.argv[1]), identity))
 message = store.encrypt(sys.argv[3], b"from another process")
 kind, body = message.to_parts()
 print(kind, base64.b64encode(body).decode())
