@@ -99,7 +99,8 @@ class Follower:
             yield
 
     def deliver(self, record: dict[str, Any]) -> None:
-        # Built by `Receiver.record` with every field SpoolRecord requires; Spool.deliver checks again.
+        # Built by `follower.receive.spool_line` with every field SpoolRecord requires;
+        # Spool.deliver checks again.
         if self.spool.deliver(cast(SpoolRecord, record)):
             self.status.delivered += 1
 

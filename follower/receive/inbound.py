@@ -16,7 +16,6 @@ for our own mail go to the outbox, never to an agent.
 from __future__ import annotations
 
 import contextlib
-import copy
 import time
 from collections.abc import Callable
 from contextlib import AbstractContextManager
@@ -48,12 +47,12 @@ from follower.receive.policy import Policy, PolicyBook, Rule
 from follower.receive.quarantine import Quarantine, safe_text
 from follower.receive.receipts import ReceiptBatch
 from follower.receive.sequence import Judgement, SequenceVerdict, refuse_if_out_of_window, spool_fields
+from follower.receive.spool_line import spool_line, task_block
 from follower.relay.client import Fetched, RelayClient
 from follower.send.outbound import deposit_again, send, send_again
-from follower.send.outbox import REFUSALS, Entry, Outbox, advance
-from follower.send.resending import Cause, final_reason, resends
+from follower.send.outbox import Entry, Outbox
+from follower.send.resending import Cause, final_reason, never_reached, resends
 from follower.send.seqcounter import move_past
-from follower.tasks import mesh
 from follower.tasks.ledger import TaskLedger
 from keys.contacts import Contact, ContactBook, Source, peer_name, pinned_contact
 from keys.encoding import b64d, utc_now_iso
@@ -619,43 +618,3 @@ def joiners_doing(exc: RelayError) -> bool:
     rate limited, too large): any 4xx, or 507. No status (unreachable) or another 5xx is the way
     to the relay failing, which `MACHINE_FAULTS` leaves unacked."""
     return exc.status is not None and (400 <= exc.status < 500 or exc.status == 507)
-
-
-def task_block(inner: Inner) -> mesh.Parsed | None:
-    """The opencode-mesh block a chat message carries (task, result, question, digest), if any."""
-    if inner.kind != "chat":
-        return None
-    parsed = mesh.parse(inner.text)
-    return None if parsed.kind == "chat" else parsed
-
-
-def spool_line(contact: Contact, inner: Inner, rule: Rule, hops: list[str], block: mesh.Parsed | None,
-               retry: bool) -> dict[str, Any]:
-    """The line an agent will see. Fields that steer framing (kind, task_trust, retry) are the
-    receiver's own judgement, never copied from the sender's envelope."""
-    record: dict[str, Any] = {"id": inner.id, "from": inner.sender, "name": contact.name,
-                              "text": inner.text, "ts": inner.ts, "kind": inner.kind}
-    if hops:
-        record["hops"] = hops
-    if block is None:
-        return record
-    record.update(block.fields)
-    record["kind"] = block.kind
-    if block.kind == "task":
-        record["retry"] = retry
-        record["task_trust"] = rule.tasks
-    return record
-
-
-
-def never_reached(mine: dict[str, Entry], items: list[tuple[str, str, str]]) -> set[str]:
-    """The ids among a receipt's items of messages of ours that no receipt, this one included,
-    ever said reached the receiver (spooled or later): only those may a refusal bring back. A
-    refusal of mail that did arrive cannot be its receiver's honest word, which would have
-    refused it on arrival; it is what a relay holding stolen keys would say to have the message
-    sent again in a session it can open. (Pure: `mine` is not changed.)"""
-    after = {msg_id: copy.copy(mine[msg_id]) for msg_id, _, _ in items}
-    for msg_id, state, reason in items:
-        advance(after[msg_id], state, reason, 0.0)
-    return {msg_id for msg_id, entry in after.items() if entry.state in REFUSALS}
-

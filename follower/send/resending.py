@@ -37,11 +37,10 @@ and says so ("refused after 4 attempts: ..."), as does any refusal no rule bring
 
 from __future__ import annotations
 
+import copy
 from enum import StrEnum
-from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:
-    from follower.send.outbox import Entry
+from follower.send.outbox import REFUSALS, Entry, advance
 
 MAX_SENDS = 4
 
@@ -101,7 +100,7 @@ def resends(mine: dict[str, Entry], items: list[tuple[str, str, str]], highest: 
             unreached: set[str]) -> tuple[bool, dict[str, Way]]:
     """(whether to forget our sessions with the receiver first, {id: how to send it again}) for a
     receipt's `items` (`highest`: of the refusals of reused numbers; `unreached`: those
-    `follower.receive.inbound.never_reached` lets come back).
+    `never_reached` lets come back).
     One forget serves every message brought back: all of them then go in the new session. A
     receiver that lost its sessions is forgotten even when nothing can be sent again. (Pure.)"""
     ways: dict[str, Way] = {}
@@ -118,3 +117,15 @@ def resends(mine: dict[str, Entry], items: list[tuple[str, str, str]], highest: 
     if forget:
         ways = {i: Way.NEW_SESSION if way is Way.SAME_SESSION else way for i, way in ways.items()}
     return forget, ways
+
+
+def never_reached(mine: dict[str, Entry], items: list[tuple[str, str, str]]) -> set[str]:
+    """The ids among a receipt's items of messages of ours that no receipt, this one included,
+    ever said reached the receiver (spooled or later): only those may a refusal bring back. A
+    refusal of mail that did arrive cannot be its receiver's honest word, which would have
+    refused it on arrival; it is what a relay holding stolen keys would say to have the message
+    sent again in a session it can open. (Pure: `mine` is not changed.)"""
+    after = {msg_id: copy.copy(mine[msg_id]) for msg_id, _, _ in items}
+    for msg_id, state, reason in items:
+        advance(after[msg_id], state, reason, 0.0)
+    return {msg_id for msg_id, entry in after.items() if entry.state in REFUSALS}

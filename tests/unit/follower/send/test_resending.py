@@ -7,7 +7,16 @@ import pytest
 
 from follower.receive.inbound import NO_SESSION, UNOPENED
 from follower.send.outbox import Entry
-from follower.send.resending import MAX_SENDS, Cause, Way, cause_of, final_reason, next_way, resends
+from follower.send.resending import (
+    MAX_SENDS,
+    Cause,
+    Way,
+    cause_of,
+    final_reason,
+    never_reached,
+    next_way,
+    resends,
+)
 from tests.unit.samples import FP_B, hexid
 
 LOST = f"{NO_SESSION}: no ratchet session with this peer opens the message"
@@ -87,3 +96,27 @@ def test_one_forget_sends_every_message_brought_back_in_the_new_session() -> Non
 def test_a_lost_session_is_forgotten_even_when_its_message_is_past_the_bound() -> None:
     mine = {hexid(1): entry(1, sends=MAX_SENDS)}
     assert resends(mine, [(hexid(1), "refused", LOST)], {}, {hexid(1)}) == (True, {})
+
+
+# never_reached: which refusals in a receipt may bring a message back.
+
+NOT_OPENED_REASON = f"{UNOPENED}: no ratchet session with this peer, nor an archived chain, opens the message"
+
+
+def kept(**states: str) -> dict[str, Entry]:
+    return {hexid(int(n)): Entry(hexid(int(n)), FP_B, "bob", "chat", "hi", 100.0, state=state)
+            for n, state in ((k.lstrip("m"), v) for k, v in states.items())}
+
+
+def test_only_mail_no_receipt_said_arrived_may_be_brought_back_by_a_refusal() -> None:
+    mine = kept(m1="stored", m2="held", m3="spooled", m4="written", m5="delivered", m6="sent")
+    items = [(hexid(n), "refused", LOST if n % 2 else NOT_OPENED_REASON) for n in range(1, 7)]
+    assert never_reached(mine, items) == {hexid(1), hexid(2), hexid(6)}
+    assert [e.state for e in mine.values()] == ["stored", "held", "spooled", "written", "delivered", "sent"]
+
+
+def test_a_refusal_beside_an_arrival_in_the_same_receipt_brings_nothing_back() -> None:
+    mine = kept(m1="stored", m2="stored")
+    items = [(hexid(1), "spooled", ""), (hexid(1), "refused", LOST), (hexid(2), "refused", LOST),
+             (hexid(2), "duplicate", "")]  # a duplicate means the peer already had it
+    assert never_reached(mine, items) == set()
