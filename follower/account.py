@@ -36,7 +36,8 @@ from keys.keystore import IdentityRecord, unlock
 
 if TYPE_CHECKING:
     from follower.groups.group_mail import GroupMail
-    from follower.receive.inbound import Dedup, Emit, Receiver, Report
+    from follower.receive.inbound import Dedup, Receiver
+    from follower.receive.outcome import Emit, Report
     from follower.receive.receipts import ReceiptBatch
     from follower.send.outbox import Outbox
     from keys.contacts import Contact

@@ -6,11 +6,13 @@ it is acked without being handed on twice. Mail that cannot be opened, is sealed
 contact pins, fails the gate (`keys.gate`), or makes its handling fail in any other way is never
 handed on: it is acked, kept in the quarantine file with its reason (`follower.receive.quarantine`),
 reported, its sender (when known) gets a `refused` receipt, and the rest flows on. Only a fault
-of this machine or of the way to the relay (`MACHINE_FAULTS`) stops a message from being acked.
+of this machine or of the way to the relay (`follower.receive.faults`) stops a message from being acked.
 
 Each message from a contact is then admitted, held or refused by that contact's policy
-(`follower.receive.admission`), and its sender gets a receipt saying which; receipts that come back
-for our own mail go to the outbox, never to an agent.
+(`follower.receive.admission`), and its sender gets a receipt saying which. Two kinds of mail
+are not for an agent and go their own way: a contact request with one of our invite codes
+(`follower.receive.joining`) and a receipt for our own mail, which moves the outbox on and may
+send a refused message again (`follower.receive.recovery`).
 """
 
 from __future__ import annotations
@@ -20,7 +22,6 @@ import time
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
-from enum import StrEnum
 from functools import cached_property
 from pathlib import Path
 from typing import Any, Protocol
@@ -29,65 +30,43 @@ from nacl.public import PublicKey
 
 from durable.errors import (
     GroupRefused,
-    LocalFileRefused,
     MalformedMessage,
-    NotFound,
-    RelayError,
     ReplayedMessage,
-    SecurityError,
     TamperedMessage,
-    TimedOut,
 )
 from follower.groups import group_inbound
 from follower.receive import admission
 from follower.receive import receipts as receipts_mod
 from follower.receive.admission import RateWindow, admit, hops_of
+from follower.receive.faults import blames_message, refusal_reason
 from follower.receive.held import HeldBox, HeldFull
+from follower.receive.joining import Joining
+from follower.receive.outcome import Emit, Outcome, Report
 from follower.receive.policy import Policy, PolicyBook, Rule
-from follower.receive.quarantine import Quarantine, safe_text
+from follower.receive.quarantine import Quarantine
 from follower.receive.receipts import ReceiptBatch
+from follower.receive.recovery import Recovery
 from follower.receive.sequence import Judgement, SequenceVerdict, refuse_if_out_of_window, spool_fields
 from follower.receive.spool_line import spool_line, task_block
 from follower.relay.client import Fetched, RelayClient
-from follower.send.outbound import deposit_again, send, send_again
-from follower.send.outbox import Entry, Outbox
-from follower.send.resending import Cause, final_reason, never_reached, resends
-from follower.send.seqcounter import move_past
+from follower.send.resending import Cause
 from follower.tasks.ledger import TaskLedger
-from keys.contacts import Contact, ContactBook, Source, peer_name, pinned_contact
-from keys.encoding import b64d, utc_now_iso
+from keys.contacts import Contact, ContactBook
 from keys.envelope import Inner, open_blob, pair_tags
-from keys.groups.sessions import NO_GROUP_KEY, GroupKeys
+from keys.groups.sessions import GroupKeys
 from keys.identity import Identity
-from keys.invites import InviteBook, InviteCode, InviteState, open_request, state_of
+from keys.invites import InviteBook, InviteCode
 from keys.ratchet.account import RatchetAccount
 from keys.ratchet.card import RatchetKeyError, verify_card
 from keys.ratchet.envelope import is_ratchet, olm_part, unwrap
-from keys.ratchet.inflight import Inflight
 from keys.ratchet.sessions import Busy, Page, RatchetSessions, Unopened
 
-Emit = Callable[[dict[str, Any]], None]
 # A refusal's reason starts so when the receiver holds no session with us that opens the message,
 # or holds one but the message opened in none, nor in a chain kept for late mail
 # (`keys.ratchet.late`); what the sender then does is `follower.send.resending`'s.
 NO_SESSION = Cause.NO_SESSION.value
 UNOPENED = Cause.UNOPENED.value
 LINGER_S = 0.002  # the follower's pause before acking a page that was not full
-
-# Faults of this machine or of the way to the relay, never of the message being taken: a full disk,
-# a folder's permissions, a planted link or a damaged file (`LocalFileRefused`), a lock held
-# elsewhere, a relay that does not answer. The message may be
-# sound, so it stays on the relay and comes again once they pass. Whatever else handling a message
-# raises (a parse, a decryption, the gate, a name, a limit, a bug its content trips) is the
-# message's doing: it is quarantined and acked, so no message from anyone holds back the rest.
-MACHINE_FAULTS: tuple[type[Exception], ...] = (OSError, MemoryError, LocalFileRefused, Busy, RelayError,
-                                                TimedOut)
-
-
-def blames_message(exc: Exception) -> bool:
-    """Whether `exc`, raised while a message was handled, is that message's fault (see above)."""
-    return not isinstance(exc, MACHINE_FAULTS)
-
 
 class Dedup(Protocol):
     """What this identity has taken: ids, and each sender's numbering (`follower.receive.channeldb`)."""
@@ -99,27 +78,6 @@ class Dedup(Protocol):
     def judge(self, sender: str, inner: Inner, now: float) -> Judgement: ...
 
     def record(self, sender: str, inner: Inner, now: float) -> Judgement: ...
-
-
-class Outcome(StrEnum):
-    DELIVERED = "delivered"
-    DUPLICATE = "duplicate"
-    REFUSED = "refused"  # security: tampered, unknown sender
-    STALE_INVITE = "stale_invite"  # a request for an invite that is used, revoked or expired
-    HELD = "held"  # kept aside by policy or rate, not handed on
-    DECLINED = "declined"  # refused by policy or the hop limit (the sender gets a receipt)
-    RECEIPT = "receipt"  # a receipt for our own mail: into the outbox
-    CONTROL = "control"  # a group change: into the group book, never handed on
-
-
-@dataclass
-class Report:
-    delivered: int = 0
-    duplicates: int = 0
-    held: int = 0
-    receipts: int = 0
-    refused: list[str] = field(default_factory=list)
-    notes: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -338,72 +296,23 @@ class Receiver:
     def group_sessions(self) -> GroupKeys:
         return GroupKeys(RatchetAccount(self.folder, self.identity))
 
+    @cached_property
+    def joining(self) -> Joining:
+        return Joining(self.identity, self.client, self.contacts, self.invites)
+
+    @cached_property
+    def recovery(self) -> Recovery:
+        return Recovery(self.identity, self.client, self.folder, self.sessions, self.group_sessions,
+                        self._not_while_holding)
+
     def take_receipt(self, item: Fetched, expected: Contact) -> Outcome:
+        """A receipt for our own mail, from the peer it was sent to: `follower.receive.recovery`
+        moves the outbox on and sends again what a refusal brings back."""
         contact, inner = self.open(item)
         if contact.fingerprint != expected.fingerprint or inner.kind != receipts_mod.KIND:
             raise TamperedMessage("a message on a receipt channel is not a receipt from that peer")
-        outbox = Outbox(self.folder)
-        mine = outbox.entries()
-        # A peer may speak only of mail we sent to that peer.
-        items = [i for i in receipts_mod.parse_items(inner)
-                 if i[0] in mine and mine[i[0]].to == contact.fingerprint]
-        # Refusals this very receipt brought back before a kill: acted on already. Their copy
-        # is deposited again (same blob: the receiver keeps one), nothing else is done twice.
-        acted = {i for i, _, _ in items if mine[i].answered == inner.id}
-        items = [i for i in items if i[0] not in acted]
-        unreached = never_reached(mine, items)
-        highest = {i: n for i, n in receipts_mod.replay_highest(inner).items() if i in unreached}
-        forget, ways = resends(mine, items, highest, unreached)
-        inflight = Inflight(self.folder, self.identity)
-        copies = {i: kept for i in ways if (kept := inflight.take(i)) is not None}  # before the drop below
-        ways = {i: way for i, way in ways.items() if i in copies}
-        if forget or ways:
-            self._not_while_holding("a receipt that sends mail again")
-        keyless = [(i, reason) for i, state, reason in items
-                   if state == "refused" and reason.startswith(NO_GROUP_KEY) and i in unreached]
-        again = []  # read before the in-flight copies are dropped below
-        for msg_id, reason in keyless:
-            block = group_inbound.block_to_resend(self.group_sessions, inflight.take(msg_id), reason)
-            if block is not None:
-                again.append((mine[msg_id], block))
-        if again:
-            self._not_while_holding("a receipt that sends a group copy again")
-        final = {i for i, state, _ in items if state == "refused" and i not in ways}
-        outbox.receipts([(i, state, final_reason(mine[i].sends, reason) if i in final else reason)
-                         for i, state, reason in items])
-        for _, reason in keyless:
-            group_inbound.lacking_key(self.folder, self.group_sessions, contact, reason)
-        inflight.drop([i for i, _, _ in items if i not in ways])
-        if highest:
-            move_past(self.folder, contact.fingerprint, max(highest.values()))
-        if forget:
-            # The peer lost the session these went in, or cannot open it: the next starts a new one.
-            self.sessions.forget(contact.fingerprint)
-        for msg_id, way in ways.items():
-            # Failing, the outbox says why (dropped), or the message stays refused; the receipt is taken.
-            with contextlib.suppress(SecurityError, RelayError, NotFound):
-                send_again(self.identity, self.client, contact, outbox, copies[msg_id], way,
-                           mine[msg_id].sends + 1, inner.id)
-        for msg_id in acted:
-            entry = mine[msg_id]
-            if entry.state == "sent" and entry.blob:
-                with contextlib.suppress(RelayError, NotFound):
-                    deposit_again(self.client, contact, outbox, msg_id, entry.tag, b64d(entry.blob))
-        for entry, block in again:
-            self.resend_group_copy(contact, outbox, entry, block)
+        self.recovery.take(contact, inner)
         return Outcome.RECEIPT
-
-    def resend_group_copy(self, contact: Contact, outbox: Outbox, refused: Entry,
-                          block: dict[str, Any]) -> None:
-        """Send `contact` the group message it refused for want of our key again, once, in a new
-        message (the refused id is in its seen list: the same id would be a duplicate there).
-        After the refused copy's in-flight record is dropped, so a kill in between loses this
-        copy rather than sending it twice. How it went is the new copy's state in the outbox."""
-        from follower.groups.group_mail import send_copy  # the group sender's side: only when it sends again
-
-        shown = (refused.text, {"group": block["name"], "gm": block["gm"]})
-        with contextlib.suppress(SecurityError):  # nothing was sent: the refused copy says why
-            send_copy(self.identity, self.client, outbox, contact, "chat", {"group": block}, shown)
 
     def take_message(self, item: Fetched, emit: Emit, report: Report) -> Outcome:
         contact, inner = self.open(item)
@@ -535,86 +444,7 @@ class Receiver:
         return Outcome.CONTROL
 
     def take_request(self, item: Fetched, code: InviteCode, emit: Emit, report: Report) -> Outcome:
-        """A joiner's contact request: pin the joiner, tell it, hand the news on, remember the
-        request's id — in that order, so a crash anywhere before the id is remembered takes the
-        request again, and a second telling is all it costs."""
+        """A joiner's contact request, taken by `follower.receive.joining` (it answers in a new
+        session, so never while this page holds session locks)."""
         self._not_while_holding("a contact request, answered in a new session")
-        try:
-            joined = self.pin_joiner(item, code, report)
-        except Exception as exc:
-            if blames_message(exc):  # the relay let the code through once: the invite is spent
-                self._refuse_invite(code, refusal_reason(exc))
-            raise
-        if isinstance(joined, Outcome):
-            return joined
-        request_id, contact = joined
-        self.tell_joiner(contact, report)
-        emit({
-            "id": request_id, "from": contact.fingerprint, "name": contact.name,
-            "text": f"{contact.name} joined with your invite code", "ts": utc_now_iso(),
-            "kind": "contact_accepted",
-        })
-        self.seen.add(request_id)
-        return Outcome.DELIVERED
-
-    def pin_joiner(self, item: Fetched, code: InviteCode, report: Report) -> tuple[str, Contact] | Outcome:
-        """(request id, contact) of a joiner now pinned, its invite marked used; or why not.
-        A request that fails its checks (no proof of its box key, a key pinned to another
-        contact) is refused, and its code with it: the relay let the code through once."""
-        request_id, bundle = open_request(code, item.blob, self.identity.box_secret)
-        self.contacts.check_free(bundle, "a contact request from")
-        if request_id in self.seen:
-            return Outcome.DUPLICATE
-        record = self.invites.all()[code.tag]
-        state = state_of(record, time.time())
-        # A crash after pinning but before the id was recorded sees its own USED mark: go on.
-        replay = state is InviteState.USED and record.get("used_by") == bundle.fingerprint
-        if state is not InviteState.OPEN and not replay:
-            report.notes.append(f"dropped a contact request for an invite that is {state.value}")
-            return Outcome.STALE_INVITE
-        names = {c.name for c in self.contacts.all()}
-        contact = self.contacts.pin(
-            pinned_contact(peer_name(bundle.name, bundle.fingerprint, names), bundle, Source.INVITED)
-        )
-        self.invites.set_state(code.tag, InviteState.USED, used_by=bundle.fingerprint)
-        return request_id, contact
-
-    def tell_joiner(self, contact: Contact, report: Report) -> None:
-        """The one mail taking sends (receipts aside): "accepted" to a joiner just pinned."""
-        try:
-            send(self.identity, self.client, contact,
-                 f"{self.identity.name} accepted your contact request", kind="contact_accepted",
-                 folder=self.folder)
-        except NotFound:
-            # The joiner has no mailbox on this relay (it never published its keys): its fault,
-            # and no reason to stop the inviter's mail. It learns of the acceptance when it
-            # publishes and is written to.
-            report.notes.append(f"{contact.name} joined but has no mailbox on the relay to tell")
-        except RelayError as exc:
-            if not joiners_doing(exc):
-                raise
-            # Its mailbox is full or refuses this mail: what the joiner can bring about, so it
-            # must not hold back the inviter's mail either. The same later mail tells it.
-            report.notes.append(f"{contact.name} joined but its mailbox refused the news ({exc})")
-
-    def _refuse_invite(self, code: InviteCode, reason: str) -> None:
-        record = self.invites.all().get(code.tag)
-        if record is not None and state_of(record, time.time()) is InviteState.OPEN:
-            self.invites.set_state(code.tag, InviteState.USED, used_by=None, refused=reason)
-
-
-def refusal_reason(exc: Exception) -> str:
-    """Why a message was refused, as one printable line of bounded length, whatever the error
-    holds (an unexpected error may quote the peer's bytes: controls, lone surrogates, kilobytes)."""
-    try:
-        text = str(exc) or type(exc).__name__
-    except Exception:  # an error whose own text fails: its name says enough
-        text = type(exc).__name__
-    return safe_text(text)
-
-
-def joiners_doing(exc: RelayError) -> bool:
-    """Whether the relay refused mail to a joiner for what the joiner controls (its mailbox full,
-    rate limited, too large): any 4xx, or 507. No status (unreachable) or another 5xx is the way
-    to the relay failing, which `MACHINE_FAULTS` leaves unacked."""
-    return exc.status is not None and (400 <= exc.status < 500 or exc.status == 507)
+        return self.joining.take(item, code, self.seen, emit, report)

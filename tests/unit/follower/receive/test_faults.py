@@ -1,4 +1,4 @@
-"""follower.receive.inbound: which failures a message is blamed for, and the reason kept for it."""
+"""follower.receive.faults: which failures a message is blamed for, and the reason kept for it."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from durable.errors import (
     TimedOut,
     UserError,
 )
-from follower.receive.inbound import blames_message, joiners_doing, refusal_reason
+from follower.receive.faults import blames_message, refusal_reason
 from follower.receive.quarantine import MAX_TEXT_KEPT, Quarantine
 from keys.gate import Invalid
 from keys.ratchet.sessions import Busy
@@ -39,11 +39,6 @@ def test_whatever_a_message_trips_is_its_own_fault(exc: Exception) -> None:
 ])
 def test_only_faults_of_this_machine_or_the_relay_stop_acking(exc: Exception) -> None:
     assert not blames_message(exc)
-
-
-def test_a_joiners_mailbox_refusing_the_news_is_the_joiners_doing() -> None:
-    assert joiners_doing(RelayError("full", status=507)) and joiners_doing(RelayError("slow", status=429))
-    assert not joiners_doing(RelayError("down", status=503)) and not joiners_doing(RelayError("unreachable"))
 
 
 class Unprintable(Exception):
