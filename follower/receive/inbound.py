@@ -293,7 +293,7 @@ class Receiver:
         return RatchetSessions(RatchetAccount(self.folder, self.identity))
 
     @cached_property
-    def group_sessions(self) -> GroupKeys:
+    def group_keys(self) -> GroupKeys:
         return GroupKeys(RatchetAccount(self.folder, self.identity))
 
     @cached_property
@@ -302,7 +302,7 @@ class Receiver:
 
     @cached_property
     def recovery(self) -> Recovery:
-        return Recovery(self.identity, self.client, self.folder, self.sessions, self.group_sessions,
+        return Recovery(self.identity, self.client, self.folder, self.sessions, self.group_keys,
                         self._not_while_holding)
 
     def take_receipt(self, item: Fetched, expected: Contact) -> Outcome:
@@ -366,7 +366,7 @@ class Receiver:
                 if inner.kind == "group":
                     return self.take_control(contact, inner, rule, report, now)
                 inner, group = group_inbound.open_group_message(self.folder, contact, inner,
-                                                                self.group_sessions)
+                                                                self.group_keys)
             except GroupRefused as exc:
                 self.seen.record(contact.fingerprint, inner, now)  # it came: not missing
                 exc.sender, exc.msg_id = contact, inner.id
@@ -438,7 +438,7 @@ class Receiver:
         if rule.policy is Policy.REFUSE:
             raise GroupRefused(f"a group change from {contact.name}, whose mail this side refuses")
         report.notes.append(group_inbound.take_control(self.folder, self.identity.fingerprint, contact, inner,
-                                         self.group_sessions))
+                                         self.group_keys))
         self.seen.record(contact.fingerprint, inner, now)
         self.receipts.add(contact, inner.id, self.handed_state)
         return Outcome.CONTROL

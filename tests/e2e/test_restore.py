@@ -31,7 +31,7 @@ ROUNDS = 6  # receive on both sides: each round settles one more step of every m
 # is sealed but not recorded in the outbox, or once recorded but not deposited.
 KILLED_IN_A_RESEND = """
 import os, signal, sys
-import follower.receive.inbound, follower.send.outbound
+import follower.receive.recovery, follower.send.outbound
 from follower.send.outbox import Outbox
 from talk.__main__ import main
 
@@ -40,7 +40,7 @@ def die(*args, **kwargs):
 
 point = sys.argv[1]
 if point == "before sealing":
-    follower.receive.inbound.send_again = die
+    follower.receive.recovery.send_again = die
 elif point == "sealed":
     Outbox.recovered = die
 else:
