@@ -22,6 +22,7 @@ def run(folder: Path, relay: str, foreground: bool = False) -> int:
     from follower.account import Account
     from follower.daemon.daemon import Follower
     from keys import keystore
+
     setup_logging(folder / LOG_FILE, foreground)
     log = logging.getLogger("talk.follower")
     lock = hold_lock(folder)

@@ -274,6 +274,7 @@ class Account:
     def _task_envelope(self, text: str, mode: str) -> tuple[str, str]:
         from durable.errors import UserError
         from follower.tasks import mesh
+
         task_id = mesh.new_task_id(self.name)
         try:
             return task_id, mesh.task_envelope(self.name, task_id, text, mode)
@@ -283,6 +284,7 @@ class Account:
     def _deposit(self, contact: Contact, body: str, **extra: Any) -> tuple[str, str, str | None]:
         """(id, state, warning) of one message sealed, kept in the outbox and deposited."""
         from follower.send import outbound
+
         extra = {k: v for k, v in extra.items() if v is not None}
         outbound.send_queued(self.client, self.outbox)  # what an earlier send left queued goes first
         try:
@@ -399,6 +401,7 @@ class Account:
         from durable.errors import NotFound, UserError
         from follower.tasks import mesh
         from follower.tasks.ledger import TaskLedger
+
         ledger = TaskLedger(self.folder)
         asked = [r for r in ledger.find(task) if r["asked_by"] == "peer"]
         if to is not None:

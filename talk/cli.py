@@ -166,6 +166,7 @@ def whoami(user: User = None, as_json: Json = False) -> None:
 
     from durable.errors import TalkError
     from keys import keystore
+
     home = keystore.talk_home()
     names = keystore.list_identities(home) if home.is_dir() else []
     chosen = user or os.environ.get("TALK_USER") or None

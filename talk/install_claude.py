@@ -114,6 +114,7 @@ def install_claude_command(
 ) -> None:
     """Install the Claude Code plugin: peer mail starts a turn in each Claude Code session."""
     from keys import keystore
+
     home = keystore.talk_home().expanduser().resolve()
     target = (plugin_dir or home / FOLDER_NAME).expanduser().resolve()
     if not keystore.list_identities(home):
@@ -152,6 +153,7 @@ def claude_config(env: dict[str, str]) -> Path:
 
 def default_plugin_dir() -> Path:
     from keys import keystore
+
     return keystore.talk_home().expanduser().resolve() / FOLDER_NAME
 
 

@@ -136,6 +136,7 @@ AgentDir = Annotated[Path | None, typer.Option(
 def install_pi_command(agent: AgentDir = None, user: User = None, as_json: Json = False) -> None:
     """Install talk's pi extension: peer mail starts or joins a turn in each pi session."""
     from keys import keystore
+
     home = keystore.talk_home().expanduser().resolve()
     if not keystore.list_identities(home):
         warn(f"no identity in {home} yet: create one with `talk init NAME` before mail can arrive")

@@ -419,6 +419,7 @@ class Receiver:
         that member is held in the group here (the others' mail flows on); the note that makes
         the hold tells a person (`follower.groups.loop_guard`)."""
         from follower.groups import loop_guard
+
         guard = loop_guard.LoopGuard(self.folder)
         by = loop_guard.claimed_author(group["by"])
         decision = guard.note(group["group_id"], contact.fingerprint, by, loop_guard.Direction.RECEIVED)
