@@ -74,7 +74,7 @@ def _by(record: SpoolRecord) -> str:
 
 def _gap(record: SpoolRecord) -> str:
     """Messages from this sender that never arrived (its sequence numbers skipped them), or that
-    this one came after later ones: the receiver's own findings (follower.sequence)."""
+    this one came after later ones: the receiver's own findings (follower.receive.sequence)."""
     gap, name = record.get("gap"), _field(record, "name")
     late = (f"\n    NOTE: this message from {name} arrived after later ones (delayed on the way)."
             if record.get("late") is True else "")

@@ -54,9 +54,9 @@ from common import (
 
 from durable.files import read_json, write_json
 from durable.ndjson import append_records
-from follower.channeldb import ChannelDB
-from follower.outbox import Entry, Outbox
-from follower.seqcounter import COUNTER_FILE
+from follower.receive.channeldb import ChannelDB
+from follower.send.outbox import Entry, Outbox
+from follower.send.seqcounter import COUNTER_FILE
 
 CHUNK = 10_000  # history lines per append
 

@@ -48,7 +48,7 @@ from common import (
 )
 from nacl.public import PublicKey
 
-from follower.client import RelayClient
+from follower.relay.client import RelayClient
 from keys import keystore
 from keys.contacts import ContactBook
 from keys.envelope import channel_tag, new_message, seal

@@ -86,12 +86,12 @@ print(json.dumps({"seconds": timed(run, profile)}))
 """
 
 DRAIN = TIMED + """
-from follower.daemon import Follower
+from follower.daemon.daemon import Follower
 from talk.context import open_account
 follower = Follower(open_account(None, None, None))
 follower.config.every = True
 seconds = timed(follower.drain, sys.argv[1])
-follower.inbox.receipts.send_due(follower.identity, follower.client, everything=True)
+follower.receiver.receipts.send_due(follower.identity, follower.client, everything=True)
 print(json.dumps({"seconds": seconds, "delivered": follower.status.delivered}))
 """
 

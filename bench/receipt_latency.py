@@ -40,9 +40,9 @@ from pathlib import Path
 from common import Agent, BenchError, Deadline, Relay, befriend, find_talk, make_agent, pct, relay_env, timed
 
 from alarms.mailbox import SessionMail
-from follower.client import RelayClient
-from follower.outbox import Outbox
-from follower.push import PushListener
+from follower.relay.client import RelayClient
+from follower.relay.push import PushListener
+from follower.send.outbox import Outbox
 from keys import keystore
 
 

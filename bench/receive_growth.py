@@ -42,9 +42,9 @@ from common import (
     timed,
 )
 
-from follower.channeldb import ChannelDB
-from follower.client import RelayClient
-from follower.outbound import send
+from follower.receive.channeldb import ChannelDB
+from follower.relay.client import RelayClient
+from follower.send.outbound import send
 from keys import keystore
 from keys.contacts import ContactBook
 

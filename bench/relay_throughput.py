@@ -1,6 +1,6 @@
 """Relay throughput: N senders and M receivers against ONE relay worker, next to a minimal endpoint.
 
-Clients are the real `follower.client.RelayClient` (one kept-alive connection per thread), in
+Clients are the real `follower.relay.client.RelayClient` (one kept-alive connection per thread), in
 --procs processes (half send, half receive) so the client's GIL is not the bottleneck; the table
 shows the server's CPU use in the window (`server cpu`, cores), which says whether the clients
 saturated it (1.0: its one worker is busy all the time). The relay is a `talk relay` process on
@@ -72,9 +72,9 @@ from common import (
 )
 from nacl.public import PublicKey
 
-from follower.client import RelayClient
-from follower.http11 import Connection
-from follower.inbound import LINGER_S
+from follower.receive.inbound import LINGER_S
+from follower.relay.client import RelayClient
+from follower.relay.http11 import Connection
 from keys.encoding import b64d
 from keys.envelope import channel_tag, new_message, seal
 from keys.identity import Identity

@@ -36,7 +36,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-from follower.channeldb import ChannelDB
+from follower.receive.channeldb import ChannelDB
 from keys.encoding import utc_now_iso
 from keys.envelope import Inner
 from spool_writer.record import SpoolRecord
@@ -73,7 +73,7 @@ def run(root: Path, messages: int, page: int | None, hosts: list[int]) -> float:
 
 @contextlib.contextmanager
 def _page(store: ChannelDB, spool: Spool) -> Iterator[None]:
-    """What the follower wraps around a page (`follower.daemon.Follower.page`)."""
+    """What the follower wraps around a page (`follower.daemon.daemon.Follower.page`)."""
     with store.page(), spool.batch():
         yield
 

@@ -71,7 +71,7 @@ class InviteError(UserError):
 class LocalFileRefused(UserError):
     """A file or folder of this machine that talk will not use as it is (a link, another user's,
     writable by others, damaged): a fault of this machine, never of the mail being handled, so a
-    receiver leaves that mail on the relay until the user fixes it (`follower.inbound`)."""
+    receiver leaves that mail on the relay until the user fixes it (`follower.receive.inbound`)."""
 
 
 class MessageTooLarge(UserError):

@@ -1,7 +1,7 @@
 """The states a receipt can report for a message, in one place.
 
-The receiving side's follower sends them (`follower.receipts`), the gate checks them on arrival
-(`keys.gate`), the sender's outbox ranks them (`follower.outbox`), and the alarms name the two
+The receiving side's follower sends them (`follower.receive.receipts`), the gate checks them on arrival
+(`keys.gate`), the sender's outbox ranks them (`follower.send.outbox`), and the alarms name the two
 they earn in the hand-over log (`spool_writer.handed`):
 
 - `written`: an alarm handed the message to a door that gives no verdict (bytes accepted by a

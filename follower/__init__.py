@@ -1,1 +1,13 @@
-"""The relay client and the fetch → open → hand on → ack loop built on it."""
+"""The client side of one identity. `follower.account.Account` is the one API, on top; nothing
+below it imports it. Below, one subpackage per idea:
+
+  relay/     the connection to a relay: client, HTTP/1.1, push stream, backoff
+  send/      number -> seal (ratchet or sealed box) -> outbox -> deposit, resends, waiting for receipts
+  receive/   fetch -> open -> decide -> hand on -> ack: inbound, admission, sequence, policy, stores
+  groups/    group mail both ways and the loop guard
+  tasks/     the opencode-mesh task protocol (mesh) and its ledger
+  history/   the read model a person sees (`talk show`): timeline, transcript, read marks, receive log
+  daemon/    the follower process: daemon, upkeep, state (`python -m follower` starts it)
+
+No `__init__` imports anything: `talk send` and `talk receive` load only the modules they use.
+"""

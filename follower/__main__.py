@@ -14,13 +14,13 @@ import sys
 from pathlib import Path
 
 from durable.daemon import setup_logging
-from follower.state import LOG_FILE, hold_lock
+from follower.daemon.state import LOG_FILE, hold_lock
 
 
 def run(folder: Path, relay: str, foreground: bool = False) -> int:
     from durable.errors import TalkError
     from follower.account import Account
-    from follower.daemon import Follower
+    from follower.daemon.daemon import Follower
     from keys import keystore
 
     setup_logging(folder / LOG_FILE, foreground)

@@ -8,11 +8,11 @@ talk's commands only choose which identity (`talk.context`), parse and print.
 The path of one message. `talk send bob hi` starts in talk/__main__.py, which hands the words
 to talk/fastlane.py (or, for the forms it leaves alone, to typer's talk/cli.py); both call
 talk/mail.py, which opens the account (talk/context.py) and calls `Account.send` here. From
-then on every call goes down, never back to talk: follower/sendrate.py counts the send
-against the contact's rate (the rule is keys/policy.py's), follower/outbound.py deposits what
-an earlier send left queued and then sends this one — numbered by follower/seqcounter.py,
-sealed by keys/envelope.py, recorded first in follower/outbox.py (durable's files and locks) —
-and follower/client.py's `RelayClient.deposit` posts the blob to the relay. talk/mail.py
+then on every call goes down, never back to talk: follower/send/sendrate.py counts the send
+against the contact's rate (the rule is follower/receive/policy.py's), follower/send/outbound.py deposits what
+an earlier send left queued and then sends this one — numbered by follower/send/seqcounter.py,
+sealed by keys/envelope.py, recorded first in follower/send/outbox.py (durable's files and locks) —
+and follower/relay/client.py's `RelayClient.deposit` posts the blob to the relay. talk/mail.py
 prints the `Sent` that comes back.
 
 Importing this module costs no more than the relay client: everything else is imported by
@@ -28,17 +28,18 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple, cast
 
 from durable.errors import UserError
-from follower.client import RelayClient
+from follower.relay.client import RelayClient
 from keys.contacts import ContactBook
 from keys.identity import Identity
 from keys.invites import InviteBook
 from keys.keystore import IdentityRecord, unlock
 
 if TYPE_CHECKING:
-    from follower.group_mail import GroupMail
-    from follower.inbound import Dedup, Emit, Inbox, Report
-    from follower.outbox import Outbox
-    from follower.receipts import ReceiptBatch
+    from follower.groups.group_mail import GroupMail
+    from follower.receive.inbound import Dedup, Receiver
+    from follower.receive.outcome import Emit, Report
+    from follower.receive.receipts import ReceiptBatch
+    from follower.send.outbox import Outbox
     from keys.contacts import Contact
     from keys.invites import InviteCode
     from spool_writer.record import SpoolRecord
@@ -123,36 +124,37 @@ class Account:
 
     @cached_property
     def groups(self) -> GroupMail:
-        from follower.group_mail import GroupMail
+        from follower.groups.group_mail import GroupMail
 
-        return GroupMail(self)
+        return GroupMail(self.folder, self.name, self.record.fingerprint, self.contacts, self.client,
+                         self.outbox, self.identity)
 
     @cached_property
     def outbox(self) -> Outbox:
-        from follower.outbox import Outbox
+        from follower.send.outbox import Outbox
 
         return Outbox(self.folder)
 
-    def inbox(self, seen: Dedup | None = None, *, handed_state: str = "delivered",
+    def receiver(self, seen: Dedup | None = None, *, handed_state: str = "delivered",
               batch_acks: bool = False, linger_s: float = 0.0,
               page: Callable[[], AbstractContextManager[None]] | None = None,
-              receipts: ReceiptBatch | None = None) -> Inbox:
-        """The one builder of this identity's `Inbox` (its options are described there). With no
-        `seen`, the identity's channel store (`follower.channeldb`) remembers what was taken.
+              receipts: ReceiptBatch | None = None) -> Receiver:
+        """The one builder of this identity's `Receiver` (its options are described there). With no
+        `seen`, the identity's channel store (`follower.receive.channeldb`) remembers what was taken.
 
         Raises:
             UserError: the private keys cannot be unlocked.
         """
         import contextlib
 
-        from follower.inbound import Inbox
-        from follower.receipts import ReceiptBatch
+        from follower.receive.inbound import Receiver
+        from follower.receive.receipts import ReceiptBatch
 
         if seen is None:
-            from follower.channeldb import ChannelDB
+            from follower.receive.channeldb import ChannelDB
 
             seen = ChannelDB(self.folder)
-        return Inbox(self.identity(), self.client, self.contacts, self.invites, seen,
+        return Receiver(self.identity(), self.client, self.contacts, self.invites, seen,
                      batch_acks=batch_acks, linger_s=linger_s, handed_state=handed_state,
                      page=page or contextlib.nullcontext,
                      receipts=ReceiptBatch() if receipts is None else receipts)
@@ -174,7 +176,7 @@ class Account:
             NotFound: the relay has no keys for it.
             PinMismatch: the relay's keys do not hash to the fingerprint.
         """
-        from follower.outbound import add_contact
+        from follower.send.outbound import add_contact
 
         return add_contact(self.contacts, self.client, fingerprint, name)
 
@@ -186,7 +188,7 @@ class Account:
             NotFound: no such contact.
             PinMismatch: the relay serves other keys; nothing is recorded.
         """
-        from follower.outbound import verify_contact
+        from follower.send.outbound import verify_contact
 
         return verify_contact(self.contacts, self.client, self.contacts.get(name))
 
@@ -197,7 +199,7 @@ class Account:
             RelayError: the relay failed or refused.
             (and what `identity` raises)
         """
-        from follower.outbound import create_invite
+        from follower.send.outbound import create_invite
 
         return create_invite(self.identity(), self.client, self.invites, days)
 
@@ -230,7 +232,7 @@ class Account:
             UserError: the name is taken by another contact.
             (and what `add` raises for the inviter's keys)
         """
-        from follower.outbound import join
+        from follower.send.outbound import join
 
         return join(self.identity(), self.client, self.contacts, code, name)
 
@@ -251,8 +253,8 @@ class Account:
         """
         import time
 
-        from follower.sendrate import spend
-        from keys.policy import PolicyBook
+        from follower.receive.policy import PolicyBook
+        from follower.send.sendrate import spend
 
         if not text.strip():
             raise UserError("the message is empty; give the text to send (or - to read it from stdin)")
@@ -263,7 +265,7 @@ class Account:
         spend(self.folder, contact, PolicyBook(self.folder).rule(contact).send_per_min, time.time())
         msg_id, state, warning = self._deposit(contact, body, task=task_id, hops=hops or None)
         if task_id is not None:
-            from follower.tasks import TaskLedger
+            from follower.tasks.ledger import TaskLedger
 
             TaskLedger(self.folder).record("task", "out", contact.fingerprint, contact.name,
                                            {"task": task_id, "mode": mode, "text": text}, msg_id)
@@ -271,7 +273,7 @@ class Account:
 
     def _task_envelope(self, text: str, mode: str) -> tuple[str, str]:
         from durable.errors import UserError
-        from keys import mesh
+        from follower.tasks import mesh
 
         task_id = mesh.new_task_id(self.name)
         try:
@@ -281,7 +283,7 @@ class Account:
 
     def _deposit(self, contact: Contact, body: str, **extra: Any) -> tuple[str, str, str | None]:
         """(id, state, warning) of one message sealed, kept in the outbox and deposited."""
-        from follower import outbound
+        from follower.send import outbound
 
         extra = {k: v for k, v in extra.items() if v is not None}
         outbound.send_queued(self.client, self.outbox)  # what an earlier send left queued goes first
@@ -299,7 +301,7 @@ class Account:
     def wait(self, msg_id: str, wanted: str, timeout: float) -> str:
         """Block until the receipts for sent message `msg_id` say it got as far as `wanted`
         ("stored", "spooled" or "delivered"); returns the state reached. With no follower
-        running, this fetches the receipts itself (see `follower.waiting`).
+        running, this fetches the receipts itself (see `follower.send.waiting`).
 
         Raises:
             UserError: `wanted` is no state to wait for, or the recipient refused the message.
@@ -307,17 +309,21 @@ class Account:
                 sent all the same, and the error says so with its id.
         """
         from durable.errors import RelayError, TimedOut
-        from follower.waiting import wait_for
+        from follower.daemon.state import running_pid
+        from follower.send.waiting import check_wanted, wait_for
 
+        check_wanted(wanted)
+        # With a follower running, it takes the receipts; else this fetches them itself.
+        take = None if running_pid(self.folder) else self.receiver().receive_receipts
         try:
-            return wait_for(self, msg_id, wanted, timeout)
+            return wait_for(self.outbox, self.client, take, self.identity, msg_id, wanted, timeout)
         except (TimedOut, RelayError) as exc:
             # Sent all the same: a failure here must not read as "not sent" to a caller that retries.
             raise TimedOut(f"{exc} (message {msg_id} was sent: do not send it again)") from exc
 
     def receive(self, emit: Emit, peers: list[str] | None = None) -> Report:
         """Take the mail waiting on the relay (from `peers`, else every contact), keep each new
-        message in the receive log (`follower.receivelog`, what `talk show` reads beside the
+        message in the receive log (`follower.history.receivelog`, what `talk show` reads beside the
         spool), hand it to `emit`, then ack it. What earlier sends left queued goes first. The
         report's notes and refusals are for the person who ran it; refusals were quarantined.
 
@@ -327,10 +333,10 @@ class Account:
             RelayError: the relay failed; what was not acked stays there for next time.
         """
         from durable.errors import UserError
-        from follower.channeldb import ChannelDB, SpoolDedup, last_spooled, receiving
-        from follower.outbound import send_queued
-        from follower.receivelog import ReceiveLog
-        from follower.state import running_pid
+        from follower.daemon.state import running_pid
+        from follower.history.receivelog import ReceiveLog
+        from follower.receive.channeldb import ChannelDB, SpoolDedup, last_spooled, receiving
+        from follower.send.outbound import send_queued
 
         pid = running_pid(self.folder)
         if pid:
@@ -343,7 +349,7 @@ class Account:
         log = ReceiveLog(self.folder)
 
         def kept(record: dict[str, Any]) -> None:
-            log.add(record)  # before it is printed, so before its ack (see follower.receivelog)
+            log.add(record)  # before it is printed, so before its ack (see follower.history.receivelog)
             emit(record)
 
         # One reader at a time: a second `talk receive` waits, then finds taken what the first took.
@@ -351,7 +357,7 @@ class Account:
             store = ChannelDB(self.folder)
             try:
                 seen = SpoolDedup(store, last_spooled(self.folder).__contains__)
-                report = self.inbox(seen, handed_state="delivered").receive(kept, chosen)
+                report = self.receiver(seen, handed_state="delivered").receive(kept, chosen)
             finally:
                 store.close()
         if self.client.republished_at is not None:
@@ -366,8 +372,8 @@ class Account:
         import contextlib
 
         from durable.errors import TalkError
-        from follower.channeldb import ChannelDB
-        from follower.state import FollowStatus, running_pid
+        from follower.daemon.state import FollowStatus, running_pid
+        from follower.receive.channeldb import ChannelDB
 
         if running_pid(self.folder):
             st = FollowStatus.load(self.folder)
@@ -376,7 +382,7 @@ class Account:
             return None  # the follower takes them as they come
         try:
             with contextlib.closing(ChannelDB(self.folder)) as store:
-                self.inbox(store).receive_receipts()
+                self.receiver(store).receive_receipts()
         except TalkError as exc:
             return f"receipts not fetched ({exc}); states as last heard (--offline skips the fetch)"
         return None
@@ -393,8 +399,8 @@ class Account:
             RelayError: the relay refused the answer for good.
         """
         from durable.errors import NotFound, UserError
-        from follower.tasks import TaskLedger
-        from keys import mesh
+        from follower.tasks import mesh
+        from follower.tasks.ledger import TaskLedger
 
         ledger = TaskLedger(self.folder)
         asked = [r for r in ledger.find(task) if r["asked_by"] == "peer"]
@@ -423,7 +429,7 @@ class Account:
             (and what `send` raises)
         """
         from durable.errors import UserError
-        from follower.admission import MAX_HOPS
+        from follower.receive.admission import MAX_HOPS
 
         hops = [*record.get("hops", []), str(record["from"])]
         if len(hops) > MAX_HOPS:
@@ -439,7 +445,7 @@ class Account:
             UserError: `which` is no id, or a prefix of several.
             NotFound: no held message has that id.
         """
-        from follower.held import HeldBox
+        from follower.receive.held import HeldBox
 
         return HeldBox(self.folder).pick(which)
 
@@ -465,9 +471,9 @@ class Account:
     def _settle_held(self, ids: list[str], state: str) -> int:
         import time
 
-        from follower.held import HeldBox
-        from follower.receipts import ReceiptBatch
-        from keys.policy import PolicyBook
+        from follower.receive.held import HeldBox
+        from follower.receive.policy import PolicyBook
+        from follower.receive.receipts import ReceiptBatch
         from spool_writer.spool import Spool, utc_stamp
 
         box = HeldBox(self.folder)
@@ -501,10 +507,10 @@ class Account:
         """
         import contextlib
 
-        from follower.channeldb import ChannelDB
+        from follower.receive.channeldb import ChannelDB
 
         with contextlib.closing(ChannelDB(self.folder)) as store:
-            inbox = self.inbox(store)
-            channels, invites = inbox.routes(None)
-            tags = [*channels, *invites, *inbox.receipt_routes()]
+            receiver = self.receiver(store)
+            channels, invites = receiver.routes(None)
+            tags = [*channels, *invites, *receiver.receipt_routes()]
         return self.client.purge_unknown(self.identity(), tags), len(tags)

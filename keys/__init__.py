@@ -1,4 +1,7 @@
-"""Identities, pinned contacts, the sealed envelope and invite codes.
+"""What is secret or pins trust: identities, keys at rest, pinned contacts, invite codes, the
+sealed envelope and the gate; `ratchet/` (Olm, pairwise) and `groups/` (Megolm and the group
+book) hold the forward-secret state, sealed at rest. What is about mail (policy, the task
+protocol) lives in `follower/`.
 
 This package touches no network and no files beyond an identity's own folder, and imports
 nothing of the project but the leaf package `durable` (errors, private files, locks), so every

@@ -19,8 +19,9 @@ from durable.errors import KeyInUse, NotFound, SecurityError, UserError
 from durable.files import read_json, write_json
 from durable.locks import folder_locked
 from keys.encoding import b64d, b64e
-from keys.gate import confusable, usable_box_key
-from keys.identity import MAX_NAME, KeyBundle, check_name
+from keys.gate import usable_box_key
+from keys.identity import KeyBundle
+from keys.names import MAX_NAME, check_name, confusable
 
 CONTACTS_FILE = "contacts.json"
 

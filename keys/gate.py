@@ -18,6 +18,7 @@ from typing import Any
 from durable.mesh_fields import is_task_id
 from durable.printable import is_printable, printable
 from durable.receipt_states import Receipt
+from keys.names import check_name  # the rule for every name talk keeps, in one place
 
 HEX32 = re.compile(r"[0-9a-f]{32}")
 # RFC 3339 in UTC as talk writes it: a "Z" offset, optional fraction of up to 9 digits.
@@ -89,7 +90,7 @@ def check_seq(value: object) -> int:
 def check_receipts(value: object) -> list[dict[str, Any]]:
     """A receipt's items: each {"ref": message id, "state": one of RECEIPT_STATES, "reason"}, and
     on a refusal of a reused number, "highest": the highest seq the receiver has seen from us (so
-    the sender can number past it, `follower.seqcounter.move_past`). Receipts without it (from
+    the sender can number past it, `follower.send.seqcounter.move_past`). Receipts without it (from
     earlier versions, or of any other refusal) parse as before."""
     if not isinstance(value, list) or len(value) > MAX_RECEIPTS:
         raise Invalid("receipts is not a list of at most 1000 items")
@@ -112,9 +113,9 @@ def check_receipts(value: object) -> list[dict[str, Any]]:
 
 
 def check_olm(value: object) -> dict[str, Any]:
-    """An Olm message riding the envelope (`keys.ratchet_envelope`): its type (0 pre-key,
+    """An Olm message riding the envelope (`keys.ratchet.envelope`): its type (0 pre-key,
     1 normal), its body in base64, and, on a pre-key message, the sender's card as an object
-    (checked against the pin by the receiver, `keys.ratchet_card.verify_card`)."""
+    (checked against the pin by the receiver, `keys.ratchet.card.verify_card`)."""
     if not isinstance(value, dict):
         raise Invalid("olm is not an object")
     kind, body, card = value.get("type"), value.get("body"), value.get("card")
@@ -129,7 +130,6 @@ def check_olm(value: object) -> dict[str, Any]:
 
 def _group_name(value: object) -> str:
     from durable.errors import UserError
-    from keys.identity import check_name  # the rule for every name talk keeps, in one place
 
     try:
         return check_name(value if isinstance(value, str) else "")
@@ -147,7 +147,7 @@ B64 = re.compile(r"[A-Za-z0-9+/]+={0,2}")
 
 
 def check_group(value: object) -> dict[str, Any]:
-    """A group block (`follower.group_mail`): on a chat message, one Megolm message
+    """A group block (`follower.groups.group_mail`): on a chat message, one Megolm message
     {"id", "name", "gm", "session", "body", "key"? or "export"?, "by"}; on a message of kind "group", a
     control message {"op": "update", "id", "name", "owner", "members", "version"} or
     {"op": "leave", "id"}. Which one a kind must carry, `check_inner` says."""
@@ -241,43 +241,3 @@ def check_header_value(value: str) -> str | None:
     """An opencode-mesh header value that may be shown outside the quote, or None."""
     ok = 0 < len(value) <= MAX_HEADER_VALUE and is_printable(value)
     return value if ok else None
-
-
-# --- names -------------------------------------------------------------------------------------
-
-# Letters of other scripts that look like Latin ones, folded to the Latin letter they mimic. Not
-# the whole Unicode confusables table: the scripts whose lowercase letters pass for Latin.
-_LOOKALIKES = str.maketrans(dict(zip(
-    # Cyrillic, Greek, then dotless i and long s (escaped: they are the very look-alikes).
-    "\u0430\u0432\u0441\u0435\u0451\u04bb\u0456\u0458\u043a\u04cf\u043c\u043d\u043e\u043f\u0440\u051b"
-    "\u0455\u0442\u0443\u0445\u051d\u044c\u0475\u03b1\u03b2\u03b3\u03b5\u03b9\u03ba\u03bd\u03bf\u03c1"
-    "\u03c4\u03c5\u03c7\u03c9\u03f2\u03f3" "01|\u0131\u017f",
-    "abceehijklmhonpqstyxwbv" "abyeiknoptuxwcj" "ollis", strict=True)))
-
-
-def _script(char: str) -> str:
-    import unicodedata  # names only: `talk send` never loads the table
-
-    if not char.isalpha():
-        return ""
-    word = unicodedata.name(char, "UNKNOWN").split(" ")[0]
-    # Japanese mixes these three in one name; they are one writing system for this purpose.
-    return "CJK" if word in ("HIRAGANA", "KATAKANA", "CJK") else word
-
-
-def one_script(name: str) -> bool:
-    """Whether every letter of `name` is of one script (digits and - _ . belong to all)."""
-    return len({s for s in map(_script, name) if s}) <= 1
-
-
-def skeleton(name: str) -> str:
-    """What a name looks like: compatibility-folded, lower case, look-alike letters folded."""
-    import unicodedata
-
-    return unicodedata.normalize("NFKC", name).casefold().translate(_LOOKALIKES)
-
-
-def confusable(name: str, others: set[str]) -> str | None:
-    """The other name that `name` could be mistaken for, if any (the same name included)."""
-    shape = skeleton(name)
-    return next((o for o in sorted(others) if skeleton(o) == shape), None)

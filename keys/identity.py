@@ -14,29 +14,15 @@ from nacl.public import PrivateKey, SealedBox
 from nacl.signing import SigningKey, VerifyKey
 
 from durable.errors import PinMismatch, UserError
-from durable.printable import printable
 from keys.encoding import b64d, b64e, canonical_json, is_hex32
-from keys.gate import one_script
+from keys.names import MAX_NAME, check_name
 
 BUNDLE_CONTEXT = b"talk-bundle-v1\n"
-MAX_NAME = 64
 
 
 def fingerprint(sign_key: bytes, box_key: bytes) -> str:
     """First 16 bytes of BLAKE2b over both public keys, as 32 hex characters."""
     return hashlib.blake2b(sign_key + box_key, digest_size=16).hexdigest()
-
-
-def check_name(name: str) -> str:
-    """Names become folder names and contact keys, and agents read them: keep them short,
-    shell-safe, and in one script (a Latin name with a Cyrillic letter is a disguise)."""
-    ok = 0 < len(name) <= MAX_NAME and all(c.isalnum() or c in "-_." for c in name)
-    if not ok or name.startswith((".", "-")) or not one_script(name):
-        raise UserError(
-            f"invalid name {printable(name)!r}: use 1-{MAX_NAME} letters of one script, digits, "
-            "'-', '_' or '.', not starting with '.' or '-'"
-        )
-    return name
 
 
 class KeyBundle(NamedTuple):

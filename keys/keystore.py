@@ -21,7 +21,8 @@ from durable.files import ensure_private_dir, read_json, write_json
 from durable.home import IDENTITY_FILE, identity_names
 from durable.home import talk_home as default_home
 from keys.encoding import b64d, b64e
-from keys.identity import Identity, check_name, fingerprint
+from keys.identity import Identity, fingerprint
+from keys.names import check_name
 
 OPSLIMIT = 3
 MEMLIMIT = 32 * 1024 * 1024

@@ -11,7 +11,7 @@
     POST /v1/mail/{fp}/purge               owner: {"tags": [...]?} → register those tags, then
                                            delete all mail under tags never registered
     PUT  /v1/ratchet/{fp}                  owner: {"card", "fallback"?, "one_time": [...]}, each
-                                           signed by the owner's published key (`keys.ratchet_card`)
+                                           signed by the owner's published key (`keys.ratchet.card`)
                                            → {"one_time_left": n}
     POST /v1/ratchet/{fp}/claim            anyone: {"card", "key", "kind"}: a one-time key, each
                                            handed out once, else the fallback key
@@ -57,7 +57,7 @@ from durable.bounded_json import parse_json
 from durable.version import version
 from keys.encoding import b64e, is_hex32
 from keys.identity import KeyBundle
-from keys.ratchet_card import RatchetKeyError, verify_publication
+from keys.ratchet.card import RatchetKeyError, verify_publication
 from keys.wire import (
     AUTH_WINDOW_S,
     NONCE_HEADER,

@@ -4,7 +4,7 @@ A person types into a terminal: stdin and stdout are both TTYs. An agent's tool 
 has neither, but some hosts run tools in a pseudo-terminal, so the variables each host sets
 in its tools' environment count first: with one of them set, the command runs inside an
 agent's session whatever its terminal. The MCP server speaks only for an agent and does not
-ask. This feeds the loop guard (follower.loop_guard), a brake on agents that keep answering
+ask. This feeds the loop guard (follower.groups.loop_guard), a brake on agents that keep answering
 each other, not a lock against an agent that wants to pass for a person: such an agent can
 run any command its person can.
 """
@@ -15,7 +15,7 @@ import os
 import sys
 from collections.abc import Mapping
 
-from follower.loop_guard import Author
+from follower.groups.loop_guard import Author
 
 __all__ = ["AGENT_HOST_ENV", "agent_host", "author", "written_by"]
 

@@ -83,7 +83,7 @@ def init(
 
     from durable.errors import RelayError, UserError
     from durable.home import IDENTITY_FILE
-    from follower.client import RelayClient, check_relay_url
+    from follower.relay.client import RelayClient, check_relay_url
     from keys import keystore
     from keys.identity import Identity
     from talk.context import on_terminal, passphrase_from, relay_url, typed_passphrase
@@ -124,10 +124,10 @@ def _publish_ratchet_keys(url: str, folder: Path, identity: Identity) -> None:
     import contextlib
 
     from durable.errors import TalkError
-    from follower.client import RelayClient
-    from follower.ratchet_keys import publish_ratchet_keys
-    from follower.ratchet_send import ratchet_enabled
-    from keys.ratchet_account import RatchetAccount
+    from follower.relay.client import RelayClient
+    from follower.send.ratchet_keys import publish_ratchet_keys
+    from follower.send.ratchet_send import ratchet_enabled
+    from keys.ratchet.account import RatchetAccount
 
     if not ratchet_enabled():
         return
@@ -215,7 +215,7 @@ def verify(
     one it published on the relay) is checked against the pin too, and shown with whether mail
     to it has forward secrecy. Accepting a held contact's mail asks on a terminal, else needs
     --yes."""
-    from keys.policy import PolicyBook, raised_by_verify
+    from follower.receive.policy import PolicyBook, raised_by_verify
 
     account = _account(user, relay, None)
     secrecy = _secrecy(account, account.contacts.get(name))
@@ -249,8 +249,8 @@ def _secrecy(account: Account, contact: Contact) -> tuple[dict[str, Any], str]:
         PinMismatch: the card is not one the pinned key signed.
     """
     from durable.errors import RelayError
-    from follower.ratchet_keys import published_card
-    from follower.ratchet_send import vouched_card
+    from follower.send.ratchet_keys import published_card
+    from follower.send.ratchet_send import vouched_card
     from keys.encoding import b64e
 
     card = vouched_card(account.folder, contact)
@@ -292,7 +292,7 @@ def _print_pinned(account: Account, contact: Contact, as_json: bool,
 @app.command()
 def contacts(user: User = None, as_json: Json = False) -> None:
     """List contacts, their pinned fingerprints, and whether mail to each has forward secrecy."""
-    from follower.ratchet_send import forward_secret
+    from follower.send.ratchet_send import forward_secret
 
     account = _account(user, None, None)
     items = account.contacts.all()

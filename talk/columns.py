@@ -1,6 +1,6 @@
 """How `talk show` writes a timeline line: its columns, their widths and styles, and its JSON.
 
-Pure: a `follower.timeline.Line` in, strings out. Every string that a peer could have chosen
+Pure: a `follower.history.timeline.Line` in, strings out. Every string that a peer could have chosen
 (text, kind, task, status, reason, even a contact name, which began as the peer's own choice)
 passes `durable.printable` here, so no renderer can let a control character through.
 
@@ -16,8 +16,8 @@ from datetime import UTC, datetime
 from typing import Any, NamedTuple
 
 from durable.printable import printable
-from follower.outbox import REFUSALS
-from follower.timeline import Direction, Line
+from follower.history.timeline import Direction, Line
+from follower.send.outbox import REFUSALS
 
 __all__ = ["HEADER", "STYLES", "Cells", "as_json", "cells", "plain_row", "who_width"]
 

@@ -78,8 +78,8 @@ def outbox(
 
 
 def message_status(folder: Any, msg_id: str, as_json: bool) -> None:
-    from follower.group_mail import group_status
-    from follower.outbox import Outbox
+    from follower.groups.group_mail import group_status
+    from follower.send.outbox import Outbox
 
     outbox = Outbox(folder)
     group = group_status(outbox, msg_id)
@@ -111,7 +111,7 @@ def policy(
 ) -> None:
     """Show or set what a contact's mail may do here; every change is logged in trust.log."""
     from durable.errors import UserError
-    from keys.policy import Policy, PolicyBook
+    from follower.receive.policy import Policy, PolicyBook
     from talk.context import open_account
 
     account = open_account(user, None, None)
@@ -151,7 +151,7 @@ def held(ctx: typer.Context, user: User = None, as_json: Json = False) -> None:
     """List held mail (kept aside, not yet seen by any agent)."""
     if ctx.invoked_subcommand is not None:
         return
-    from follower.held import HeldBox
+    from follower.receive.held import HeldBox
     from talk.context import open_account
 
     box = HeldBox(open_account(user, None, None).folder).all()
@@ -202,7 +202,7 @@ def _release(which: str, state: str, yes: bool, user: str | None, relay: str | N
 
 def tasks(user: User = None, as_json: Json = False) -> None:
     """Tasks sent and received (opencode-mesh envelopes), each with its latest status."""
-    from follower.tasks import TaskLedger
+    from follower.tasks.ledger import TaskLedger
     from talk.context import open_account
 
     rows = TaskLedger(open_account(user, None, None).folder).rows()

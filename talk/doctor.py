@@ -82,7 +82,7 @@ def keys_check(account: Any) -> Check:
 
 
 def follower_checks(folder: Path) -> list[Check]:
-    from follower.state import FollowStatus, following, running_pid
+    from follower.daemon.state import FollowStatus, following, running_pid
 
     pid = running_pid(folder)
     if not pid:

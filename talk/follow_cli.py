@@ -15,13 +15,13 @@ from talk.options import Json, PassFile, Relay, User
 from talk.output import emit_json, result
 
 if TYPE_CHECKING:
-    from follower.state import FollowConfig
+    from follower.daemon.state import FollowConfig
 
 
 def spawn(folder: Path, relay: str, passphrase_file: str | None) -> int:
     """Start the daemon in its own session and wait until it holds the liveness lock."""
     from durable import daemon
-    from follower.state import LOG_FILE, running_pid
+    from follower.daemon.state import LOG_FILE, running_pid
 
     env = dict(os.environ)
     path = passphrase_file or os.environ.get("TALK_PASSPHRASE_FILE")
@@ -44,7 +44,7 @@ def follow(
 ) -> None:
     """Start the follower daemon: it takes the peers' mail as it lands and spools it."""
     from durable.errors import UserError
-    from follower.state import FollowConfig, following, running_pid
+    from follower.daemon.state import FollowConfig, following, running_pid
     from talk.context import open_account
 
     if interval <= 0:
@@ -91,7 +91,7 @@ def stop(
 ) -> None:
     """Stop the follower (or stop following some peers)."""
     from durable import daemon
-    from follower.state import FollowConfig, following, running_pid
+    from follower.daemon.state import FollowConfig, following, running_pid
     from talk.context import open_account
 
     folder = open_account(user, None, None).folder
@@ -145,8 +145,8 @@ def status(
 def gather_status(folder: Path) -> dict[str, Any]:
     from alarms.opencode_status import alarm_status
     from alarms.qwen_status import door_status
-    from follower.quarantine import Quarantine
-    from follower.state import FollowStatus, running_pid
+    from follower.daemon.state import FollowStatus, running_pid
+    from follower.receive.quarantine import Quarantine
     from spool_writer.layout import count_lines
     from spool_writer.sessions import list_sessions
 
@@ -181,11 +181,11 @@ def gather_status(folder: Path) -> dict[str, Any]:
 
 def guard_report(folder: Path) -> dict[str, Any]:
     """The loop guard's cap and, per group it counts, each member's agent messages in a row and
-    whether it holds that member (`follower.loop_guard`)."""
-    from follower.loop_guard import LoopGuard, status_rows
+    whether it holds that member (`follower.groups.loop_guard`)."""
+    from follower.groups.loop_guard import LoopGuard, status_rows
     from keys import keystore
     from keys.contacts import ContactBook
-    from keys.group_book import GroupBook
+    from keys.groups.book import GroupBook
 
     guard = LoopGuard(folder)
     names = {gid: g.name for gid, g in GroupBook(folder).all().items()}
@@ -200,7 +200,7 @@ def secrecy_rows(folder: Path) -> list[dict[str, Any]]:
     contact said it lost our session (we are its sender), `unopened` the contact's messages we
     could not open for want of one (we are its receiver); times are seconds since the epoch."""
     from keys.contacts import ContactBook
-    from keys.ratchet_sessions import session_history
+    from keys.ratchet.sessions import session_history
 
     book = ContactBook(folder)
     rows = []
@@ -235,7 +235,7 @@ def render_secrecy(row: dict[str, Any]) -> str:
 
 def missing_rows(folder: Path) -> list[dict[str, Any]]:
     """Per contact, how many of its numbered messages never arrived (a relay dropped them)."""
-    from follower.channeldb import missing_mail
+    from follower.receive.channeldb import missing_mail
     from keys.contacts import ContactBook
 
     book = ContactBook(folder)
@@ -268,8 +268,8 @@ def _ago(ts: float | None) -> str:
 
 
 def render_status(report: dict[str, Any]) -> str:
-    from follower.loop_guard import render_row
-    from follower.state import following
+    from follower.daemon.state import following
+    from follower.groups.loop_guard import render_row
 
     f = report["follower"]
     if f["running"]:
@@ -312,7 +312,7 @@ def render_status(report: dict[str, Any]) -> str:
 def quarantine(user: User = None, as_json: Json = False) -> None:
     """List mail refused on arrival (malformed, tampered, unknown sender): kept, never shown; a
     message that came again later and was taken is marked recovered."""
-    from follower.quarantine import Quarantine, arrived_ids, settled
+    from follower.receive.quarantine import Quarantine, arrived_ids, settled
     from talk.context import open_account
 
     folder = open_account(user, None, None).folder

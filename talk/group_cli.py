@@ -12,8 +12,8 @@ from talk.output import result
 
 if TYPE_CHECKING:
     from follower.account import Account
-    from follower.group_mail import Changed
-    from keys.group_book import Group
+    from follower.groups.group_mail import Changed
+    from keys.groups.book import Group
 
 group_app = TalkTyper(help="Group rooms: each message goes to every member, end-to-end encrypted.",
                       no_args_is_help=True)
@@ -122,7 +122,7 @@ def cap(
     user: User = None, as_json: Json = False,
 ) -> None:
     """Show or set the loop guard's cap for this identity; only a person at a terminal sets it."""
-    from follower.loop_guard import LoopGuard, parse_cap
+    from follower.groups.loop_guard import LoopGuard, parse_cap
 
     guard = LoopGuard(_account(user, None, None).folder)
     if value is not None:
@@ -141,7 +141,7 @@ def _person_only(what: str) -> None:
         UserError: this command runs inside an agent's session or off a terminal.
     """
     from durable.errors import UserError
-    from follower.loop_guard import Author
+    from follower.groups.loop_guard import Author
     from talk.authorship import written_by
 
     if written_by() is not Author.PERSON:

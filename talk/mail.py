@@ -57,11 +57,11 @@ def send_report(account: Account, name: str, text: str, wait: str | None = None,
     """`Account.send`, then with `wait` `Account.wait`, as the dict `talk send --json` and
     `talk mcp` answer; `progress` gets it as soon as the message is sent, before any wait.
     A queued message is not waited for: its warning is printed instead. A `name` of "@GROUP"
-    sends to each member of the group (`follower.group_mail`); `by` says who wrote it."""
+    sends to each member of the group (`follower.groups.group_mail`); `by` says who wrote it."""
     if name.startswith("@"):
         return _group_report(account, name[1:], text, wait, task, by)
     if wait is not None:
-        from follower.waiting import check_wanted
+        from follower.send.waiting import check_wanted
 
         check_wanted(wait)  # before anything is sent
     sent = account.send(name, text, task=task, mode=mode, hops=hops)

@@ -2,7 +2,7 @@
 
 Kept free of typer, as `talk.mail` is, so the fast lane can run it: rich is imported only when
 stdout is a terminal, and nothing here talks to the relay or needs the private keys. The lines
-come from `follower.transcript`, their order and unread marks from `follower.timeline`, their
+come from `follower.history.transcript`, their order and unread marks from `follower.history.timeline`, their
 columns from `talk.columns`; this module picks the output and moves the read marks.
 
 Read marks move only when a person saw the lines: on a terminal, unless --peek or --json.
@@ -22,9 +22,9 @@ from talk.context import identity_record
 from talk.output import emit_json, result
 
 if TYPE_CHECKING:
-    from follower.readmarks import ReadMarks
-    from follower.timeline import Line
-    from follower.transcript import Transcript
+    from follower.history.readmarks import ReadMarks
+    from follower.history.timeline import Line
+    from follower.history.transcript import Transcript
 
 POLL_S = 0.25
 
@@ -92,9 +92,9 @@ def show(name: str | None, peek: bool = False, unread: bool = False, mark_read: 
          full: bool = False, everything: bool = False, follow: bool = False, limit: int = SHOWN,
          user: str | None = None, as_json: bool = False) -> None:
     """The conversation with contact `name` (every contact, interleaved, when None)."""
-    from follower.readmarks import ReadMarks
-    from follower.timeline import marks_after, newest_arrivals, pick, raised
-    from follower.transcript import Transcript
+    from follower.history.readmarks import ReadMarks
+    from follower.history.timeline import marks_after, newest_arrivals, pick, raised
+    from follower.history.transcript import Transcript
     from keys.contacts import ContactBook
 
     if limit < 0:
@@ -148,7 +148,7 @@ def _mark_read(book: ReadMarks, newest: dict[str, float], name: str | None, as_j
 def _follow(transcript: Transcript, out: Output, marks: dict[str, float], book: ReadMarks | None,
             unread: bool) -> None:
     """Print what comes until Ctrl-C; with `book`, what is printed counts as read."""
-    from follower.timeline import marks_after, newest_arrivals, raised
+    from follower.history.timeline import marks_after, newest_arrivals, raised
 
     try:
         while True:

@@ -15,18 +15,18 @@ from typing import TYPE_CHECKING, Any, cast
 
 from nacl.public import Box, PublicKey, SealedBox
 
-from follower.client import RelayClient
-from follower.outbound import checked_bundle
+from follower.relay.client import RelayClient
+from follower.send.outbound import checked_bundle
 from keys import keystore
 from keys.contacts import Contact, ContactBook
 from keys.encoding import utc_now_iso
 from keys.envelope import Inner, channel_tag, open_blob, pad
 from keys.identity import Identity, KeyBundle
 from keys.invites import box_proof, parse_code, seal_request
-from keys.ratchet_account import RatchetAccount
-from keys.ratchet_card import verify_card
-from keys.ratchet_envelope import is_ratchet, olm_part, unwrap
-from keys.ratchet_sessions import SessionStore
+from keys.ratchet.account import RatchetAccount
+from keys.ratchet.card import verify_card
+from keys.ratchet.envelope import is_ratchet, olm_part, unwrap
+from keys.ratchet.sessions import RatchetSessions
 from spool_writer.record import SpoolRecord
 
 if TYPE_CHECKING:
@@ -82,7 +82,7 @@ def peek(relay_url: str, home: Path, name: str, sender_name: str) -> list[Inner]
     with RelayClient(relay_url) as client:
         fetched, _ = client.fetch(me, [tag])
     opened = []
-    with SessionStore(RatchetAccount(home / name, me)).page() as page:  # never committed
+    with RatchetSessions(RatchetAccount(home / name, me)).page() as page:  # never committed
         for item in fetched:
             _, outer = open_blob(item.blob, me.box_secret, me.fingerprint, book.with_box_key,
                                  lambda c: c.fingerprint)

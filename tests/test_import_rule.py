@@ -395,6 +395,73 @@ def test_every_package_is_checked() -> None:
     assert on_disk <= set(OURS), f"a package the rule does not know: {on_disk - set(OURS)}"
 
 
+
+# Inside a package, modules import one way too: a circle (even a lazy or type-only one) means two
+# modules are one concept split in two, or a part that takes the whole from above it.
+NO_CIRCLES = ("follower", "keys")
+
+
+def module_name(path: Path) -> str:
+    parts = path.relative_to(ROOT).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def module_graph(package: str) -> dict[str, set[str]]:
+    """Each module of `package` → the modules of `package` it imports (a package counts as its
+    `__init__`; `from pkg import mod` as `pkg.mod`)."""
+    files = {module_name(p): p for p in (ROOT / package).rglob("*.py")}
+
+    def ours(name: str) -> str | None:
+        while name and name not in files:
+            name = name.rpartition(".")[0]
+        return name or None
+
+    graph: dict[str, set[str]] = {}
+    for name, path in files.items():
+        found: set[str | None] = set()
+        for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+            found.update(ours(m) for m in imported_modules(node))
+            if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                found.update(ours(f"{node.module}.{a.name}") for a in node.names
+                             if f"{node.module}.{a.name}" in files)
+        graph[name] = {m for m in found if m is not None and m != name}
+    return graph
+
+
+def circles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The import circles in `graph`: each a path that comes back to its first module."""
+    found, done = [], set()
+
+    def walk(node: str, path: list[str]) -> None:
+        for nxt in sorted(graph.get(node, ())):
+            if nxt in path:
+                found.append([*path[path.index(nxt):], nxt])
+            elif nxt not in done:
+                walk(nxt, [*path, nxt])
+        done.add(node)
+
+    for start in sorted(graph):
+        if start not in done:
+            walk(start, [start])
+    return found
+
+
+def test_no_import_circle_inside_the_client_and_keys() -> None:
+    found = [" -> ".join(c) for package in NO_CIRCLES for c in circles(module_graph(package))]
+    assert not found, "import circles:\n" + "\n".join(found)
+
+
+def test_the_circle_check_sees_a_circle() -> None:
+    assert circles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c", "a"]]
+    assert circles({"a": {"b"}, "b": set()}) == []
+
+
+def test_the_account_is_imported_by_no_part_of_the_client() -> None:
+    """`follower.account` is the one API on top: the parts below it get what they use instead."""
+    graph = module_graph("follower")
+    users = sorted(m for m, deps in graph.items() if "follower.account" in deps and m != "follower.__main__")
+    assert not users, f"modules below the Account that import it: {users}"
+
 # The tests mirror the code: unit tests in tests/unit/<package>/, process tests in tests/e2e/, host
 # tests in tests/hosts/; only these project-wide checks sit at the top. Helpers two tests share live
 # in a helper module, never in a test module another test imports.

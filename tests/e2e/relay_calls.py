@@ -21,7 +21,7 @@ from typing import Any
 
 from websockets.sync.client import ClientConnection, connect
 
-from follower.push import stream_url
+from follower.relay.push import stream_url
 from keys.encoding import b64e
 from keys.identity import Identity
 from keys.wire import (

@@ -23,7 +23,7 @@ from nacl.secret import SecretBox
 from nacl.signing import SigningKey
 
 from durable.files import read_json, write_json
-from follower.client import RelayClient
+from follower.relay.client import RelayClient
 from keys import keystore
 from keys.contacts import Contact, Source, pinned_contact
 from keys.envelope import pad

@@ -22,9 +22,9 @@ from nacl.public import PublicKey
 
 from alarms.framing import frame
 from alarms.mailbox import SessionMail
-from follower.client import RelayClient
-from follower.outbound import send as send_message
-from follower.outbox import Outbox
+from follower.relay.client import RelayClient
+from follower.send.outbound import send as send_message
+from follower.send.outbox import Outbox
 from keys import keystore
 from keys.contacts import ContactBook
 from keys.envelope import receipt_tag

@@ -18,8 +18,8 @@ import pytest
 from nacl.public import PublicKey
 
 from durable.errors import RelayError
-from follower.client import RelayClient
-from follower.seqcounter import next_seq
+from follower.relay.client import RelayClient
+from follower.send.seqcounter import next_seq
 from keys import keystore
 from keys.contacts import ContactBook
 from keys.envelope import channel_tag, new_message, seal

@@ -27,21 +27,21 @@ from nacl.public import PublicKey
 
 from durable.errors import TamperedMessage
 from durable.ndjson import json_lines, read_records
-from follower.client import RelayClient
-from follower.inbound import UNOPENED
-from follower.outbox import Outbox
-from follower.receipts import send_receipts
+from follower.receive.inbound import UNOPENED
+from follower.receive.receipts import send_receipts
+from follower.relay.client import RelayClient
+from follower.send.outbox import Outbox
 from keys import keystore
 from keys.contacts import Contact, ContactBook
 from keys.encoding import b64d, b64e
 from keys.envelope import Inner, channel_tag, new_message, open_blob, seal
 from keys.identity import Identity
-from keys.ratchet_account import RatchetAccount, card_for
-from keys.ratchet_card import verify_card
-from keys.ratchet_envelope import OLM_FIELD, olm_part, unwrap
-from keys.ratchet_inflight import CONTEXT as INFLIGHT_CONTEXT
-from keys.ratchet_inflight import INFLIGHT_FILE, RESEND_WINDOW_S
-from keys.ratchet_sessions import SESSIONS_DIR, SessionStore, Unopened, stored_state
+from keys.ratchet.account import RatchetAccount, card_for
+from keys.ratchet.card import verify_card
+from keys.ratchet.envelope import OLM_FIELD, olm_part, unwrap
+from keys.ratchet.inflight import CONTEXT as INFLIGHT_CONTEXT
+from keys.ratchet.inflight import INFLIGHT_FILE, RESEND_WINDOW_S
+from keys.ratchet.sessions import SESSIONS_DIR, RatchetSessions, Unopened, stored_state
 from tests.conftest import Agent, RelayProcess, befriend, free_port, make_agent, wait_for
 from tests.e2e.probes import sent, spool_ids, texts
 
@@ -49,12 +49,12 @@ from tests.e2e.probes import sent, spool_ids, texts
 # and the channel store, before the session store commits the ratchet step.
 KILLED_AFTER_HAND_OVER = """
 import contextlib, os, signal
-from follower.daemon import Follower
+from follower.daemon.daemon import Follower
 from talk.context import open_account
 
 follower = Follower(open_account(None, None, None))
 follower.config.every = True
-durable_page = follower.inbox.page
+durable_page = follower.receiver.page
 
 @contextlib.contextmanager
 def page():
@@ -63,7 +63,7 @@ def page():
     if follower.status.delivered:
         os.kill(os.getpid(), signal.SIGKILL)
 
-follower.inbox.page = page
+follower.receiver.page = page
 follower.drain()
 """
 
@@ -283,7 +283,7 @@ def test_a_follower_killed_between_hand_over_and_commit_loses_nothing_and_delive
 
 
 DRAIN_ONCE = """
-from follower.daemon import Follower
+from follower.daemon.daemon import Follower
 from talk.context import open_account
 
 follower = Follower(open_account(None, None, None))
@@ -505,7 +505,7 @@ class Thief:
         passphrase = keystore.read_passphrase_file(str(agent.passphrase_file))
         self.me = keystore.unlock(keystore.load(copy), passphrase)
         self.book = ContactBook(copy)
-        self.store = SessionStore(RatchetAccount(copy, self.me))
+        self.store = RatchetSessions(RatchetAccount(copy, self.me))
 
     def unseal(self, blob: bytes) -> tuple[Contact, Inner]:
         """The long-term seal opens: it is the Olm message inside that must not."""

@@ -4,7 +4,7 @@ the quote in any alarm's output (the framed block of the hooks, opencode and MCP
 and the monitor's one-line events).
 
 Each example deposits hypothesis-made envelopes, mesh blocks and contact requests on a real relay
-process over loopback; the follower's own `Inbox` takes them into a real spool.
+process over loopback; the follower's own `Receiver` takes them into a real spool.
 """
 
 from __future__ import annotations
@@ -24,11 +24,11 @@ from nacl.public import PublicKey
 from nacl.secret import SecretBox
 
 from alarms.framing import frame, one_line
-from follower.channeldb import ChannelDB, SpoolDedup
-from follower.client import RelayClient
-from follower.inbound import Inbox
-from follower.outbound import create_invite
-from follower.quarantine import Quarantine
+from follower.receive.channeldb import ChannelDB, SpoolDedup
+from follower.receive.inbound import Receiver
+from follower.receive.quarantine import Quarantine
+from follower.relay.client import RelayClient
+from follower.send.outbound import create_invite
 from keys import keystore
 from keys.contacts import ContactBook, Source, pinned_contact
 from keys.encoding import b64e, utc_now_iso
@@ -72,8 +72,8 @@ class World:
     bob: Identity
     alice: Identity
 
-    def inbox(self, client: RelayClient) -> Inbox:
-        return Inbox(self.bob, client, ContactBook(self.folder), InviteBook(self.folder),
+    def inbox(self, client: RelayClient) -> Receiver:
+        return Receiver(self.bob, client, ContactBook(self.folder), InviteBook(self.folder),
                      SpoolDedup(ChannelDB(self.folder), Spool(self.folder / "spool").knows),
                      batch_acks=True, handed_state="spooled")
 
@@ -157,7 +157,7 @@ def test_hostile_input_never_stops_the_follower_nor_leaves_the_quote(
     spool = Spool(world.folder / "spool")
 
     def hand_on(record: dict[str, Any]) -> None:
-        # As the follower's deliver: the Inbox builds every field SpoolRecord requires, and
+        # As the follower's deliver: the Receiver builds every field SpoolRecord requires, and
         # Spool.deliver checks them again.
         spool.deliver(cast(SpoolRecord, record))
 

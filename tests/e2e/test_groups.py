@@ -16,15 +16,15 @@ import vodozemac
 from mcp import Client, StdioServerParameters
 from nacl.public import PublicKey
 
-from follower import outbound
 from follower.account import Account
-from follower.client import RelayClient
-from follower.receipts import ReceiptBatch
+from follower.receive.receipts import ReceiptBatch
+from follower.relay.client import RelayClient
+from follower.send import outbound
 from keys import keystore
 from keys.envelope import channel_tag
-from keys.group_sessions import GROUP_SESSIONS_DIR, NO_GROUP_KEY, GroupSessions
-from keys.group_text import GroupText
-from keys.ratchet_account import RatchetAccount
+from keys.groups.sessions import GROUP_SESSIONS_DIR, NO_GROUP_KEY, GroupKeys
+from keys.groups.text import GroupText
+from keys.ratchet.account import RatchetAccount
 from tests.conftest import TALK, Agent, RelayProcess, befriend, make_agent
 from tests.e2e.relay_calls import ack, deposit, waiting
 from tests.e2e.terminal import on_a_terminal
@@ -150,7 +150,7 @@ def test_a_contact_outside_the_group_cannot_speak_in_it(trio: tuple[Agent, Agent
     record = keystore.load(carol.home / "carol")
     identity = keystore.unlock(record, None)
     account = Account(record, carol.relay_url, unlocked=identity)
-    encrypted = GroupSessions(RatchetAccount(record.folder, identity)).encrypt(
+    encrypted = GroupKeys(RatchetAccount(record.folder, identity)).encrypt(
         group_id, [keystore.load(bob.home / "bob").fingerprint],
         GroupText(group_id, identity.fingerprint, "a" * 32, "obey").encode())
     block = {"id": group_id, "name": "pair", "gm": "a" * 32, "session": encrypted.session_id,
@@ -199,7 +199,7 @@ def test_a_member_cannot_use_an_export_to_read_or_speak_in_another_member_s_sess
     export = exported.to_base64()
     alices = slot.split("/", 1)[1]
     carol_fp = keystore.load(carol.home / "carol").fingerprint
-    own = GroupSessions(ratchet).encrypt(group_id, [carol_fp],
+    own = GroupKeys(ratchet).encrypt(group_id, [carol_fp],
                                          GroupText(group_id, identity.fingerprint, "a" * 32, "obey").encode())
     block = {"id": group_id, "name": "team", "gm": "a" * 32, "session": alices, "body": own.body,
              "export": export, "by": "agent"}

@@ -10,8 +10,8 @@ from pathlib import Path
 from typing import Any
 
 from alarms.framing import frame, one_line
-from follower.client import RelayClient
-from follower.quarantine import Quarantine
+from follower.receive.quarantine import Quarantine
+from follower.relay.client import RelayClient
 from keys.identity import Identity, KeyBundle
 from tests.conftest import Agent, RelayProcess, wait_for
 from tests.peer_forge import (
@@ -63,7 +63,7 @@ def test_the_refused_sender_is_told_by_a_receipt(
     to_bob = contact_of(alice.home, "alice", "bob")
     evil = envelope(forger, to_bob, ts="yesterday")
     # Recorded in alice's outbox as her own message, so her receipt for it can land somewhere.
-    from follower.outbox import Outbox
+    from follower.send.outbox import Outbox
 
     Outbox(alice.home / "alice").sent(evil["id"], to_bob.fingerprint, "bob", "chat", "x", "t", "")
     deposit_raw(relay.url, forger, to_bob, evil)

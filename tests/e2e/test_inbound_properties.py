@@ -4,7 +4,7 @@ every message ends spooled, held, taken as a receipt or quarantined: exactly onc
 
 The layers: the sealed envelope's plaintext, the Olm plaintext inside a session, an invite
 request, a Megolm body inside a group message, a receipt's items, and a well-formed message's
-text. Every example deposits on a real relay over loopback and a real `Inbox` takes the mail into
+text. Every example deposits on a real relay over loopback and a real `Receiver` takes the mail into
 a real spool, as the follower does. A smaller run of the real `talk receive` takes a fixed set of
 the nastiest payloads.
 """
@@ -26,23 +26,23 @@ from hypothesis import strategies as st
 from nacl.public import PublicKey
 from nacl.secret import SecretBox
 
-from follower import outbound
-from follower.channeldb import ChannelDB, SpoolDedup
-from follower.client import RelayClient
-from follower.held import HeldBox
-from follower.inbound import Inbox
-from follower.outbound import create_invite
-from follower.outbox import Outbox
-from follower.quarantine import Quarantine
+from follower.receive.channeldb import ChannelDB, SpoolDedup
+from follower.receive.held import HeldBox
+from follower.receive.inbound import Receiver
+from follower.receive.quarantine import Quarantine
+from follower.relay.client import RelayClient
+from follower.send import outbound
+from follower.send.outbound import create_invite
+from follower.send.outbox import Outbox
 from keys.contacts import Contact, ContactBook
 from keys.encoding import utc_now_iso
 from keys.envelope import MAX_PADDED, channel_tag, new_message, pad, receipt_tag, seal
-from keys.group_sessions import GroupSessions
+from keys.groups.sessions import GroupKeys
 from keys.identity import Identity
 from keys.invites import InviteBook
-from keys.ratchet_account import RatchetAccount, card_for
-from keys.ratchet_envelope import wrap
-from keys.ratchet_sessions import SessionStore
+from keys.ratchet.account import RatchetAccount, card_for
+from keys.ratchet.envelope import wrap
+from keys.ratchet.sessions import RatchetSessions
 from spool_writer.record import SpoolRecord
 from spool_writer.spool import Spool
 from tests.conftest import Agent, RelayProcess, befriend, free_port, make_agent
@@ -149,7 +149,7 @@ def deposit(world: World, client: RelayClient, layer: str, payload: tuple[str, A
     if layer == "sealed":
         chat(client, alice, to_bob, seal_raw(alice, to_bob, plaintext(payload, base, layer)))
     elif layer == "olm":
-        store = SessionStore(RatchetAccount(world.alice.home / "alice", alice))
+        store = RatchetSessions(RatchetAccount(world.alice.home / "alice", alice))
         message = store.encrypt(bob_fp, plaintext(payload, base, layer))
         card = card_for(store.account.read(), alice).to_json() if message.to_pre_key() is not None else None
         outer = wrap(new_message(alice.fingerprint, bob_fp, ""), message, card)
@@ -160,7 +160,7 @@ def deposit(world: World, client: RelayClient, layer: str, payload: tuple[str, A
     elif layer == "megolm":
         gm = secrets.token_hex(16)
         body = plaintext(payload, {"gm": gm, "text": "hi"}, layer)
-        sessions = GroupSessions(RatchetAccount(world.alice.home / "alice", alice))
+        sessions = GroupKeys(RatchetAccount(world.alice.home / "alice", alice))
         encrypted = sessions.encrypt(world.group_id, [bob_fp], body)
         block = {"id": world.group_id, "name": "duo", "gm": gm, "session": encrypted.session_id,
                  "body": encrypted.body, "by": "person", "key": encrypted.key}
@@ -188,7 +188,7 @@ class Counts:
         return cls(lines, Quarantine(folder).count(), len(HeldBox(folder).all()))
 
 
-def bobs_inbox(world: World, client: RelayClient) -> tuple[Inbox, Spool]:
+def bobs_inbox(world: World, client: RelayClient) -> tuple[Receiver, Spool]:
     """bob's inbox as the follower builds it: a page is made durable before it is acked."""
     spool, store = Spool(world.folder / "spool"), ChannelDB(world.folder)
     spool.layout.ensure()  # as the follower does when it starts
@@ -198,7 +198,7 @@ def bobs_inbox(world: World, client: RelayClient) -> tuple[Inbox, Spool]:
         with store.page(), spool.batch():
             yield
 
-    inbox = Inbox(world.bob_id, client, ContactBook(world.folder), InviteBook(world.folder),
+    inbox = Receiver(world.bob_id, client, ContactBook(world.folder), InviteBook(world.folder),
                   SpoolDedup(store, spool.knows), batch_acks=True, handed_state="spooled", page=page)
     return inbox, spool
 

@@ -2,16 +2,16 @@
 
 Each turn of a conversation starts a new chain in the Olm session, and vodozemac keeps five;
 a message that waited longer (a killed send deposited later, a relay that delays) opens in
-the chain the receiver archived when it was dropped (`keys.ratchet_late`)."""
+the chain the receiver archived when it was dropped (`keys.ratchet.late`)."""
 
 from __future__ import annotations
 
 import sqlite3
 
-from follower.client import RelayClient
-from follower.outbox import Outbox
+from follower.relay.client import RelayClient
+from follower.send.outbox import Outbox
 from keys.encoding import b64d
-from keys.ratchet_sessions import SESSIONS_DIR, stored_state
+from keys.ratchet.sessions import SESSIONS_DIR, stored_state
 from tests.conftest import Agent, RelayProcess
 from tests.e2e.probes import sent, texts
 

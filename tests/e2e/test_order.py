@@ -20,9 +20,9 @@ from typing import Any
 import pytest
 from nacl.public import PublicKey
 
-from follower.client import RelayClient
-from follower.outbound import send
-from follower.outbox import Outbox
+from follower.relay.client import RelayClient
+from follower.send.outbound import send
+from follower.send.outbox import Outbox
 from keys import keystore
 from keys.contacts import ContactBook
 from keys.encoding import b64d

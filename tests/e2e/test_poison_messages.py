@@ -11,19 +11,19 @@ from pathlib import Path
 from nacl.public import PublicKey
 from nacl.secret import SecretBox
 
-from follower import outbound
 from follower.account import Account
-from follower.client import RelayClient
-from follower.outbox import Outbox
-from follower.quarantine import Quarantine
+from follower.receive.quarantine import Quarantine
+from follower.relay.client import RelayClient
+from follower.send import outbound
+from follower.send.outbox import Outbox
 from keys import keystore
 from keys.envelope import Inner, new_message, pad, seal
-from keys.group_sessions import GroupSessions
+from keys.groups.sessions import GroupKeys
 from keys.identity import Identity
 from keys.invites import InviteCode, parse_code
-from keys.ratchet_account import RatchetAccount, card_for
-from keys.ratchet_envelope import wrap
-from keys.ratchet_sessions import SessionStore
+from keys.ratchet.account import RatchetAccount, card_for
+from keys.ratchet.envelope import wrap
+from keys.ratchet.sessions import RatchetSessions
 from tests.conftest import Agent, RelayProcess, befriend, make_agent, wait_for
 from tests.e2e.relay_calls import assert_error, fetch, new_tag, publish, signed
 from tests.peer_forge import (
@@ -57,7 +57,7 @@ def refused_at_sender(sender: Agent, msg_id: str) -> None:
 def olm_poison(alice: Agent, forger: Identity, bob_fp: str, plaintext: bytes) -> tuple[str, bytes]:
     """(id, sealed blob) of a message in alice's Olm session with bob whose plaintext is `plaintext`,
     recorded in alice's outbox as her own, so bob's receipt for it lands there."""
-    store = SessionStore(RatchetAccount(alice.home / "alice", forger))
+    store = RatchetSessions(RatchetAccount(alice.home / "alice", forger))
     message = store.encrypt(bob_fp, plaintext)
     card = card_for(store.account.read(), forger).to_json() if message.to_pre_key() is not None else None
     outer = wrap(new_message(forger.fingerprint, bob_fp, ""), message, card)
@@ -79,7 +79,7 @@ def megolm_poison(alice: Agent, forger: Identity, relay: RelayProcess, bob_fp: s
     20,000 deep, sent as talk sends a group copy (so alice's outbox has it)."""
     group_id = alice.ok("group", "list", "--json").json()["groups"][0]["id"]
     account = Account(keystore.load(alice.home / "alice"), relay.url, unlocked=forger)
-    encrypted = GroupSessions(RatchetAccount(alice.home / "alice", forger)).encrypt(group_id, [bob_fp], DEEP)
+    encrypted = GroupKeys(RatchetAccount(alice.home / "alice", forger)).encrypt(group_id, [bob_fp], DEEP)
     block = {"id": group_id, "name": "duo", "gm": secrets.token_hex(16), "session": encrypted.session_id,
              "body": encrypted.body, "by": "agent", "key": encrypted.key}
     with RelayClient(relay.url) as client:

@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 
 from keys.identity import Identity
-from keys.ratchet_account import RatchetAccount, card_for, new_fallback_key, unpublished_keys
-from keys.ratchet_card import KeyKind, Publication, sign_key, verify_card, verify_claim
+from keys.ratchet.account import RatchetAccount, card_for, new_fallback_key, unpublished_keys
+from keys.ratchet.card import KeyKind, Publication, sign_key, verify_card, verify_claim
 from relay.config import RelayConfig
 from tests.conftest import RelayProcess, free_port
 from tests.e2e.relay_calls import Reply, assert_error, call, publish, signed

@@ -8,13 +8,13 @@ from pathlib import Path
 import pytest
 
 from durable.errors import PinMismatch
-from follower.client import RelayClient
-from follower.ratchet_keys import LOW, TARGET, claim_ratchet_key, publish_ratchet_keys
+from follower.relay.client import RelayClient
+from follower.send.ratchet_keys import LOW, TARGET, claim_ratchet_key, publish_ratchet_keys
 from keys import keystore
 from keys.contacts import ContactBook
 from keys.identity import Identity
-from keys.ratchet_account import RatchetAccount, card_for
-from keys.ratchet_card import Publication
+from keys.ratchet.account import RatchetAccount, card_for
+from keys.ratchet.card import Publication
 from tests.conftest import Agent, wait_for
 
 ALICE_PASS = b"correct horse battery staple"  # the `alice` fixture's

@@ -18,7 +18,7 @@ import pytest
 from nacl.exceptions import CryptoError
 
 from durable.errors import RelayError
-from follower.client import RelayClient
+from follower.relay.client import RelayClient
 from keys.encoding import b64d, b64e
 from keys.identity import Identity
 from keys.wire import (

@@ -10,8 +10,8 @@ import pytest
 from websockets.exceptions import InvalidStatus
 from websockets.sync.client import connect
 
-from follower.client import RelayClient
-from follower.push import stream_url
+from follower.relay.client import RelayClient
+from follower.relay.push import stream_url
 from keys.identity import Identity
 from keys.wire import auth_headers, signing_payload
 from tests.conftest import RelayProcess

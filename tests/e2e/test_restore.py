@@ -13,14 +13,14 @@ from pathlib import Path
 
 import pytest
 
-from follower.client import RelayClient
-from follower.outbox import Entry, Outbox
-from follower.receipts import send_receipts
-from follower.resending import MAX_SENDS, Way
+from follower.receive.receipts import send_receipts
+from follower.relay.client import RelayClient
+from follower.send.outbox import Entry, Outbox
+from follower.send.resending import MAX_SENDS, Way
 from keys import keystore
 from keys.contacts import ContactBook
 from keys.identity import Identity
-from keys.ratchet_inflight import INFLIGHT_FILE
+from keys.ratchet.inflight import INFLIGHT_FILE
 from tests.conftest import Agent, wait_for
 from tests.e2e.probes import spool_ids
 
@@ -31,8 +31,8 @@ ROUNDS = 6  # receive on both sides: each round settles one more step of every m
 # is sealed but not recorded in the outbox, or once recorded but not deposited.
 KILLED_IN_A_RESEND = """
 import os, signal, sys
-import follower.inbound, follower.outbound
-from follower.outbox import Outbox
+import follower.receive.recovery, follower.send.outbound
+from follower.send.outbox import Outbox
 from talk.__main__ import main
 
 def die(*args, **kwargs):
@@ -40,11 +40,11 @@ def die(*args, **kwargs):
 
 point = sys.argv[1]
 if point == "before sealing":
-    follower.inbound.send_again = die
+    follower.receive.recovery.send_again = die
 elif point == "sealed":
     Outbox.recovered = die
 else:
-    follower.outbound._deposit_recorded = die
+    follower.send.outbound._deposit_recorded = die
 sys.argv = ["talk", "receive"]
 main()
 """

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from nacl.public import PublicKey
 
-from follower.client import RelayClient
+from follower.relay.client import RelayClient
 from keys import keystore
 from keys.envelope import new_message, seal
 from tests.conftest import Agent, RelayProcess, befriend, free_port, make_agent

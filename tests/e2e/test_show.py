@@ -23,10 +23,10 @@ from typing import Any
 import pytest
 
 from alarms.mailbox import SessionMail
-from follower.client import RelayClient
-from follower.outbound import resend_due
-from follower.outbox import Outbox
-from follower.receivelog import RECEIVE_LOG_FILE
+from follower.history.receivelog import RECEIVE_LOG_FILE
+from follower.relay.client import RelayClient
+from follower.send.outbound import resend_due
+from follower.send.outbox import Outbox
 from tests.conftest import TALK, Agent, RelayProcess, wait_for
 from tests.e2e.terminal import on_a_terminal
 

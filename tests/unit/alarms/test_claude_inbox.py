@@ -204,7 +204,7 @@ def test_the_fallback_hooks_show_only_what_fits_whole(folder: Path) -> None:
 
 
 def test_written_ranks_between_spooled_and_delivered_and_never_undoes_delivered() -> None:
-    from follower.outbox import Entry, advance
+    from follower.send.outbox import Entry, advance
     from keys.gate import check_receipts
 
     entry = Entry(id="m", to=FP, name="bob", kind="chat", text="t", ts=0.0, state="spooled")

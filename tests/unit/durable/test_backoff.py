@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from durable.backoff import Backoff
-from follower.backoff import DEPOSIT_DELAY_S, RETRY, deposit_delay, deposit_delay_range
+from follower.relay.backoff import DEPOSIT_DELAY_S, RETRY, deposit_delay, deposit_delay_range
 
 
 def test_delays_grow_then_cap() -> None:

@@ -30,11 +30,11 @@ def test_the_passphrase_is_read_once_and_only_when_the_keys_are_used(tmp_path: P
     assert calls == [1]
 
 
-def test_the_inbox_is_built_from_the_accounts_parts(tmp_path: Path) -> None:
+def test_the_receiver_is_built_from_the_accounts_parts(tmp_path: Path) -> None:
     account = _account(tmp_path, [])
-    inbox = account.inbox()
-    assert inbox.client is account.client and inbox.contacts is account.contacts
-    assert inbox.invites is account.invites and inbox.handed_state == "delivered"
+    receiver = account.receiver()
+    assert receiver.client is account.client and receiver.contacts is account.contacts
+    assert receiver.invites is account.invites and receiver.handed_state == "delivered"
 
 
 def test_a_sent_report_names_task_and_hops_only_when_given() -> None:
@@ -44,9 +44,9 @@ def test_a_sent_report_names_task_and_hops_only_when_given() -> None:
     assert full.report() == {"id": "m1", "to": "bob", "state": "queued", "hops": ["fp"], "task": "T1"}
 
 
-def test_the_inbox_keeps_the_receipt_batch_it_is_given_even_empty(tmp_path: Path) -> None:
-    from follower.receipts import ReceiptBatch
+def test_the_receiver_keeps_the_receipt_batch_it_is_given_even_empty(tmp_path: Path) -> None:
+    from follower.receive.receipts import ReceiptBatch
 
     batch = ReceiptBatch(delay=lambda: 0.3)
     assert len(batch) == 0
-    assert _account(tmp_path, []).inbox(receipts=batch).receipts is batch
+    assert _account(tmp_path, []).receiver(receipts=batch).receipts is batch

@@ -1,5 +1,5 @@
 """Two identities' Olm accounts and sessions on disk, and the receive steps run by hand, for the
-tests of `keys.ratchet_sessions` and `keys.ratchet_late`: each `store()` reads the files
+tests of `keys.ratchet.sessions` and `keys.ratchet.late`: each `store()` reads the files
 again, as a new process would."""
 
 from __future__ import annotations
@@ -10,9 +10,9 @@ import vodozemac
 
 from durable.errors import TamperedMessage
 from keys.identity import Identity
-from keys.ratchet_account import RatchetAccount, card_for, unpublished_keys
-from keys.ratchet_card import Claim
-from keys.ratchet_sessions import Opened, SessionStore
+from keys.ratchet.account import RatchetAccount, card_for, unpublished_keys
+from keys.ratchet.card import Claim
+from keys.ratchet.sessions import Opened, RatchetSessions
 
 
 class Side:
@@ -22,8 +22,8 @@ class Side:
         folder.mkdir(mode=0o700)
         self.folder, self.identity, self.fp = folder, identity, identity.fingerprint
 
-    def store(self) -> SessionStore:
-        return SessionStore(RatchetAccount(self.folder, self.identity))
+    def store(self) -> RatchetSessions:
+        return RatchetSessions(RatchetAccount(self.folder, self.identity))
 
     def claim(self) -> Claim:
         """What a peer's claim would hand out: our card and one fresh one-time key."""

@@ -11,7 +11,8 @@ from durable.errors import (
     UserError,
 )
 from keys.contacts import ContactBook, Source, free_name, peer_name, pinned_contact
-from keys.identity import MAX_NAME, Identity, KeyBundle, check_name
+from keys.identity import Identity, KeyBundle
+from keys.names import MAX_NAME, check_name
 from tests.peer_forge import borrowed_box_bundle
 
 

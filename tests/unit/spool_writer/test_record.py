@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from follower.sequence import Channel, Decision, Verdict, spool_fields
-from keys import mesh
+from follower.receive.sequence import Channel, Judgement, SequenceVerdict, spool_fields
+from follower.tasks import mesh
 from spool_writer.cursor import CursorReader
 from spool_writer.record import REQUIRED, SpoolRecord, fault
 from spool_writer.spool import Spool
@@ -35,7 +35,7 @@ def test_every_field_the_mesh_parser_puts_on_a_line_is_declared() -> None:
 
 
 def test_the_receivers_sequence_findings_are_declared() -> None:
-    decision = Decision(Verdict.LATE, Channel(), skipped=2)
+    decision = Judgement(SequenceVerdict.LATE, Channel(), skipped=2)
     assert set(spool_fields(decision)) == {"gap", "late"} <= DECLARED
 
 

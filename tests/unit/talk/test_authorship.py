@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from follower.loop_guard import Author
+from follower.groups.loop_guard import Author
 from talk.authorship import AGENT_HOST_ENV, agent_host, author
 from tests.conftest import REPO
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from follower.timeline import Direction, Line
+from follower.history.timeline import Direction, Line
 from talk.columns import STYLES, as_json, cells, plain_row, who_width
 from tests.unit.samples import FP_A, hexid
 

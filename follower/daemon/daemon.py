@@ -1,0 +1,230 @@
+"""The follower: fetch → open → spool (durable) → ack, woken by push, polling as a safety net.
+
+It never exits on a network or relay error: it records the error for `talk status`, backs
+off with jitter and tries again. A crash anywhere leaves unacked mail on the relay; the spool
+drops the copy it already has by message id.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import signal
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager
+from pathlib import Path
+from types import FrameType
+from typing import Any, Protocol, cast
+
+from durable.errors import TalkError
+from durable.files import sweep_temp_files
+from follower.daemon.state import FollowConfig, FollowStatus, following
+from follower.daemon.upkeep import Upkeep, follower_delay
+from follower.receive.channeldb import ChannelDB, SpoolDedup, receiving
+from follower.receive.inbound import LINGER_S, Dedup, Receiver
+from follower.receive.receipts import ReceiptBatch
+from follower.relay.backoff import RETRY
+from follower.relay.client import RelayClient
+from follower.relay.push import PushListener
+from keys.contacts import Contact, ContactBook
+from keys.identity import Identity
+from spool_writer.doorbell import Doorbell, bell_path
+from spool_writer.record import SpoolRecord
+from spool_writer.spool import Spool
+
+log = logging.getLogger("talk.follower")
+# Resends, held-mail expiry and a look at the hand-over log, when nothing rang sooner: an idle
+# follower wakes once a second at most. An alarm that hands mail over rings the doorbell, so
+# `delivered` receipts still leave at once.
+UPKEEP_EVERY_S = 1.0
+
+
+class Followed(Protocol):
+    """What the daemon needs of the identity it follows (`follower.account.Account` has it):
+    named here so the daemon does not import the API that sits above it."""
+
+    @property
+    def folder(self) -> Path: ...
+
+    relay: str
+
+    @property
+    def client(self) -> RelayClient: ...
+
+    @property
+    def contacts(self) -> ContactBook: ...
+
+    def identity(self) -> Identity: ...
+
+    def receiver(self, seen: Dedup | None = None, *, handed_state: str = ..., batch_acks: bool = ...,
+                 linger_s: float = ..., page: Callable[[], AbstractContextManager[None]] | None = None,
+                 receipts: ReceiptBatch | None = None) -> Receiver: ...
+
+
+class Follower:
+    """The daemon of one account; its relay client should be long-lived (`Account.sessions`:
+    one signed request opens an owner session, later fetches are MACed)."""
+
+    def __init__(self, account: Followed) -> None:
+        self.identity = identity = account.identity()
+        self.folder = folder = account.folder
+        relay = account.relay
+        self.client = account.client
+        self.contacts = account.contacts
+        self.spool = Spool(folder / "spool")
+        # Receipts wait a random pause after the fetch that caused them; the upkeep sends them.
+        receipts = ReceiptBatch(delay=follower_delay())
+        self.store = ChannelDB(folder)
+        self.receiver = account.receiver(SpoolDedup(self.store, self.spool.knows), batch_acks=True,
+                                         linger_s=LINGER_S, handed_state="spooled", receipts=receipts,
+                                         page=self.page)
+        self.upkeep = Upkeep(identity, folder, self.client, receipts)
+        self.wake = threading.Event()
+        self.upkeep_due = True
+        self.status_lock = threading.Lock()  # the push thread saves the status too
+        self.stopping = False
+        self.reload = True
+        self.config = FollowConfig()
+        self.status = FollowStatus(pid=os.getpid(), relay=relay, since=time.time())
+
+    @contextlib.contextmanager
+    def page(self) -> Iterator[None]:
+        """One fetched page, made durable once before it is acked: the spool's lines are synced,
+        then its index, then the store commits the ids (a power cut cannot leave an id taken
+        whose line is lost; a kill, at worst, shows the page to the dedup again)."""
+        with self.store.page(), self.spool.batch():
+            yield
+
+    def deliver(self, record: dict[str, Any]) -> None:
+        # Built by `follower.receive.spool_line` with every field SpoolRecord requires;
+        # Spool.deliver checks again.
+        if self.spool.deliver(cast(SpoolRecord, record)):
+            self.status.delivered += 1
+
+    def peers(self) -> list[Contact] | None:
+        """The contacts to take mail from; None: every contact, as the contact book holds them now."""
+        if self.config.every:
+            return None
+        chosen = []
+        for name in self.config.peers:
+            try:
+                chosen.append(self.contacts.get(name))
+            except TalkError as exc:
+                log.warning("skipping peer %s: %s", name, exc)
+        return chosen
+
+    def drain(self) -> None:
+        with receiving(self.folder):  # a `talk receive` started meanwhile waits, then sees what we took
+            report = self.receiver.receive(self.deliver, self.peers())
+        for reason in report.refused:
+            log.warning("refused: %s", reason)
+        for note in report.notes:
+            log.info("%s", note)
+        self.status.refused += len(report.refused)
+        self.status.last_contact = time.time()
+        self.status.last_error = None
+
+    def on_signal(self, signum: int, frame: FrameType | None) -> None:
+        if signum == signal.SIGUSR1:
+            self.reload = True
+        else:
+            self.stopping = True
+        self.wake.set()
+
+    def set_push(self, state: str) -> None:
+        """A lost push stream shows in `talk status` at once, not at the next fetch."""
+        self.status.push = state
+        self.save_status()
+
+    def on_ring(self) -> None:
+        self.upkeep_due = True
+        self.wake.set()
+
+    def save_status(self) -> None:
+        """Never fatal: a full disk or a lost folder must not stop the follower (nothing is acked
+        that is not on disk, so mail waits on the relay); the error is logged and kept in memory,
+        and saved with the status once there is room."""
+        with self.status_lock:
+            if self.client.republished_at is not None:
+                self.status.republished_at = self.client.republished_at
+            try:
+                self.status.save(self.folder)
+            except OSError as exc:
+                log.warning("cannot save the follower's status: %s", exc)
+
+    def run(self) -> None:
+        for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGUSR1):
+            signal.signal(sig, self.on_signal)
+        self.config = FollowConfig.load(self.folder)
+        push = None
+        if self.config.push:
+            push = PushListener(self.client.url, self.identity, self.wake, self.set_push)
+            push.start()
+        try:
+            self.spool.layout.ensure()
+            for leftover in (self.folder, self.spool.layout.root):
+                sweep_temp_files(leftover)  # from a writer killed mid-write, a full disk…
+            # Only in a spool folder that passed its checks: never a pipe in someone else's.
+            Doorbell(bell_path(self.spool.layout.handed), self.on_ring).start()
+        except (OSError, TalkError) as exc:  # the drain meets it again and keeps it in the status
+            self.record_error(exc)
+        log.info("following %s on %s (pid %d)", following(self.config.peers, self.config.every),
+                 self.client.url, os.getpid())
+        try:
+            self.loop()
+        finally:
+            if push is not None:
+                push.stop()
+            try:
+                self.upkeep.finish()
+            except Exception as exc:  # best effort: the senders' resends make up for it
+                self.record_error(exc)
+            self.status.push = "off"
+            self.save_status()
+            log.info("stopped")
+
+    def loop(self) -> None:
+        """Fetch when woken (push) or when the poll interval (or a backoff) is over; run the
+        upkeep when the doorbell rang, or once every UPKEEP_EVERY_S."""
+        failures = 0
+        next_drain = 0.0
+        next_upkeep = 0.0
+        while not self.stopping:
+            if self.reload:
+                self.reload = False
+                self.config = FollowConfig.load(self.folder)
+                self.status.peers, self.status.every = list(self.config.peers), self.config.every
+            if self.wake.is_set() or time.monotonic() >= next_drain:
+                self.wake.clear()
+                try:
+                    self.drain()
+                    failures, next_drain = 0, time.monotonic() + self.config.interval
+                except Exception as exc:  # never exit: record, back off, retry
+                    failures += 1
+                    next_drain = time.monotonic() + RETRY.delay(failures)
+                    self.record_error(exc)
+                self.save_status()
+            if not failures and (self.upkeep_due or time.monotonic() >= next_upkeep):
+                self.upkeep_due = False
+                next_upkeep = time.monotonic() + UPKEEP_EVERY_S
+                try:
+                    self.upkeep.run()
+                except Exception as exc:  # the same: record it at once and try again later
+                    self.record_error(exc)
+                    self.save_status()
+            soonest = min(next_drain, next_upkeep) if not failures else next_drain
+            receipts_due = self.upkeep.receipts.next_due()
+            if receipts_due is not None and not failures and receipts_due < soonest:
+                soonest, next_upkeep = receipts_due, receipts_due  # a paused receipt is due
+            self.wake.wait(max(0.0, soonest - time.monotonic()))
+
+    def record_error(self, exc: Exception) -> None:
+        if isinstance(exc, TalkError):
+            log.warning("%s", exc)
+        else:
+            log.exception("unexpected error")
+        self.status.last_error = str(exc) or type(exc).__name__
+        self.status.last_error_at = time.time()

@@ -1,0 +1,1 @@
+"""Receiving: fetch, open, decide (admission, sequence, policy), hand on or hold, remember, ack."""

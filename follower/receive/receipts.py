@@ -1,0 +1,137 @@
+"""Receipts: what the receiving side tells a sender about each of its messages.
+
+A receipt is ordinary sealed mail of kind "receipt" on the pair's receipt tag, listing
+(message id, state, reason) items; receipts never produce receipts. They are gathered while
+mail is taken and sent once per peer at the end, so a page of mail costs one receipt message.
+Sending is best effort: a receipt lost on the way is made good by the sender's resend, which
+the receiver answers with `duplicate`.
+
+The follower defers its batches (`ReceiptBatch(delay=…)`): a receipt sent the instant a fetch
+returns would tell the relay which mailbox wrote to which, so it leaves a random pause later,
+on the follower's next upkeep tick after it is due.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from functools import lru_cache
+from typing import Any
+
+from nacl.public import PrivateKey, PublicKey
+
+from durable.errors import TalkError
+from follower.relay.client import RelayClient
+from keys.contacts import Contact
+from keys.envelope import Inner, new_message, receipt_tag, seal
+from keys.gate import MAX_REASON, RECEIPT_STATES, Invalid, check_receipts
+from keys.identity import Identity
+
+KIND = "receipt"
+STATES = RECEIPT_STATES
+PER_MESSAGE = 300  # items per receipt message: far below the 64 KiB envelope
+
+
+def receipt_message(identity: Identity, contact: Contact, items: list[dict[str, Any]]) -> Inner:
+    return new_message(identity.fingerprint, contact.fingerprint, f"{len(items)} receipt(s)",
+                       kind=KIND, receipts=items)
+
+
+@lru_cache(maxsize=1024)
+def _tag_to(own: bytes, peer: bytes, peer_fp: str) -> str:
+    """A key agreement per flush would be the costliest step of a follower's drain."""
+    return receipt_tag(PrivateKey(own), PublicKey(peer), peer_fp)
+
+
+def send_receipts(identity: Identity, client: RelayClient, contact: Contact,
+                  items: list[dict[str, Any]]) -> None:
+    peer = PublicKey(contact.box_key)
+    tag = _tag_to(bytes(identity.box_secret), contact.box_key, contact.fingerprint)
+    for start in range(0, len(items), PER_MESSAGE):
+        inner = receipt_message(identity, contact, items[start:start + PER_MESSAGE])
+        client.deposit(contact.fingerprint, tag, seal(inner, identity.box_secret, peer))
+
+
+def replay_highest(inner: Inner) -> dict[str, int]:
+    """{id: the highest seq the receiver has seen from us} of the items refusing a reused number
+    (`keys.gate.check_receipts`); none unless every item is well formed."""
+    try:
+        items = check_receipts(inner.extra.get("receipts"))
+    except Invalid:
+        return {}
+    return {i["ref"]: i["highest"] for i in items if i["state"] == "refused" and "highest" in i}
+
+
+def parse_items(inner: Inner) -> list[tuple[str, str, str]]:
+    """The (id, state, reason) items of a receipt; none unless every item is well formed (the
+    gate refuses such a receipt on arrival; this holds for an Inner built any other way too)."""
+    try:
+        items = check_receipts(inner.extra.get("receipts"))
+    except Invalid:
+        return []
+    return [(i["ref"], i["state"], i["reason"]) for i in items]
+
+
+Items = list[dict[str, Any]]
+
+
+@dataclass
+class ReceiptBatch:
+    """Receipts gathered while taking mail, by peer, sent together by `flush`; with a `delay`
+    (seconds, drawn per flush), `flush` only queues them and `send_due` sends them later."""
+
+    pending: dict[str, tuple[Contact, Items]] = field(default_factory=dict)
+    delay: Callable[[], float] | None = None
+    queued: list[tuple[float, Contact, Items]] = field(default_factory=list)
+
+    def add(self, contact: Contact, ref: str, state: str, reason: str = "",
+            highest: int | None = None) -> None:
+        """`highest`: on a refusal of a reused number, the highest seq seen from `contact`."""
+        entry = self.pending.setdefault(contact.fingerprint, (contact, []))
+        item: dict[str, Any] = {"ref": ref, "state": state, "reason": reason[:MAX_REASON]}
+        if highest is not None:
+            item["highest"] = highest
+        entry[1].append(item)
+
+    def flush(self, identity: Identity, client: RelayClient) -> int:
+        """Send what is gathered (or queue it, with a delay); how many peers could not be told."""
+        pending, self.pending = self.pending, {}
+        if self.delay is None:
+            return _send_all(identity, client, list(pending.values()))
+        due = time.monotonic() + self.delay()
+        self.queued += [(due, contact, items) for contact, items in pending.values()]
+        return 0
+
+    def send_due(self, identity: Identity, client: RelayClient, everything: bool = False) -> int:
+        """Send the queued batches whose pause is over (all of them when stopping)."""
+        now = time.monotonic()
+        ready = [(c, items) for due, c, items in self.queued if everything or due <= now]
+        self.queued = [] if everything else [q for q in self.queued if q[0] > now]
+        return _send_all(identity, client, ready)
+
+    def next_due(self) -> float | None:
+        """When the earliest queued batch may go (monotonic), if any waits."""
+        return min((due for due, _, _ in self.queued), default=None)
+
+    def __len__(self) -> int:
+        return sum(len(items) for _, items in self.pending.values())
+
+
+def _send_all(identity: Identity, client: RelayClient, batches: list[tuple[Contact, Items]]) -> int:
+    failed = 0
+    for contact, items in batches:
+        try:
+            send_receipts(identity, client, contact, items)
+        except TalkError as exc:
+            failed += 1
+            # Imported here: logging costs `talk receive` ~5 ms of start-up, and this is its only use.
+            import logging
+
+            logging.getLogger("talk.follower").info(
+                "receipts to %s not sent (%s); their resend will bring them", contact.name, exc)
+    return failed
+
+
+def as_json(items: list[tuple[str, str, str]]) -> list[dict[str, Any]]:
+    return [{"ref": r, "state": s, "reason": why} for r, s, why in items]

@@ -1,0 +1,119 @@
+"""follower.receive.receipts: receipt items parsed whole or refused whole, and batched per peer."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from follower.receive.receipts import STATES, ReceiptBatch, parse_items, receipt_message, replay_highest
+from keys.envelope import Inner, new_message
+from keys.gate import MAX_REASON, Invalid
+from keys.identity import Identity
+from tests.unit.samples import FP_A, FP_B, FP_C, contact
+
+
+def receipt_inner(items: Any) -> Inner:
+    return new_message(FP_A, FP_B, "receipts", kind="receipt", receipts=items)
+
+
+def test_parse_items_keeps_well_formed_items() -> None:
+    inner = receipt_inner([{"ref": FP_C, "state": "spooled", "reason": ""},
+                           {"ref": FP_A, "state": "refused", "reason": "no"},
+                           {"ref": FP_B, "state": "held"}])
+    assert parse_items(inner) == [(FP_C, "spooled", ""), (FP_A, "refused", "no"), (FP_B, "held", "")]
+
+
+def test_parse_items_accepts_every_receipt_state() -> None:
+    inner = receipt_inner([{"ref": FP_A, "state": s} for s in STATES])
+    assert [state for _, state, _ in parse_items(inner)] == list(STATES)
+
+
+def test_a_receipt_with_any_malformed_item_is_refused_whole() -> None:
+    good = {"ref": FP_A, "state": "delivered", "reason": "ok"}
+    bad_items = [
+        {"ref": FP_B, "state": "stored"},
+        {"ref": FP_B, "state": "sent"},
+        {"ref": FP_B, "state": None},
+        {"ref": "B" * 32, "state": "spooled"},
+        {"ref": "xyz", "state": "spooled"},
+        {"ref": 12, "state": "spooled"},
+        {"state": "spooled"},
+        {"ref": FP_B, "state": "spooled", "reason": 5},
+        {"ref": FP_B, "state": "spooled", "reason": None},
+        "not an item",
+        [FP_B, "spooled"],
+    ]
+    assert parse_items(receipt_inner([good])) == [(FP_A, "delivered", "ok")]
+    for bad in bad_items:
+        inner = receipt_inner([bad, good])
+        assert parse_items(inner) == []
+        with pytest.raises(Invalid):  # and the gate refuses the whole message on arrival
+            Inner.from_json(inner.to_json())
+
+
+def test_parse_items_truncates_long_reasons() -> None:
+    inner = receipt_inner([{"ref": FP_A, "state": "refused", "reason": "r" * (MAX_REASON * 3)}])
+    [(_, _, reason)] = parse_items(inner)
+    assert reason == "r" * MAX_REASON
+
+
+def test_parse_items_of_receipts_that_are_not_a_list_is_empty() -> None:
+    for raw in ({"ref": FP_A, "state": "spooled"}, "spooled", None, 3):
+        assert parse_items(receipt_inner(raw)) == []
+    assert parse_items(new_message(FP_A, FP_B, "no receipts here", kind="receipt")) == []
+
+
+def test_receipt_message_survives_the_wire_format() -> None:
+    me, peer = Identity.generate("alice"), contact("bob")
+    items = [{"ref": FP_A, "state": "spooled", "reason": ""}]
+    inner = receipt_message(me, peer, items)
+    again = Inner.from_json(json.loads(json.dumps(inner.to_json())))
+    assert (again.kind, again.sender, again.recipient) == ("receipt", me.fingerprint, peer.fingerprint)
+    assert parse_items(again) == [(FP_A, "spooled", "")]
+
+
+def test_receipt_batch_groups_by_peer_and_counts_items() -> None:
+    batch = ReceiptBatch()
+    assert len(batch) == 0
+    bob, carol = contact("bob"), contact("carol")
+    batch.add(bob, FP_A, "spooled")
+    batch.add(bob, FP_B, "held", "h" * (MAX_REASON + 10))
+    batch.add(carol, FP_C, "duplicate", "already received")
+    assert len(batch) == 3
+    assert set(batch.pending) == {bob.fingerprint, carol.fingerprint}
+    peer, items = batch.pending[bob.fingerprint]
+    assert peer == bob
+    assert items == [{"ref": FP_A, "state": "spooled", "reason": ""},
+                     {"ref": FP_B, "state": "held", "reason": "h" * MAX_REASON}]
+    assert batch.pending[carol.fingerprint][1] == [
+        {"ref": FP_C, "state": "duplicate", "reason": "already received"}]
+
+
+
+
+def test_a_refusal_of_a_reused_number_carries_the_highest_seen_through_the_gate() -> None:
+    batch = ReceiptBatch()
+    bob = contact("bob")
+    batch.add(bob, FP_A, "refused", "a replay", highest=40)
+    batch.add(bob, FP_C, "delivered")
+    [(_, items)] = batch.pending.values()
+    arrived = Inner.from_json(receipt_inner(items).to_json())
+    assert replay_highest(arrived) == {FP_A: 40}
+    assert parse_items(arrived) == [(FP_A, "refused", "a replay"), (FP_C, "delivered", "")]
+    assert "highest" not in items[1]  # an item says it only where it applies
+
+
+@pytest.mark.parametrize("highest", [0, -1, 2**53 + 1, True, 4.0, "40", None, [40]])
+def test_a_highest_that_is_no_bounded_positive_integer_refuses_the_whole_receipt(highest: object) -> None:
+    inner = receipt_inner([{"ref": FP_A, "state": "refused", "reason": "r", "highest": highest},
+                           {"ref": FP_B, "state": "delivered"}])
+    assert parse_items(inner) == [] and replay_highest(inner) == {}
+    with pytest.raises(Invalid, match="highest"):
+        Inner.from_json(inner.to_json())
+
+
+def test_a_highest_named_on_anything_but_a_refusal_is_not_read_as_one() -> None:
+    inner = receipt_inner([{"ref": FP_A, "state": "delivered", "highest": 7}])
+    assert replay_highest(inner) == {} and parse_items(inner) == [(FP_A, "delivered", "")]

@@ -1,0 +1,100 @@
+"""follower.send.seqcounter: the numbers a sender gives its messages, per contact."""
+
+from __future__ import annotations
+
+import multiprocessing
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from durable.errors import UserError
+from follower.send.seqcounter import COUNTER_FILE, LEGACY_DB, move_past, next_seq
+
+FP_A = "a" * 32
+FP_B = "b" * 32
+
+
+def take(folder: Path, peer: str) -> int:
+    with next_seq(folder, peer) as seq:
+        return seq
+
+
+def test_a_number_is_used_up_only_when_the_message_seals(tmp_path: Path) -> None:
+    assert take(tmp_path, FP_B) == 1
+    with pytest.raises(ValueError), next_seq(tmp_path, FP_B):
+        raise ValueError("too large to seal")
+    assert take(tmp_path, FP_B) == 2
+    assert take(tmp_path, FP_A) == 1  # one count per peer
+    assert (tmp_path / COUNTER_FILE).stat().st_mode & 0o777 == 0o600
+
+
+def _take_numbers(folder: str, count: int, out: multiprocessing.Queue[int]) -> None:
+    for _ in range(count):
+        out.put(take(Path(folder), FP_B))
+
+
+def test_concurrent_processes_never_share_a_number(tmp_path: Path) -> None:
+    ctx = multiprocessing.get_context("spawn")
+    out: multiprocessing.Queue[int] = ctx.Queue()
+    procs = [ctx.Process(target=_take_numbers, args=(str(tmp_path), 25, out)) for _ in range(4)]
+    for p in procs:
+        p.start()
+    numbers = [out.get(timeout=60) for _ in range(100)]
+    for p in procs:
+        p.join(timeout=60)
+        assert p.exitcode == 0
+    assert sorted(numbers) == list(range(1, 101))
+
+
+def legacy_store(folder: Path, counts: dict[str, int]) -> None:
+    """A channel store as earlier versions left it, with their send counts in it."""
+    db = sqlite3.connect(folder / LEGACY_DB)
+    db.execute("PRAGMA journal_mode=WAL")
+    db.execute("CREATE TABLE sent_seq (peer TEXT PRIMARY KEY, last INTEGER NOT NULL)")
+    db.executemany("INSERT INTO sent_seq VALUES (?, ?)", counts.items())
+    db.commit()
+    db.close()
+
+
+def test_counts_kept_by_an_earlier_version_go_on(tmp_path: Path) -> None:
+    legacy_store(tmp_path, {FP_A: 41, FP_B: 7})
+    assert take(tmp_path, FP_A) == 42
+    assert take(tmp_path, FP_B) == 8
+    # Read once: from now on the counter file is what counts.
+    (tmp_path / LEGACY_DB).unlink()
+    assert take(tmp_path, FP_A) == 43
+
+
+def test_a_channel_store_without_counts_starts_at_one(tmp_path: Path) -> None:
+    db = sqlite3.connect(tmp_path / LEGACY_DB)
+    db.execute("CREATE TABLE seen (id TEXT PRIMARY KEY, at REAL NOT NULL)")
+    db.commit()
+    db.close()
+    assert take(tmp_path, FP_A) == 1
+
+
+@pytest.mark.parametrize("content", [b"{not json", b'{"' + FP_A.encode() + b'": "7"}', b"[1, 2]"])
+def test_a_damaged_counter_refuses_to_send_and_is_left_as_it_was(tmp_path: Path, content: bytes) -> None:
+    """Guessing a number could reuse one, which the peer refuses as a replay: the user is told."""
+    (tmp_path / COUNTER_FILE).write_bytes(content)
+    with pytest.raises(UserError, match="restore it from a backup"):
+        take(tmp_path, FP_A)
+    assert (tmp_path / COUNTER_FILE).read_bytes() == content
+
+
+def test_a_refusal_of_a_reused_number_moves_the_count_past_it_never_back(tmp_path: Path) -> None:
+    for _ in range(3):
+        take(tmp_path, FP_B)
+    assert move_past(tmp_path, FP_B, 40)
+    assert take(tmp_path, FP_B) == 41
+    assert not move_past(tmp_path, FP_B, 10)  # an older, lower word: the count stays
+    assert not move_past(tmp_path, FP_B, 41)
+    assert take(tmp_path, FP_B) == 42
+    assert move_past(tmp_path, FP_A, 5) and take(tmp_path, FP_A) == 6  # a contact not yet counted
+
+
+def test_moving_past_refuses_a_damaged_count_like_a_send(tmp_path: Path) -> None:
+    (tmp_path / COUNTER_FILE).write_text('{"' + FP_B + '": "seven"}')
+    with pytest.raises(UserError, match="damaged"):
+        move_past(tmp_path, FP_B, 40)

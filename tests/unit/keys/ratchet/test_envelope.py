@@ -1,0 +1,80 @@
+"""keys.ratchet.envelope: an Olm message inside the sealed envelope, and what it must agree with."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+import vodozemac
+
+from durable.errors import TamperedMessage
+from keys import gate
+from keys.envelope import Inner, new_message, open_blob, seal
+from keys.identity import Identity
+from keys.ratchet.envelope import is_ratchet, olm_part, plaintext_of, unwrap, wrap
+
+
+def session_pair() -> tuple[vodozemac.Session, vodozemac.Account]:
+    """An outbound session from a fresh account to `receiver`, and the receiver's account."""
+    receiver = vodozemac.Account()
+    receiver.generate_one_time_keys(1)
+    key = next(iter(receiver.one_time_keys.values()))
+    return vodozemac.Account().create_outbound_session(receiver.curve25519_key, key), receiver
+
+
+def opened(inner: Inner, sender: Identity, receiver: Identity) -> Inner:
+    blob = seal(inner, sender.box_secret, receiver.box_secret.public_key)
+    return open_blob(blob, receiver.box_secret, receiver.fingerprint, lambda key: [sender.fingerprint],
+                     lambda c: c)[1]
+
+
+def test_the_envelope_carries_the_olm_message_and_the_card_but_not_the_text(
+        alice_id: Identity, bob_id: Identity) -> None:
+    real = new_message(alice_id.fingerprint, bob_id.fingerprint, "secret words", seq=3, hops=[])
+    session, _ = session_pair()
+    message = session.encrypt(plaintext_of(real))
+    outer = opened(wrap(real, message, {"v": 1}), alice_id, bob_id)
+    assert is_ratchet(outer) and outer.text == "" and "secret" not in json.dumps(outer.to_json())
+    assert (outer.id, outer.seq, outer.kind) == (real.id, 3, "chat")
+    part = olm_part(outer)
+    assert part.card == {"v": 1} and part.message.to_parts() == message.to_parts()
+
+
+def test_the_carried_message_must_name_what_its_envelope_names(alice_id: Identity, bob_id: Identity) -> None:
+    real = new_message(alice_id.fingerprint, bob_id.fingerprint, "hi", seq=1)
+    session, _ = session_pair()
+    outer = wrap(real, session.encrypt(plaintext_of(real)), None)
+    assert unwrap(outer, plaintext_of(real)).text == "hi"
+    other_sender = Inner(real.id, bob_id.fingerprint, bob_id.fingerprint, real.ts, "chat", "hi", {}, 1)
+    other_number = Inner(real.id, real.sender, real.recipient, real.ts, "chat", "hi", {}, 2)
+    for forged in (other_sender, other_number, outer):  # the last: a ratchet message inside one
+        with pytest.raises(TamperedMessage):
+            unwrap(outer, plaintext_of(forged))
+    with pytest.raises(gate.Invalid):
+        unwrap(outer, b"not json")
+
+
+def test_the_gate_admits_only_an_olm_field_of_its_shape() -> None:
+    assert gate.check_olm({"type": 0, "body": "QUJD", "card": {}}) == {"type": 0, "body": "QUJD", "card": {}}
+    bad: object
+    for bad in ([], {"type": 2, "body": "QUJD"}, {"type": True, "body": "QUJD"}, {"type": 1, "body": ""},
+                {"type": 1, "body": "QUJD", "card": "x"}):
+        with pytest.raises(gate.Invalid):
+            gate.check_olm(bad)
+
+
+def test_an_olm_body_that_does_not_decode_is_a_tampered_message(alice_id: Identity, bob_id: Identity) -> None:
+    outer = Inner.from_json({**new_message(alice_id.fingerprint, bob_id.fingerprint, "").to_json(),
+                             "olm": {"type": 1, "body": "AAAA"}}, time.time())
+    with pytest.raises(TamperedMessage):
+        olm_part(outer)
+
+
+def test_a_carried_message_nested_past_the_limit_fails_the_gate(alice_id: Identity, bob_id: Identity) -> None:
+    real = new_message(alice_id.fingerprint, bob_id.fingerprint, "hi", seq=1)
+    session, _ = session_pair()
+    outer = wrap(real, session.encrypt(plaintext_of(real)), None)
+    for poison in (b"[" * 20_000 + b"]" * 20_000, b'{"a":' * 5000 + b"1" + b"}" * 5000):
+        with pytest.raises(gate.Invalid, match="deeper than"):
+            unwrap(outer, poison)
