@@ -184,7 +184,7 @@ def test_kill_9_of_the_inbox_writing_monitor_loses_nothing_and_repeats_nothing(
             found = []
             for pid in descendants(session["pid"]):
                 with contextlib.suppress(OSError):
-                    if b"alarms.claude_monitor" in Path(f"/proc/{pid}/cmdline").read_bytes():
+                    if b"alarms.claude.monitor" in Path(f"/proc/{pid}/cmdline").read_bytes():
                         found.append(pid)
             return found
 
