@@ -70,10 +70,11 @@ class Host(Protocol):
     PROCESS_NAMES: tuple[str, ...]  # the host program's process names (`alarms.mailbox.host_pid`)
     OPTIONS: tuple[Option, ...]  # host-specific options of `talk install/uninstall NAME`
 
-    def install(self, request: Request) -> Done:
+    # Not plain `install`: the package's `install` module, once imported, would take that name.
+    def install_doors(self, request: Request) -> Done:
         """Wire talk into the host; running it twice changes nothing. UserError when it cannot."""
 
-    def uninstall(self, request: Request) -> Done:
+    def uninstall_doors(self, request: Request) -> Done:
         """Remove exactly what `install` wrote and nothing of the user's own; idempotent."""
 
     def wiring(self, identity: Path | None) -> Wiring:

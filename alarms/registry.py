@@ -16,7 +16,7 @@ from durable.errors import UserError
 if TYPE_CHECKING:
     from alarms.door import Host
 
-__all__ = ["NAMES", "OTHER", "agent_host", "door", "doors", "parse_host"]
+__all__ = ["NAMES", "OTHER", "agent_host", "author_env", "door", "doors", "parse_host"]
 
 NAMES = ("claude", "codex", "copilot", "gemini", "opencode", "pi", "qwen")
 OTHER = "other"  # a session registered by a door that does not know its host (`talk mcp --host other`)
@@ -41,13 +41,16 @@ def parse_host(value: str) -> str:
     raise UserError(f"unknown host {value!r}; use one of: {', '.join((*NAMES, OTHER))}")
 
 
-def agent_host(env: Mapping[str, str]) -> str | None:
-    """The title of the agent host whose session this environment belongs to ("an agent" for
-    one that says only AI_AGENT), or None."""
-    def set_(name: str) -> bool:
-        return env.get(name, "").strip().lower() not in ("", "0", "false")
+def author_env() -> list[tuple[str, str]]:
+    """(host's title, variable) for each variable a host sets in its tools' environment, and
+    AI_AGENT ("an agent") last: the one more and more hosts share."""
+    named = [(host.TITLE, name) for host in doors() for name in host.AUTHOR_ENV]
+    return [*named, ("an agent", ANY_AGENT_ENV)]
 
-    for host in doors():
-        if any(map(set_, host.AUTHOR_ENV)):
-            return host.TITLE
-    return "an agent" if set_(ANY_AGENT_ENV) else None
+
+def agent_host(env: Mapping[str, str]) -> str | None:
+    """The title of the agent host whose session this environment belongs to, or None."""
+    for title, name in author_env():
+        if env.get(name, "").strip().lower() not in ("", "0", "false"):
+            return title
+    return None

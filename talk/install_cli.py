@@ -84,9 +84,9 @@ def register() -> None:
 
     for name in NAMES:
         host = door(name)
-        install_app.command(name)(command(name, host.install, "Install talk's doors into HOST.", True))
+        install_app.command(name)(command(name, host.install_doors, "Install talk's doors into HOST.", True))
         uninstall_app.command(name)(command(
-            name, host.uninstall, "Remove what `talk install` put into HOST, and nothing of yours.", True))
+            name, host.uninstall_doors, "Remove what `talk install` put into HOST, nothing of yours.", True))
 
 
 register()

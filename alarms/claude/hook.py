@@ -31,8 +31,9 @@ import sys
 from typing import Any
 
 from alarms import handover
+from alarms.claude import NAME as HOST
 from alarms.claude.inbox import DoorError, find_door, hand_on
-from alarms.claude.session import HOST, claude_pid, session_id
+from alarms.claude.session import claude_pid, session_id
 from alarms.framing import frame
 from alarms.hook_fit import fit_within
 from alarms.mailbox import SessionMail, identity_folder

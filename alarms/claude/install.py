@@ -24,6 +24,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+from alarms.claude import NAME as HOST
 from alarms.door import Done, Request
 from alarms.host_config import read_config
 from alarms.host_files import copy_file, copy_tree, tighten, tree, write_file
@@ -37,7 +38,6 @@ ENV_FILE = "talk.env"
 MONITOR = "scripts/claude_monitor.sh"
 EXECUTABLES = (MONITOR, "scripts/claude_hook.sh")
 MARKETPLACE = "talk-local"
-HOST = "claude"
 AGAIN = "talk install claude"
 
 

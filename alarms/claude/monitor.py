@@ -27,8 +27,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 from alarms import handover, mailbox
+from alarms.claude import NAME as HOST
 from alarms.claude.inbox import DoorError, InboxDoor, find_door, hand_on
-from alarms.claude.session import HOST, claude_pid, session_id, transcript_path
+from alarms.claude.session import claude_pid, session_id, transcript_path
 from alarms.mailbox import SessionMail
 from spool_writer import process
 

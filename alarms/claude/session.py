@@ -12,10 +12,10 @@ import glob
 import os
 from collections.abc import Mapping
 
+from alarms.claude import NAME as HOST
 from alarms.mailbox import host_pid
 from spool_writer import process
 
-HOST = "claude"
 SESSION_ENV = "CLAUDE_CODE_SESSION_ID"
 PID_ENV = "CLAUDE_PID"
 CONFIG_ENV = "CLAUDE_CONFIG_DIR"

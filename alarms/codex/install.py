@@ -31,6 +31,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+from alarms.codex import NAME as HOST
 from alarms.door import Done, Request
 from alarms.host_config import edit_config, hook_command, identity_warning, place, read_config, write_config
 from alarms.host_files import tighten
@@ -42,7 +43,6 @@ HOOK_TIMEOUT_S = 10
 STATUS_MESSAGE = "Checking talk mail"
 SCRIPT_MARK = "codex_hook.py"  # the entry point Codex runs (alarms/codex_hook.py), old and new
 AGAIN = "talk install codex"
-HOST = "codex"
 TRUST_FIX = f"{AGAIN} (with codex on PATH, or --codex-bin PATH), or approve them in Codex with /hooks"
 
 

@@ -20,6 +20,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+from alarms.copilot import NAME as HOST
 from alarms.door import Done, Request
 from alarms.host_config import edit_config, identity_warning, read_config, with_server
 from alarms.host_files import tighten
@@ -32,7 +33,6 @@ HOOKS_NAME = "talk.json"
 MCP_NAME = "mcp-config.json"
 SERVER = "talk"
 AGAIN = "talk install copilot"
-HOST = "copilot"
 HOOK_TIMEOUT_S = 10
 HOME_ENV = "COPILOT_HOME"
 

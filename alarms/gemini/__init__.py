@@ -29,13 +29,13 @@ OPTIONS: tuple[Option, ...] = (
 )
 
 
-def install(request: Request) -> Done:
+def install_doors(request: Request) -> Done:
     from alarms.gemini.install import install as run
 
     return run(request)
 
 
-def uninstall(request: Request) -> Done:
+def uninstall_doors(request: Request) -> Done:
     from alarms.gemini.install import uninstall as run
 
     return run(request)

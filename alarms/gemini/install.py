@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from alarms.door import Done, Request
+from alarms.gemini import NAME as HOST
 from alarms.host_config import edit_config, handlers_in, hook_command, identity_warning, place, read_config
 from alarms.host_files import tighten
 from alarms.wiring import State, Wiring, guarded, judge_hooks, with_mcp_server
@@ -37,7 +38,6 @@ HOOK_NAME = "talk"
 SCRIPT_MARK = "gemini_hook.py"
 MCP_NAME = "talk"
 AGAIN = "talk install gemini"
-HOST = "gemini"
 
 
 def hook_script() -> Path:

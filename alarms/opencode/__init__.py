@@ -26,13 +26,13 @@ PROCESS_NAMES: tuple[str, ...] = ('opencode',)
 OPTIONS: tuple[Option, ...] = ()
 
 
-def install(request: Request) -> Done:
+def install_doors(request: Request) -> Done:
     from alarms.opencode.install import install as run
 
     return run(request)
 
 
-def uninstall(request: Request) -> Done:
+def uninstall_doors(request: Request) -> Done:
     from alarms.opencode.install import uninstall as run
 
     return run(request)

@@ -15,10 +15,10 @@ from pathlib import Path
 from typing import Any
 
 from alarms.door import Done, Request
+from alarms.opencode import NAME as HOST
 from alarms.wiring import State, Wiring
 from durable.errors import UserError
 
-HOST = "opencode"
 START = "talk alarm opencode --url URL"
 
 

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from alarms.mailbox import SessionMail
+from alarms.opencode import NAME as HOST
 from alarms.opencode.outbox import PromptOutbox
 from durable import daemon
 from durable.locks import held_by_other
@@ -29,7 +30,6 @@ __all__ = [
     "start_log",
 ]
 
-HOST = "opencode"
 PREFIX = f"alarm-{HOST}-"
 
 

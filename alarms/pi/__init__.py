@@ -28,13 +28,13 @@ OPTIONS: tuple[Option, ...] = (
 )
 
 
-def install(request: Request) -> Done:
+def install_doors(request: Request) -> Done:
     from alarms.pi.install import install as run
 
     return run(request)
 
 
-def uninstall(request: Request) -> Done:
+def uninstall_doors(request: Request) -> Done:
     from alarms.pi.install import uninstall as run
 
     return run(request)

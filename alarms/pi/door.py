@@ -41,6 +41,7 @@ from typing import Any
 
 from alarms import mailbox
 from alarms.framing import frame
+from alarms.pi import NAME as HOST
 from durable.files import write_json
 from durable.ndjson import parse_records
 from spool_writer import handed as handed_log
@@ -49,7 +50,6 @@ from spool_writer.cursor import RECENT, load_state, lock_path, read_new
 from spool_writer.layout import flocked, generations
 from spool_writer.record import SpoolRecord
 
-HOST = "pi"
 POLL_S = 0.2
 
 

@@ -21,6 +21,7 @@ from typing import Any
 from alarms.door import Done, Request
 from alarms.host_config import read_config, with_server, write_config
 from alarms.host_files import copy_file, tighten, tree, write_file
+from alarms.pi import NAME as HOST
 from alarms.wiring import State, Wiring, guarded, missing_program, with_mcp_server
 from durable.errors import UserError
 from durable.home import identity_names, talk_home
@@ -31,7 +32,6 @@ CONFIG_FILE = "talk.json"
 MCP_FILE = "mcp.json"
 SERVER = "talk"
 AGAIN = "talk install pi"
-HOST = "pi"
 SHIPPED = ("index.ts",)
 SERVER_ARGS = ("-I", "-m", "talk", "mcp")  # -I: no PYTHONPATH, no user site, not the cwd's modules
 

@@ -47,6 +47,7 @@ from typing import TYPE_CHECKING
 
 from alarms.framing import frame
 from alarms.mailbox import SessionMail
+from alarms.qwen import NAME as HOST
 from alarms.qwen import frames as frames
 from alarms.qwen import outbox as ob
 from alarms.qwen.inbox import ReceiptInbox
@@ -56,7 +57,6 @@ from durable import daemon
 from durable.locks import hold_for_life
 from spool_writer import handed as handed_log
 
-HOST = "qwen"
 POLL_S = 0.1  # a registry listing and a spool stat: cheap, and mail lands well within a second
 IDLE_EXIT_S = 60.0
 SEND_TIMEOUT_S = 5.0
@@ -215,7 +215,7 @@ class QwenDoor:
             return []
         records = registry.load(self.layout)
         return [sid for sid, rec in records.items()
-                if rec.host == registry.Host.QWEN and sid not in live and not rec.alive()]
+                if rec.host == HOST and sid not in live and not rec.alive()]
 
     def _register(self, session: QwenSession) -> str:
         from durable.errors import UserError

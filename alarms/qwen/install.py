@@ -33,13 +33,13 @@ from typing import Any
 from alarms.door import Done, Request
 from alarms.host_config import handlers_in, place, read_config, with_server, write_config
 from alarms.host_files import tighten
+from alarms.qwen import NAME as HOST
 from alarms.wiring import State, Wiring, guarded, judge_hooks, with_mcp_server
 from durable.errors import UserError
 from durable.files import read_json, write_json
 
 SERVER_NAME = "talk"
 AGAIN = "talk install qwen"
-HOST = "qwen"
 HOOK_MARK = "alarms.qwen"  # in both `-m alarms.qwen.daemon` and what installs before the move wrote
 HOOK_TIMEOUT_S = 30
 INBOUND = "crossSessionInbound"  # under "agents"
@@ -277,8 +277,9 @@ def uninstall(request: Request) -> Done:
     if pid is not None and pid > 0:
         daemon.stop([pid], lambda: running_pid(folder) is not None, "Qwen door")
     grant = f", revoked controller {revoked}" if revoked else ""
-    return Done({"settings": str(settings), "changed": changed, "revoked": revoked},
-                f"removed talk from Qwen Code ({settings}{grant})")
+    said = (f"removed talk from Qwen Code ({settings}{grant})" if changed or revoked
+            else f"talk was not installed in Qwen Code ({settings})")
+    return Done({"settings": str(settings), "changed": changed, "revoked": revoked}, said)
 
 
 def paths(given: Path | None = None) -> list[Path]:
