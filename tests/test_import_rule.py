@@ -62,7 +62,7 @@ def test_every_package_is_checked() -> None:
     assert on_disk <= set(OURS), f"a package the rule does not know: {on_disk - set(OURS)}"
 
 
-# The tests mirror the code: unit tests in tests/unit/<package>/, process tests in tests/e2e/, host
+# The tests mirror the code: unit tests in tests/unit/<package>/[<subpackage>/], process tests in tests/e2e/, host
 # tests in tests/hosts/; only these project-wide checks sit at the top. Helpers two tests share live
 # in a helper module, never in a test module another test imports.
 TOP_LEVEL_TESTS = {"test_import_rule.py", "test_quality.py"}
@@ -75,7 +75,11 @@ def test_tests_live_where_the_layout_says() -> None:
                  and p.relative_to(tests).parts[0] not in {"unit", "e2e", "hosts"}]
     stray_units = [str(p.relative_to(ROOT)) for p in (tests / "unit").glob("*/")
                    if p.is_dir() and p.name != "__pycache__" and p.name not in {*OURS, "bench"}]
-    assert not misplaced and not stray_units, misplaced + stray_units
+    # deeper folders mirror the package's own subpackages: tests/unit/alarms/codex/ for alarms/codex/
+    unmirrored = [str(p.relative_to(ROOT)) for p in (tests / "unit").glob("*/*/")
+                  if p.is_dir() and p.name != "__pycache__"
+                  and not (ROOT / p.relative_to(tests / "unit") / "__init__.py").is_file()]
+    assert not misplaced and not stray_units and not unmirrored, misplaced + stray_units + unmirrored
 
 
 def imported_test_modules(node: ast.AST) -> list[str]:
