@@ -62,7 +62,7 @@ def test_every_package_is_checked() -> None:
     assert on_disk <= set(OURS), f"a package the rule does not know: {on_disk - set(OURS)}"
 
 
-# The tests mirror the code: unit tests in tests/unit/<package>/[<subpackage>/], process tests in tests/e2e/, host
+# The tests mirror the code: unit tests in tests/unit/<package>/[<sub>/], process tests in tests/e2e/, host
 # tests in tests/hosts/; only these project-wide checks sit at the top. Helpers two tests share live
 # in a helper module, never in a test module another test imports.
 TOP_LEVEL_TESTS = {"test_import_rule.py", "test_quality.py"}
