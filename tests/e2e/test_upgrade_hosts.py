@@ -87,8 +87,8 @@ def run(argv: list[str], env: dict[str, str], stdin: str = "") -> subprocess.Com
 def test_an_old_hook_command_starts_and_answers_a_real_payload(host: str, bob: Agent, home: Path,
                                                              tmp_path: Path) -> None:
     event = {"codex": "Stop", "gemini": "AfterAgent", "copilot": "agentStop", "claude": "Stop"}[host]
-    payload = {"hook_event_name": event, "session_id": "old-config-1", "cwd": str(tmp_path),
-               "transcript_path": str(tmp_path / "transcript.jsonl")}
+    payload: dict[str, Any] = {"hook_event_name": event, "session_id": "old-config-1", "cwd": str(tmp_path),
+                               "transcript_path": str(tmp_path / "transcript.jsonl")}
     if host == "copilot":
         payload = {"sessionId": "old-config-1", "cwd": str(tmp_path), "timestamp": 1}
     done = run(old_argv(host, bob.home, event), bob.env(), json.dumps(payload))
