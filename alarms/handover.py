@@ -1,11 +1,11 @@
-"""Exactly-once hand-over for alarms whose output the host writes into its own transcript.
+"""Exactly-once hand-over for doors whose output the host writes into its own transcript.
 
-The hook and monitor alarms move the session's cursor *before* they print (a Stop hook must
+The hook and monitor doors move the session's cursor *before* they print (a Stop hook must
 never see the same mail twice, or it would block forever). Alone, that is at-most-once: an
-alarm killed between the cursor's save and the host reading its output loses the batch. So,
+door killed between the cursor's save and the host reading its output loses the batch. So,
 under the cursor's lock and before the cursor is saved (like `alarms.opencode.outbox`), the
 batch's ids go into `sessions/SID.pending.json` with when and by whom they were taken. Every
-later alarm run for the session first reconciles that file against the host's transcript:
+later door run for the session first reconciles that file against the host's transcript:
 
 - every id's marker (`id MSGID`, which every framed message carries) appears in the
   transcript after the batch was taken: delivered, forget it;
@@ -30,7 +30,7 @@ the batch its `delivered` receipt; writing it earned only `written`. A writer ki
 its write and the hand-over to the host leaves a batch that may be handed on twice, if the
 host had not shown it by the time the transcript moved on: the window is one file write wide.
 
-A batch an alarm took but could not hand on (it did not fit, or the socket refused it) is
+A batch a door took but could not hand on (it did not fit, or the socket refused it) is
 released: kept with no holder, and handed on again by the next take, first.
 
 `judge` decides from values alone; `take` is the I/O around it.
@@ -96,7 +96,7 @@ def inbox_marker(frame_id: str) -> bytes:
 class PendingBatch:
     ids: tuple[str, ...]
     at: float  # wall clock, comparable with the transcript's mtime
-    pid: int  # the alarm process that took the batch
+    pid: int  # the door process that took the batch
     start: int | None  # its start time, so a reused pid is not taken for it
     transcript: str | None  # the transcript the output was meant for, if known
     mark: int  # that transcript's size when the batch was taken: the output can only come after

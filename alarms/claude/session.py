@@ -1,4 +1,4 @@
-"""Which Claude Code session and process an alarm belongs to.
+"""Which Claude Code session and process a door belongs to.
 
 Claude Code gives its monitors and hooks the session id in CLAUDE_CODE_SESSION_ID and its own
 pid in CLAUDE_PID. Both run under a `bash -c` whose command line names paths with "claude" in
@@ -38,7 +38,7 @@ def pid_from_env(env: Mapping[str, str]) -> int | None:
 
 
 def claude_pid(env: Mapping[str, str]) -> int:
-    """The pid of the Claude Code process this alarm runs under."""
+    """The pid of the Claude Code process this door runs under."""
     pid = pid_from_env(env)
     if pid is not None and process.start_time(pid) is not None:
         return pid

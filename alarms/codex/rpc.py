@@ -7,7 +7,7 @@ arrival order so a caller can wait for, say, `turn/completed`. The server may al
 client something (a request with a `method` and an `id`): this client answers every such
 question with an error, so the server never waits on us, and a text-only turn asks nothing.
 
-Standard library only: the alarms import it.
+Standard library only: the doors import it.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The few calls the opencode alarm makes to an `opencode serve` HTTP server (stdlib only).
+"""The few calls the opencode door makes to an `opencode serve` HTTP server (stdlib only).
 
 Verified against opencode 1.18.33: `GET /session/status` maps each busy session to
 `{"type": "busy"}` (or `"retry"`) and leaves idle ones out; `GET /session/{id}/message?limit=N`
@@ -10,7 +10,7 @@ server at its other end must be the user's own (`alarms.opencode.trust`), else t
 with `OpencodeUntrusted` and nothing, neither mail nor a password, reaches it.
 
 Every call has a timeout: an opencode server that is still starting can accept a connection
-and answer nothing for minutes. Failures come in two kinds, because the alarm treats them
+and answer nothing for minutes. Failures come in two kinds, because the door treats them
 differently: `OpencodeDown` (no answer, or a 5xx: wait and try again, keep the mail) and
 `OpencodeRefused` (a 4xx: the session is gone or the request is wrong; still keep the mail,
 but say so loudly, since only the user can fix it). `OpencodeUntrusted` is a kind of

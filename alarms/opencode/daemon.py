@@ -1,4 +1,4 @@
-"""The opencode alarm: a daemon that turns a session's new mail into opencode turns, exactly once.
+"""The opencode door: a daemon that turns a session's new mail into opencode turns, exactly once.
 
     python -m alarms.opencode --folder IDENTITY_DIR --url http://127.0.0.1:4096 [--session ID] [--pid PID]
 
@@ -17,13 +17,13 @@ until the session, idle again, shows it taken into a run, and is posted again if
 (`alarms.opencode.verdict`).
 
 Which pid the session is registered with: the `--pid` given while it runs, else the process
-listening on the URL's port (the opencode server), else the alarm's own. A session lives as
+listening on the URL's port (the opencode server), else the door's own. A session lives as
 long as that process, so while the opencode server is gone new mail waits in the inbox (where
 any other session may take it) instead of piling up here; when the server is back (a new pid)
-the alarm registers again and takes the inbox over. With its own pid (a server it cannot see,
-e.g. another machine's) the session lives as long as the alarm.
+the door registers again and takes the inbox over. With its own pid (a server it cannot see,
+e.g. another machine's) the session lives as long as the door.
 
-The alarm follows one URL and one session. opencode keeps sessions under its HOME, so a server
+The door follows one URL and one session. opencode keeps sessions under its HOME, so a server
 restarted with the same HOME and project, on the same port, is found again; one that comes
 back on another port needs `talk alarm opencode --url NEW --session SID`. A session opencode
 no longer knows (404) is reported in the status and its mail is kept, never dropped.
@@ -103,7 +103,7 @@ def due(idle: bool, idles_now: int, post: tuple[float, int, int] | None, now: fl
 # --- the daemon -----------------------------------------------------------------------------
 
 
-class OpencodeAlarm:
+class OpencodeDoor:
     """One session's delivery loop; `step` does one round and says how long to sleep."""
 
     def __init__(self, folder: Path, client: OpencodeClient, sid: str, given_pid: int | None) -> None:
@@ -294,7 +294,7 @@ def find_or_create_session(client: OpencodeClient, sid: str | None) -> str:
 
 
 def run(folder: Path, url: str, sid: str | None, pid: int | None, foreground: bool = False) -> int:
-    """Run the alarm until SIGTERM/SIGINT; 0 also when another alarm already serves the session."""
+    """Run the door until SIGTERM/SIGINT; 0 also when another door already serves the session."""
     client = OpencodeClient(url)
     if sid is None:
         try:
@@ -309,12 +309,12 @@ def run(folder: Path, url: str, sid: str | None, pid: int | None, foreground: bo
     setup_logging(files.log, foreground)
     lock = hold_for_life(files.lock)
     if lock is None:
-        log.info("another alarm already serves session %s; exiting", sid)
+        log.info("another door already serves session %s; exiting", sid)
         return 0
-    alarm = OpencodeAlarm(folder, client, sid, pid)
+    door = OpencodeDoor(folder, client, sid, pid)
     for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, lambda *_: alarm.halt())
-    alarm.run()
+        signal.signal(sig, lambda *_: door.halt())
+    door.run()
     return 0
 
 

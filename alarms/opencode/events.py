@@ -7,7 +7,7 @@ Two of them say when a session runs (verified on the real server):
     session.idle    {"sessionID"}           right after a status of idle
 
 A session is busy from the first model request of a run to the end of its last step; mail
-posted meanwhile joins the run (`alarms.opencode.api.prompt_async`). The alarm needs the state
+posted meanwhile joins the run (`alarms.opencode.api.prompt_async`). The door needs the state
 for one thing: to look, once the session is idle again, whether what it posted was taken
 (`alarms.opencode.verdict`). `parse` and `apply` decide from values; `EventFollower` is the
 thread around them, which reconnects with backoff and reads `GET /session/status` on each

@@ -121,7 +121,7 @@ def settled(state: PromptOutboxState, message_id: str) -> PromptOutboxState:
 
 
 class PromptOutbox:
-    """The on-disk outbox of one session's alarm; one process uses it at a time (the alarm lock)."""
+    """The on-disk outbox of one session's door; one process uses it at a time (the door lock)."""
 
     def __init__(self, path: Path) -> None:
         self.path = path
@@ -135,7 +135,7 @@ class PromptOutbox:
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             raise UserError(
                 f"{self.path} is damaged ({exc!r}); its mail may not have reached opencode: read it, "
-                "then move it aside and start the alarm again"
+                "then move it aside and start the door again"
             ) from exc
 
     def save(self, state: PromptOutboxState) -> None:

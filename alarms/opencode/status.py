@@ -103,7 +103,7 @@ def running_pid(folder: Path, sid: str) -> int | None:
 
 
 def alarm_status(folder: Path) -> list[dict[str, Any]]:
-    """Every opencode alarm of an identity, for `talk status`: running or not, and its mail."""
+    """Every opencode door of an identity, for `talk status`: running or not, and its mail."""
     rows = []
     for path in sorted(folder.glob(f"{PREFIX}*.json")):
         if path.name.endswith(".outbox.json"):
@@ -126,10 +126,10 @@ def alarm_status(folder: Path) -> list[dict[str, Any]]:
 def render_alarm(row: dict[str, Any]) -> str:
     """One `alarm_status` row in words, for `talk status`."""
     if not row["running"]:
-        head = f"opencode alarm for session {row['session']}: not running"
+        head = f"opencode door for session {row['session']}: not running"
         head += f" ({row['outbox']} message(s) in its outbox)" if row["outbox"] else ""
         return head + f"; start it with `talk alarm opencode --url {row['url']} --session {row['session']}`"
-    text = (f"opencode alarm for session {row['session']} (pid {row['pid']}): {row['state']}, "
+    text = (f"opencode door for session {row['session']} (pid {row['pid']}): {row['state']}, "
             f"{row['url']}, session {row['run']}, delivered {row['delivered']}, waiting {row['waiting']}, "
             f"outbox {row['outbox']}")
     if row.get("last_error") and row["state"] != DoorState.DELIVERING.value:

@@ -1,10 +1,10 @@
-"""Whether the opencode alarm may hand mail to the server it reached, and how it signs in there.
+"""Whether the opencode door may hand mail to the server it reached, and how it signs in there.
 
 opencode's server speaks plain HTTP. While the user's opencode is down, any other user of the
-machine may bind its loopback port, and would then receive the decrypted mail the alarm posts,
-and answer as if it took it. A server password cannot tell the alarm it reached the right
+machine may bind its loopback port, and would then receive the decrypted mail the door posts,
+and answer as if it took it. A server password cannot tell the door it reached the right
 server: HTTP basic auth sends the password to whoever answers, so an impostor learns it and
-accepts it. What the alarm checks instead, on every connection and before it sends a byte, is
+accepts it. What the door checks instead, on every connection and before it sends a byte, is
 who owns the other end: the kernel's record of the socket the server accepted, which carries the
 uid of the listener. A server on this machine is trusted only when that uid is the alarm's own;
 one on another machine (no socket on this machine is the other end) is beyond the reach of this
