@@ -3,8 +3,8 @@ problem the one command that fixes it.
 
 The checks only read: the identity and its relay (reachable, its clock, our published keys),
 the follower and its push stream, the registered sessions, the spool's size and the free disk,
-and talk's wiring in each agent host, as each `talk install HOST` module judges it (`wiring`),
-and whether another user could write into what those installs wrote (`host_files`): only
+and talk's wiring in each agent host of `alarms.registry`, as each host judges it (`wiring`),
+and whether another user could write into what those installs wrote (`alarms.host_files`): only
 `--fix` changes anything, taking others' write permission from such files and folders.
 Exit status 0 when nothing failed, 1 otherwise; `--json` gives the same as a list. Every line
 goes through `durable.printable`: a detail may quote a relay's answer.

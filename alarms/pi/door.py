@@ -1,6 +1,6 @@
 """pi's door, the Python half: hands a session's mail to talk's pi extension, exactly once.
 
-talk's pi extension (alarms/pi_extension) runs inside the pi process and starts this module
+talk's pi extension (alarms/pi/extension) runs inside the pi process and starts this module
 as its child: `python -m alarms.pi.door --session SID --pid PI_PID`. It registers the session
 (host `pi`, alive while the pi process is) and speaks NDJSON with the extension:
 

@@ -2,7 +2,7 @@
 
 pi (`@earendil-works/pi-coding-agent`) loads every extension found in `<agent dir>/extensions/`
 (default `~/.pi/agent`, or PI_CODING_AGENT_DIR) into each session's process. Installing copies
-talk's extension (alarms/pi_extension) to `extensions/talk/` and writes `talk.json` beside it:
+talk's extension (alarms/pi/extension) to `extensions/talk/` and writes `talk.json` beside it:
 the interpreter talk runs on, which starts talk's door (`alarms.pi.door`), and the TALK_HOME
 (and TALK_USER) to read mail from. It also merges a `talk` server into `<agent dir>/mcp.json`
 (`talk mcp --host pi`, for sending and reading on demand), leaving every other server as it is.

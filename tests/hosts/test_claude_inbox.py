@@ -1,4 +1,4 @@
-"""Claude Code's inbox socket as talk's door (alarms/claude_inbox.py), and its fallback.
+"""Claude Code's inbox socket as talk's door (alarms/claude/inbox.py), and its fallback.
 
 Fast tests run the pure parts and the door against a Unix socket standing in for Claude Code's.
 The `hosts` tests run the real `claude` (tests/hosts/package.json) against the fake model, with a

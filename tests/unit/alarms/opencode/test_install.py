@@ -13,7 +13,7 @@ from alarms.wiring import State
 URL = "http://127.0.0.1:1"
 
 
-def test_opencode_wiring_warns_only_for_a_stopped_alarm_with_mail_waiting(tmp_path: Path) -> None:
+def test_opencode_wiring_warns_only_for_a_stopped_door_with_mail_waiting(tmp_path: Path) -> None:
     assert opencode_wiring(tmp_path).state is State.ABSENT
     files = AlarmFiles(tmp_path, "ses_x")
     AlarmStatus(pid=123, url=URL, session="ses_x", state="delivering").save(files.status)
