@@ -160,8 +160,9 @@ def install(request: Request) -> Done:
                 (warning,) if warning else ())
 
 
-def remove_hooks(doc: dict[str, Any]) -> dict[str, Any]:
-    """`doc` (a hooks.json) without talk's handlers, and the groups and events they leave empty."""
+def remove_hooks(doc: dict[str, Any]) -> dict[str, Any] | None:
+    """`doc` (a hooks.json) without talk's handlers, and the groups and events they leave empty;
+    None (the file goes) when nothing is left."""
     cleaned = copy.deepcopy(doc)
     hooks = cleaned.get("hooks")
     if hooks is None:
@@ -179,7 +180,7 @@ def remove_hooks(doc: dict[str, Any]) -> dict[str, Any]:
             del hooks[event]
     if not hooks and doc.get("hooks"):
         del cleaned["hooks"]
-    return cleaned
+    return cleaned or None
 
 
 def uninstall(request: Request) -> Done:

@@ -127,6 +127,11 @@ def remove_settings(doc: dict[str, Any]) -> dict[str, Any]:
     return cleaned
 
 
+def removed_from(doc: dict[str, Any]) -> dict[str, Any] | None:
+    """`remove_settings`, and None (the file goes) when nothing else is left in it."""
+    return remove_settings(doc) or None
+
+
 def talk_program() -> str:
     """The `talk` to start as the MCP server: the one beside this interpreter, else on PATH."""
     beside = Path(sys.executable).parent / "talk"
@@ -160,7 +165,7 @@ def install(request: Request) -> Done:
 def uninstall(request: Request) -> Done:
     """Remove talk's Gemini CLI hooks and MCP server, leaving the rest of settings.json as it was."""
     path = settings_of(request)
-    changed = path.exists() and edit_config(path, remove_settings, AGAIN)
+    changed = path.exists() and edit_config(path, removed_from, AGAIN)
     return Done({"settings_file": str(path), "changed": changed},
                 f"removed talk from {path}" if changed else f"talk was not installed in {path}")
 

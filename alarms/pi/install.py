@@ -120,7 +120,7 @@ def uninstall_from(agent: Path) -> dict[str, Any]:
         after = merged(doc, None)
         server = after != doc
         if server:
-            write_config(mcp, after, new_mode=0o600)
+            write_config(mcp, after or None, new_mode=0o600)  # nothing left: the file goes
     return {"extension_dir": str(target), "removed_extension": removed, "mcp_config": str(mcp),
             "removed_server": server}
 

@@ -270,7 +270,8 @@ def uninstall(request: Request) -> Done:
     changed = False
     if settings.exists():
         doc = unmerge(read_config(settings, AGAIN))
-        changed = write_config(settings, restore_peers(doc) if set_inbound else doc, new_mode=0o600)
+        left = restore_peers(doc) if set_inbound else doc
+        changed = write_config(settings, left or None, new_mode=0o600)  # nothing left: the file goes
     revoked = revoke_legacy(folder, home, request.program)
     files.install.unlink(missing_ok=True)
     pid = running_pid(folder)

@@ -83,3 +83,22 @@ def test_uninstall_takes_out_exactly_what_install_wrote(name: str, tmp_path: Pat
     assert snapshot(hosts) == before
     again = host.uninstall_doors(request)
     assert snapshot(hosts) == before and "removed" not in again.said.split(";")[0]
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_uninstall_after_installing_into_nothing_leaves_no_file(name: str, tmp_path: Path,
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    """Files install made go again; folders it made may stay (a folder of the user's may look alike)."""
+    import alarms.codex.install
+
+    monkeypatch.setattr(alarms.codex.install, "find_codex", lambda given: None)
+    talk_home = tmp_path / "talk"
+    write(talk_home / "bob" / "identity.json", {})
+    hosts = tmp_path / "hosts"
+    hosts.mkdir()
+    where = {"gemini": hosts / "gemini" / "settings.json"}.get(name, hosts / name)
+    env = {"TALK_HOME": str(talk_home), "HOME": str(tmp_path), "PATH": str(Path(sys.executable).parent)}
+    request = Request(python=sys.executable, env=env, where=where)
+    door(name).install_doors(request)
+    door(name).uninstall_doors(request)
+    assert [p for p in hosts.rglob("*") if p.is_file()] == []
