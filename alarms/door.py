@@ -69,6 +69,8 @@ class Host(Protocol):
     AUTHOR_ENV: tuple[str, ...]  # variables the host sets in its tools' environment: "runs inside it"
     PROCESS_NAMES: tuple[str, ...]  # the host program's process names (`alarms.mailbox.host_pid`)
     OPTIONS: tuple[Option, ...]  # host-specific options of `talk install/uninstall NAME`
+    INSTALL_HELP: str  # what `talk install NAME` does, for its --help
+    UNINSTALL_HELP: str
 
     # Not plain `install`: the package's `install` module, once imported, would take that name.
     def install_doors(self, request: Request) -> Done:

@@ -73,7 +73,7 @@ def command(name: str, run: Callable[[Request], Done], doc: str, with_user: bool
     params.append(inspect.Parameter("as_json", KEYWORD, default=False, annotation=Json))
     handler.__signature__ = inspect.Signature(params, return_annotation=None)  # type: ignore[attr-defined]
     handler.__annotations__ = {p.name: p.annotation for p in params} | {"return": None}
-    handler.__doc__ = doc.replace("HOST", host.TITLE)
+    handler.__doc__ = doc
     handler.__name__ = f"{name}_command"
     return handler
 
@@ -84,9 +84,7 @@ def register() -> None:
 
     for name in NAMES:
         host = door(name)
-        install_app.command(name)(command(name, host.install_doors, "Install talk's doors into HOST.", True))
-        uninstall_app.command(name)(command(
-            name, host.uninstall_doors, "Remove what `talk install` put into HOST, nothing of yours.", True))
-
+        install_app.command(name)(command(name, host.install_doors, host.INSTALL_HELP, True))
+        uninstall_app.command(name)(command(name, host.uninstall_doors, host.UNINSTALL_HELP, True))
 
 register()

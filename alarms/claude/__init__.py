@@ -23,10 +23,12 @@ if TYPE_CHECKING:
 
 NAME = "claude"
 TITLE = "Claude Code"
-AUTHOR_ENV: tuple[str, ...] = ('CLAUDECODE',)
-PROCESS_NAMES: tuple[str, ...] = ('claude',)
+AUTHOR_ENV: tuple[str, ...] = ("CLAUDECODE",)
+PROCESS_NAMES: tuple[str, ...] = ("claude",)
+INSTALL_HELP = "Install the Claude Code plugin: peer mail starts a turn in each Claude Code session."
+UNINSTALL_HELP = "Remove the Claude Code plugin folder `talk install claude` made."
 OPTIONS: tuple[Option, ...] = (
-    ('--dir', 'where', 'Where to put the plugin (default: TALK_HOME/claude-plugin).'),
+    ("--dir", "where", "Where to put the plugin (default: TALK_HOME/claude-plugin)."),
 )
 
 

@@ -21,11 +21,16 @@ if TYPE_CHECKING:
 
 NAME = "codex"
 TITLE = "Codex"
-AUTHOR_ENV: tuple[str, ...] = ('CODEX_THREAD_ID', 'CODEX_SANDBOX')
-PROCESS_NAMES: tuple[str, ...] = ('codex',)
+AUTHOR_ENV: tuple[str, ...] = ("CODEX_THREAD_ID", "CODEX_SANDBOX")
+PROCESS_NAMES: tuple[str, ...] = ("codex",)
+INSTALL_HELP = (
+    "Install talk's Codex hooks (mail at session start, with each prompt, after each tool call, "
+    "and at the end of a turn)."
+)
+UNINSTALL_HELP = "Take talk's hooks out of Codex's hooks.json, leaving the rest as it was."
 OPTIONS: tuple[Option, ...] = (
-    ('--codex-home', 'where', "Codex's home folder (default: CODEX_HOME or ~/.codex)."),
-    ('--codex-bin', 'program', 'The codex program, to record trust (default: on PATH).'),
+    ("--codex-home", "where", "Codex's home folder (default: CODEX_HOME or ~/.codex)."),
+    ("--codex-bin", "program", "The codex program, to record trust (default: on PATH)."),
 )
 
 

@@ -22,9 +22,14 @@ if TYPE_CHECKING:
 NAME = "copilot"
 TITLE = "Copilot CLI"
 AUTHOR_ENV: tuple[str, ...] = ()
-PROCESS_NAMES: tuple[str, ...] = ('copilot',)
+PROCESS_NAMES: tuple[str, ...] = ("copilot",)
+INSTALL_HELP = (
+    "Install talk's Copilot CLI hooks (mail with each prompt, after each tool call, and at the "
+    "end of a turn) and its MCP server."
+)
+UNINSTALL_HELP = "Take talk's hooks and MCP server out of Copilot CLI's config, leaving the rest as it was."
 OPTIONS: tuple[Option, ...] = (
-    ('--copilot-home', 'where', "Copilot CLI's home folder (default: COPILOT_HOME or ~/.copilot)."),
+    ("--copilot-home", "where", "Copilot CLI's home folder (default: COPILOT_HOME or ~/.copilot)."),
 )
 
 

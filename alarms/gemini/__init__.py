@@ -21,8 +21,16 @@ if TYPE_CHECKING:
 
 NAME = "gemini"
 TITLE = "Gemini CLI"
-AUTHOR_ENV: tuple[str, ...] = ('GEMINI_CLI',)
-PROCESS_NAMES: tuple[str, ...] = ('gemini', 'gemini.js')
+AUTHOR_ENV: tuple[str, ...] = ("GEMINI_CLI",)
+PROCESS_NAMES: tuple[str, ...] = ("gemini", "gemini.js")
+INSTALL_HELP = (
+    "Install talk's Gemini CLI hooks (mail with each prompt, after each tool call, and at the "
+    "end of a turn) and its MCP server."
+)
+UNINSTALL_HELP = (
+    "Remove talk's Gemini CLI hooks and MCP server, leaving the rest of settings.json as it "
+    "was."
+)
 OPTIONS: tuple[Option, ...] = (
     ("--settings", "where",
      "Gemini CLI's settings.json (default: ~/.gemini/settings.json, under GEMINI_CLI_HOME if set)."),

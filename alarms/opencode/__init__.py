@@ -21,8 +21,13 @@ if TYPE_CHECKING:
 
 NAME = "opencode"
 TITLE = "opencode"
-AUTHOR_ENV: tuple[str, ...] = ('OPENCODE',)
-PROCESS_NAMES: tuple[str, ...] = ('opencode',)
+AUTHOR_ENV: tuple[str, ...] = ("OPENCODE",)
+PROCESS_NAMES: tuple[str, ...] = ("opencode",)
+INSTALL_HELP = (
+    "Say how opencode gets mail: `talk alarm opencode --url URL` starts a door per session "
+    "(nothing to install)."
+)
+UNINSTALL_HELP = "Stop every opencode door of this identity (their mail stays)."
 OPTIONS: tuple[Option, ...] = ()
 
 

@@ -21,10 +21,12 @@ if TYPE_CHECKING:
 
 NAME = "pi"
 TITLE = "pi"
-AUTHOR_ENV: tuple[str, ...] = ('PI_CODING_AGENT',)
-PROCESS_NAMES: tuple[str, ...] = ('pi',)
+AUTHOR_ENV: tuple[str, ...] = ("PI_CODING_AGENT",)
+PROCESS_NAMES: tuple[str, ...] = ("pi",)
+INSTALL_HELP = "Install talk's pi extension: peer mail starts or joins a turn in each pi session."
+UNINSTALL_HELP = "Remove talk's pi extension and its MCP server entry."
 OPTIONS: tuple[Option, ...] = (
-    ('--agent-dir', 'where', "pi's agent folder (default: $PI_CODING_AGENT_DIR, else ~/.pi/agent)."),
+    ("--agent-dir", "where", "pi's agent folder (default: $PI_CODING_AGENT_DIR, else ~/.pi/agent)."),
 )
 
 

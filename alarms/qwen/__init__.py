@@ -21,11 +21,19 @@ if TYPE_CHECKING:
 
 NAME = "qwen"
 TITLE = "Qwen Code"
-AUTHOR_ENV: tuple[str, ...] = ('QWEN_CODE',)
-PROCESS_NAMES: tuple[str, ...] = ('qwen',)
+AUTHOR_ENV: tuple[str, ...] = ("QWEN_CODE",)
+PROCESS_NAMES: tuple[str, ...] = ("qwen",)
+INSTALL_HELP = (
+    "Install talk into Qwen Code: the door's SessionStart hook, the MCP server, and peer "
+    "messages accepted where Qwen's policy for them is unset."
+)
+UNINSTALL_HELP = (
+    "Take talk out of Qwen Code: the hook, the MCP server, the policy install set, an old "
+    "controller grant."
+)
 OPTIONS: tuple[Option, ...] = (
-    ('--qwen-home', 'where', "Qwen Code's home (default: QWEN_HOME or ~/.qwen)."),
-    ('--qwen-bin', 'program', 'The qwen program (default: on PATH).'),
+    ("--qwen-home", "where", "Qwen Code's home (default: QWEN_HOME or ~/.qwen)."),
+    ("--qwen-bin", "program", "The qwen program (default: on PATH)."),
 )
 
 
