@@ -89,7 +89,9 @@ def start_waker(identity: str | os.PathLike[str]) -> None:
     import subprocess
     import sys
 
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    # the folder holding `alarms` (this file is alarms/codex/tuis.py); never alarms/ itself, whose
+    # mailbox.py would shadow the standard library's
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     code = f"import sys; sys.path.insert(0, {root!r}); from alarms.codex.waker import main; sys.exit(main())"
     subprocess.Popen([sys.executable, "-I", "-S", "-c", code, "--folder", os.fspath(identity)],
                      stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,

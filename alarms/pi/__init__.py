@@ -1,8 +1,8 @@
 """pi: talk's extension, which starts a door process for each pi session, and talk's MCP server
 (`alarms/pi/`).
 
-Delivered: a message the extension handed to pi (a new turn, or joined to the running one) and
-acknowledged to the door.
+Delivered: a message the extension saw whole in a model request (pi's `context` event); only
+then does the door move the session's cursor and write the sender's receipt.
 
 This module is the host's face (`alarms.door.Host`): constants, and functions that import the
 rest when called. It imports nothing at the top, because hooks load it on every turn.

@@ -168,7 +168,8 @@ def test_env_text_records_the_interpreter_and_refuses_line_breaks() -> None:
 def test_manifests_are_consistent_and_shipped() -> None:
     """Every plugin file is package data, every command names a shipped script, the marketplace resolves."""
     source = plugin_source()
-    files = {p.relative_to(source.parent).as_posix() for p in source.rglob("*")
+    package = REPO / "alarms"  # package data globs are relative to it
+    files = {p.relative_to(package).as_posix() for p in source.rglob("*")
              if p.is_file() and "__pycache__" not in p.parts}
     setuptools = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]
     globs = setuptools["package-data"]["alarms"]
@@ -186,7 +187,7 @@ def test_manifests_are_consistent_and_shipped() -> None:
     manifest = json.loads((REPO / entry["source"] / ".claude-plugin" / "plugin.json").read_text())
     assert entry["name"] == manifest["name"] == "talk" and market["owner"]["name"]
     assert marketplace("d")["plugins"][0]["source"] == "./"
-    assert monitor_source().relative_to(source.parent).as_posix() in globs
+    assert monitor_source().relative_to(package).as_posix() in globs
 
 
 def test_the_plugins_monitor_is_the_adapter_in_alarms() -> None:
