@@ -16,22 +16,22 @@ from durable.errors import UserError
 if TYPE_CHECKING:
     from alarms.door import Host
 
-__all__ = ["NAMES", "OTHER", "agent_host", "author_env", "door", "doors", "parse_host"]
+__all__ = ["NAMES", "OTHER", "agent_host", "author_env", "host_of", "hosts", "parse_host"]
 
 NAMES = ("claude", "codex", "copilot", "gemini", "opencode", "pi", "qwen")
 OTHER = "other"  # a session registered by a door that does not know its host (`talk mcp --host other`)
 ANY_AGENT_ENV = "AI_AGENT"  # the variable more and more hosts set for their tools, whoever they are
 
 
-def door(name: str) -> Host:
+def host_of(name: str) -> Host:
     """The host `name` (one of NAMES), as its package presents it."""
     if name not in NAMES:
         raise KeyError(name)
     return cast("Host", importlib.import_module(f"alarms.{name}"))
 
 
-def doors() -> list[Host]:
-    return [door(name) for name in NAMES]
+def hosts() -> list[Host]:
+    return [host_of(name) for name in NAMES]
 
 
 def parse_host(value: str) -> str:
@@ -44,7 +44,7 @@ def parse_host(value: str) -> str:
 def author_env() -> list[tuple[str, str]]:
     """(host's title, variable) for each variable a host sets in its tools' environment, and
     AI_AGENT ("an agent") last: the one more and more hosts share."""
-    named = [(host.TITLE, name) for host in doors() for name in host.AUTHOR_ENV]
+    named = [(host.TITLE, name) for host in hosts() for name in host.AUTHOR_ENV]
     return [*named, ("an agent", ANY_AGENT_ENV)]
 
 

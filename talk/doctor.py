@@ -125,9 +125,9 @@ def spool_checks(folder: Path) -> list[Check]:
 
 def host_checks(folder: Path | None, fix: bool = False) -> list[Check]:
     """One line per agent host in `alarms.registry`; a daemon door judges from the identity's folder."""
-    from alarms.registry import doors
+    from alarms.registry import hosts
 
-    wirings = [host.wiring(folder) for host in doors()]
+    wirings = [host.wiring(folder) for host in hosts()]
     return [Check(w.host, w.status, w.detail, w.fix) for w in wirings] + files_checks(fix)
 
 
@@ -135,10 +135,10 @@ def files_checks(fix: bool) -> list[Check]:
     """A line per host where another user could write into what `talk install` wrote (and so add
     code the host runs as this user); with `fix`, those write permissions are taken away."""
     from alarms.host_files import loose, tighten
-    from alarms.registry import doors
+    from alarms.registry import hosts
 
     checks = []
-    for host in doors():
+    for host in hosts():
         found = loose(host.paths())
         fixed = tighten(found) if fix else []
         if fixed:

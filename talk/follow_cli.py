@@ -143,7 +143,7 @@ def status(
 
 
 def gather_status(folder: Path) -> dict[str, Any]:
-    from alarms.registry import doors
+    from alarms.registry import hosts
     from follower.quarantine import Quarantine
     from follower.state import FollowStatus, running_pid
     from spool_writer.layout import count_lines
@@ -161,15 +161,15 @@ def gather_status(folder: Path) -> dict[str, Any]:
         )
     spool = folder / "spool"
     found = list_sessions(spool)
-    hosts = {host.NAME: host for host in doors()}
+    by_name = {host.NAME: host for host in hosts()}
     # what brings mail into each kind of session (a Claude Code session's depends on its plugin)
-    wakes = {name: hosts[name].wakes(folder) for name in {str(x.host) for x in found} if name in hosts}
+    wakes = {name: by_name[name].wakes(folder) for name in {str(x.host) for x in found} if name in by_name}
     sessions = [
         {"sid": x.sid, "host": str(x.host), "pid": x.pid, "alive": x.alive, "spool": str(x.spool),
          "unread": x.unread, "alarm": wakes.get(str(x.host), "none")}
         for x in found
     ]
-    daemon_doors = dict(filter(None, (host.door_status(folder) for host in hosts.values())))
+    daemon_doors = dict(filter(None, (host.door_status(folder) for host in by_name.values())))
     return {"follower": follower, "sessions": sessions, "inbox": str(spool / "inbox.ndjson"),
             "inbox_waiting": count_lines(spool / "inbox.ndjson"), **daemon_doors,
             "missing": missing_rows(folder),
@@ -274,7 +274,7 @@ def render_status(report: dict[str, Any]) -> str:
     if f.get("republished_at"):
         lines.append(f"  keys published again {_ago(f['republished_at'])}: the relay had lost them "
                      "(its store may have restarted empty); nothing to do")
-    from alarms.registry import doors
+    from alarms.registry import hosts
 
     for x in report["sessions"]:
         state = "live" if x["alive"] else "ended"
@@ -282,7 +282,7 @@ def render_status(report: dict[str, Any]) -> str:
                      f"{x['unread']} waiting in {x['spool']}\n  alarm: {x['alarm']}")
     if not report["sessions"]:
         lines.append("no sessions registered")
-    for host in doors():
+    for host in hosts():
         lines += host.render_status(report)  # a daemon door's state, from its own key of the report
     lines += [render_missing(row) for row in report["missing"]]
     lines += [render_secrecy(row) for row in report.get("forward_secrecy", [])]

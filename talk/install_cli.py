@@ -58,9 +58,9 @@ def _option(flag: str, field: str, help_text: str) -> inspect.Parameter:
 
 def command(name: str, run: Callable[[Request], Done], doc: str, with_user: bool) -> Callable[..., None]:
     """A typer command for host `name`: its own options, then --user (when `with_user`) and --json."""
-    from alarms.registry import door
+    from alarms.registry import host_of
 
-    host = door(name)
+    host = host_of(name)
 
     def handler(**given: Any) -> None:
         request = Request(python=sys.executable, env=dict(os.environ), user=given.get("user"),
@@ -80,10 +80,10 @@ def command(name: str, run: Callable[[Request], Done], doc: str, with_user: bool
 
 def register() -> None:
     """One install and one uninstall command per host, in the registry's order."""
-    from alarms.registry import NAMES, door
+    from alarms.registry import NAMES, host_of
 
     for name in NAMES:
-        host = door(name)
+        host = host_of(name)
         install_app.command(name)(command(name, host.install_doors, host.INSTALL_HELP, True))
         uninstall_app.command(name)(command(name, host.uninstall_doors, host.UNINSTALL_HELP, True))
 

@@ -42,9 +42,9 @@ def host_process(host: str) -> int:
         UserError: no ancestor runs the host (or the host is "other"): pass --pid.
     """
     from alarms.mailbox import find_host_pid
-    from alarms.registry import OTHER, door
+    from alarms.registry import OTHER, host_of
 
-    found = None if host == OTHER else find_host_pid(door(host).PROCESS_NAMES)
+    found = None if host == OTHER else find_host_pid(host_of(host).PROCESS_NAMES)
     if found is None:
         raise UserError(f"no {host} process runs above this command; pass the host "
                         "program's pid with --pid")

@@ -14,7 +14,7 @@ import pytest
 
 from alarms import claude, codex, copilot, gemini, opencode, pi, qwen
 from alarms.door import Host
-from alarms.registry import NAMES, OTHER, agent_host, door, parse_host
+from alarms.registry import NAMES, OTHER, agent_host, host_of, parse_host
 from durable.errors import UserError
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -38,7 +38,7 @@ def test_the_registry_names_each_host_package_once_and_each_meets_the_contract()
     found = {p.parent.name for p in (ROOT / "alarms").glob("*/__init__.py")}
     assert found == set(NAMES)
     typed: list[Host] = [claude, codex, copilot, gemini, opencode, pi, qwen]  # mypy checks the contract
-    assert [h.NAME for h in typed] == list(NAMES) == [door(n).NAME for n in NAMES]
+    assert [h.NAME for h in typed] == list(NAMES) == [host_of(n).NAME for n in NAMES]
 
 
 def test_a_host_name_is_checked_where_a_person_gives_one() -> None:
@@ -54,8 +54,8 @@ def test_each_hosts_variable_names_it() -> None:
 
 
 def test_naming_a_host_imports_only_its_face_not_its_doors_or_install() -> None:
-    code = ("import sys\nfrom alarms.registry import doors, agent_host\nagent_host({})\n"
-            "[h.OPTIONS for h in doors()]\n"
+    code = ("import sys\nfrom alarms.registry import agent_host, hosts\nagent_host({})\n"
+            "[h.OPTIONS for h in hosts()]\n"
             "print(sorted(m for m in sys.modules if m.startswith('alarms.') and m.count('.') > 1))")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True)
     assert done.stdout.strip() == "[]"

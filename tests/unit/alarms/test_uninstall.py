@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from alarms.door import Request
-from alarms.registry import NAMES, door
+from alarms.registry import NAMES, host_of
 
 USER_HOOK = {"type": "command", "command": "echo the user's own", "timeout": 5}
 
@@ -71,7 +71,7 @@ def test_uninstall_takes_out_exactly_what_install_wrote(name: str, tmp_path: Pat
     before = snapshot(hosts)
     env = {"TALK_HOME": str(talk_home), "HOME": str(tmp_path), "PATH": str(Path(sys.executable).parent)}
     request = Request(python=sys.executable, env=env, where=where)
-    host = door(name)
+    host = host_of(name)
 
     host.install_doors(request)
     installed = snapshot(hosts)
@@ -99,6 +99,6 @@ def test_uninstall_after_installing_into_nothing_leaves_no_file(name: str, tmp_p
     where = {"gemini": hosts / "gemini" / "settings.json"}.get(name, hosts / name)
     env = {"TALK_HOME": str(talk_home), "HOME": str(tmp_path), "PATH": str(Path(sys.executable).parent)}
     request = Request(python=sys.executable, env=env, where=where)
-    door(name).install_doors(request)
-    door(name).uninstall_doors(request)
+    host_of(name).install_doors(request)
+    host_of(name).uninstall_doors(request)
     assert [p for p in hosts.rglob("*") if p.is_file()] == []
