@@ -1,8 +1,15 @@
-"""Per-host alarms: turn new spool lines into a turn of the agent, exactly once.
+"""The doors: how peer mail enters the sessions of each agent host, exactly once.
 
-Every alarm of a session reads that session's spool through one shared cursor, so a message
+One subpackage per host (`claude`, `codex`, `copilot`, `gemini`, `opencode`, `pi`, `qwen`), each
+holding its doors (hook, monitor, daemon, extension), its install and uninstall, and its face
+(`__init__`, meeting the contract in `door.py`); `registry.py` lists them. Beside them, what the
+doors share: `mailbox` (a session's mail), `framing` (what the model reads), `handover` (the
+exactly-once hand-over reconciled with the host's transcript), `hook_runtime` (what every hook
+door runs on), `hook_fit`, and the install machinery `host_config`, `host_files`, `wiring`.
+
+Every door of a session reads that session's spool through one shared cursor, so a message
 handed on by one door (a monitor, a hook, a daemon) is never handed on again by another.
-Alarms import only `spool_writer`, the leaf package `durable` and the standard library: hooks
-run on every agent turn. They never decrypt nor talk to the relay, so they never import `keys`:
-what they show comes from the spool line the follower wrote.
+This package imports only `spool_writer`, the leaf package `durable` and the standard library:
+hooks run on every agent turn. Doors never decrypt nor talk to the relay, so they never import
+`keys`: what they show comes from the spool line the follower wrote.
 """

@@ -10,7 +10,7 @@ fit goes anyway, for the receipt the host's handling of it deserves (`written`).
 from __future__ import annotations
 
 from alarms.framing import frame
-from alarms.pending import Fit
+from alarms.handover import Fit
 from durable.receipt_states import Receipt
 from spool_writer.record import SpoolRecord
 

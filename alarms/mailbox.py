@@ -1,4 +1,4 @@
-"""What every alarm needs: find the identity, register its session, take its new mail.
+"""What every door needs: find the identity, register its session, take its new mail.
 
 Standard library plus `spool_writer` only, so a hook that finds nothing costs a process start
 and a few file reads.
@@ -19,7 +19,7 @@ if TYPE_CHECKING:  # the Codex hook's no-mail path imports this module: nothing 
 
 
 class NoIdentity(Exception):
-    """TALK_HOME holds no identity this alarm can use (or several, and TALK_USER is unset)."""
+    """TALK_HOME holds no identity this door can use (or several, and TALK_USER is unset)."""
 
 
 def identity_folder(env: dict[str, str] | None = None) -> Path:

@@ -11,7 +11,7 @@ locks, NDJSON appends): hooks import it on every agent turn.
     lines      whole-line appends, rotation, reading complete lines back
     index      the delivered ids, and deliveries a crash cut short
     spool      Spool: deliver, knows; utc_stamp, the spool's way of writing a time
-    registry   sessions.json and the Host enum
+    registry   sessions.json: who gets a copy of new mail
     process    is a host process still the one that registered?
     handover   moving unread mail between spools (inside only)
     sessions   register, unregister, list_sessions, gc

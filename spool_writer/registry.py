@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import time
 from dataclasses import asdict, dataclass
-from enum import StrEnum
 from typing import Any
 
 from durable.errors import UserError
@@ -17,28 +16,23 @@ from durable.files import read_json, write_json
 from spool_writer import process
 from spool_writer.layout import SpoolLayout
 
-__all__ = ["STAND_IN_PREFIX", "Host", "SessionRecord", "load", "parse_host", "stand_in_sid"]
+__all__ = ["OTHER", "STAND_IN_PREFIX", "SessionRecord", "check_host", "load", "stand_in_sid"]
 
 VERSION = 1
 
 
-class Host(StrEnum):
-    CLAUDE = "claude"
-    CODEX = "codex"
-    COPILOT = "copilot"
-    GEMINI = "gemini"
-    OPENCODE = "opencode"
-    PI = "pi"
-    QWEN = "qwen"
-    OTHER = "other"
+HOST_MAX = 32
+OTHER = "other"  # a session whose door does not know its host program
 
 
-def parse_host(value: str) -> Host:
-    try:
-        return Host(value)
-    except ValueError:
-        choices = ", ".join(h.value for h in Host)
-        raise UserError(f"unknown host {value!r}; use one of: {choices}") from None
+def check_host(value: str) -> str:
+    """The host program a session runs in, as a name the registry can hold: which names exist is
+    the doors' business (`alarms.registry`, checked where a person gives one); the spool only
+    keeps a short lowercase word."""
+    if not (0 < len(value) <= HOST_MAX and value.isascii() and all(c.isalnum() or c == "-" for c in value)
+            and value == value.lower()):
+        raise UserError(f"bad host name {value!r}: a short lowercase word, as `talk install` names hosts")
+    return value
 
 
 def utc_now_iso() -> str:
@@ -48,7 +42,7 @@ def utc_now_iso() -> str:
 @dataclass(frozen=True)
 class SessionRecord:
     sid: str
-    host: Host
+    host: str
     pid: int
     pid_start: int | None
     registered: str
@@ -57,12 +51,12 @@ class SessionRecord:
         return process.alive(self.pid, self.pid_start)
 
     def to_json(self) -> dict[str, Any]:
-        return {**asdict(self), "host": self.host.value}
+        return asdict(self)
 
     @classmethod
     def from_json(cls, obj: dict[str, Any]) -> SessionRecord:
         start = obj.get("pid_start")
-        return cls(str(obj["sid"]), Host(obj["host"]), int(obj["pid"]),
+        return cls(str(obj["sid"]), check_host(str(obj["host"])), int(obj["pid"]),
                    None if start is None else int(start), str(obj["registered"]))
 
 
@@ -89,7 +83,7 @@ def stand_ins_of(records: dict[str, SessionRecord], record: SessionRecord) -> li
 def session_of(records: dict[str, SessionRecord], pid: int, pid_start: int | None) -> str | None:
     """The session registered for the host process (`pid`, started at `pid_start`), a host's own
     id before a stand-in; None when it has none."""
-    probe = SessionRecord("", Host.OTHER, pid, pid_start, "")
+    probe = SessionRecord("", OTHER, pid, pid_start, "")
     mine = sorted((sid.startswith(STAND_IN_PREFIX), sid) for sid, rec in records.items()
                   if same_process(rec, probe))
     return mine[0][1] if mine else None

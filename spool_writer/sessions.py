@@ -27,9 +27,9 @@ from spool_writer.layout import (
     flocked,
     oldest_first,
 )
-from spool_writer.registry import Host, SessionRecord, parse_host
+from spool_writer.registry import SessionRecord, check_host
 
-__all__ = ["Host", "Registration", "SessionInfo", "gc", "list_sessions", "register", "session_of",
+__all__ = ["Registration", "SessionInfo", "gc", "list_sessions", "register", "session_of",
            "unregister"]
 
 DAY_S = 86400.0
@@ -38,7 +38,7 @@ DAY_S = 86400.0
 @dataclass(frozen=True)
 class Registration:
     sid: str
-    host: Host
+    host: str
     pid: int
     spool: Path
     took_over: int  # lines taken over from the inbox
@@ -47,7 +47,7 @@ class Registration:
 @dataclass(frozen=True)
 class SessionInfo:
     sid: str
-    host: Host
+    host: str
     pid: int
     alive: bool
     spool: Path
@@ -56,7 +56,7 @@ class SessionInfo:
 
 
 def register(
-    root: Path, host: Host | str, sid: str, pid: int,
+    root: Path, host: str, sid: str, pid: int,
     *, max_bytes: int = DEFAULT_MAX_BYTES, generations: int = DEFAULT_GENERATIONS,
 ) -> Registration:
     """Give session `sid` of the program `pid` its own spool, starting with the inbox's mail.
@@ -65,7 +65,7 @@ def register(
     stand-in session of the same host process (`registry.stand_in_sid`) gives way: its unread
     lines come along through the inbox, and its door finds this session with `session_of`.
     """
-    host, sid = parse_host(host), check_sid(sid)
+    host, sid = check_host(host), check_sid(sid)
     record = SessionRecord(sid, host, pid, process.identify(pid), registry.utc_now_iso())
     layout = SpoolLayout(root)
     layout.ensure()

@@ -8,6 +8,8 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from alarms.registry import NAMES as HOST_NAMES
+from alarms.registry import OTHER as OTHER_HOST
 from talk import conversation_cli
 from talk.alarm_cli import alarm_app
 from talk.command_specs import MODE, PEER, TASK, TIMEOUT, WAIT
@@ -15,12 +17,7 @@ from talk.doctor import doctor
 from talk.follow_cli import follow, quarantine, status, stop
 from talk.group_cli import group_app
 from talk.help_format import TalkTyper
-from talk.install_claude import install_claude_command
-from talk.install_codex import install_codex_command
-from talk.install_copilot import install_copilot_command, uninstall_copilot_command
-from talk.install_gemini import install_gemini_command, uninstall_gemini_command
-from talk.install_pi import install_pi_command, uninstall_pi_command
-from talk.install_qwen import install_qwen_command, uninstall_qwen_command
+from talk.install_cli import install_app, uninstall_app
 from talk.options import Json, PassFile, Relay, User, option
 from talk.output import LOUD_NO_PASSPHRASE, emit_json, result, warn
 from talk.purge import purge
@@ -581,31 +578,8 @@ app.command("show")(show_command)
 app.command("gc")(gc_command)
 app.command()(purge)
 
-# The alarms: waking agent sessions on the hosts.
-install_app = TalkTyper(help="Install talk into an agent host (hooks, plugin).", no_args_is_help=True)
-uninstall_app = TalkTyper(help="Remove what `talk install` put into an agent host.", no_args_is_help=True)
-
-
-@install_app.callback()
-@uninstall_app.callback()
-def _private_files() -> None:
-    """What an install writes, and what the programs it runs write, is the user's alone."""
-    from talk.host_files import private_umask
-
-    private_umask()
-
-
-install_app.command("codex")(install_codex_command)
-install_app.command("claude")(install_claude_command)
-install_app.command("pi")(install_pi_command)
-install_app.command("copilot")(install_copilot_command)
-install_app.command("gemini")(install_gemini_command)
-install_app.command("qwen")(install_qwen_command)
+# The doors: how mail enters agent sessions, host by host (alarms.registry).
 app.add_typer(install_app, name="install")
-uninstall_app.command("pi")(uninstall_pi_command)
-uninstall_app.command("copilot")(uninstall_copilot_command)
-uninstall_app.command("gemini")(uninstall_gemini_command)
-uninstall_app.command("qwen")(uninstall_qwen_command)
 app.add_typer(uninstall_app, name="uninstall")
 app.add_typer(alarm_app, name="alarm")
 
@@ -616,7 +590,7 @@ def mcp_command(
         "the session another door registered for the host process, else mcp-<parent pid>).",
     )] = None,
     host: Annotated[str, typer.Option(
-        "--host", metavar="claude|codex|copilot|gemini|opencode|pi|qwen|other",
+        "--host", metavar="|".join((*HOST_NAMES, OTHER_HOST)),
         help="The agent program that starts this server.",
     )] = "other",
     user: User = None, relay: Relay = None, passphrase_file: PassFile = None,

@@ -3,8 +3,8 @@ problem the one command that fixes it.
 
 The checks only read: the identity and its relay (reachable, its clock, our published keys),
 the follower and its push stream, the registered sessions, the spool's size and the free disk,
-and talk's wiring in each agent host, as each `talk install HOST` module judges it (`wiring`),
-and whether another user could write into what those installs wrote (`host_files`): only
+and talk's wiring in each agent host of `alarms.registry`, as each host judges it (`wiring`),
+and whether another user could write into what those installs wrote (`alarms.host_files`): only
 `--fix` changes anything, taking others' write permission from such files and folders.
 Exit status 0 when nothing failed, 1 otherwise; `--json` gives the same as a list. Every line
 goes through `durable.printable`: a detail may quote a relay's answer.
@@ -123,39 +123,32 @@ def spool_checks(folder: Path) -> list[Check]:
     return checks
 
 
-def _hosts() -> tuple[Any, ...]:
-    from talk import install_claude, install_codex, install_copilot, install_gemini, install_pi, install_qwen
-
-    return install_claude, install_codex, install_pi, install_qwen, install_gemini, install_copilot
-
-
 def host_checks(folder: Path | None, fix: bool = False) -> list[Check]:
-    """One line per agent host; the opencode alarm needs the identity's folder."""
-    wirings = [host.wiring() for host in _hosts()]
-    if folder is not None:
-        from talk.alarm_cli import opencode_wiring
+    """One line per agent host in `alarms.registry`; a daemon door judges from the identity's folder."""
+    from alarms.registry import hosts
 
-        wirings.append(opencode_wiring(folder))
+    wirings = [host.wiring(folder) for host in hosts()]
     return [Check(w.host, w.status, w.detail, w.fix) for w in wirings] + files_checks(fix)
 
 
 def files_checks(fix: bool) -> list[Check]:
     """A line per host where another user could write into what `talk install` wrote (and so add
     code the host runs as this user); with `fix`, those write permissions are taken away."""
-    from talk.host_files import loose, tighten
+    from alarms.host_files import loose, tighten
+    from alarms.registry import hosts
 
     checks = []
-    for host in _hosts():
+    for host in hosts():
         found = loose(host.paths())
         fixed = tighten(found) if fix else []
         if fixed:
-            checks.append(Check(f"{host.HOST} files", "ok",
+            checks.append(Check(f"{host.NAME} files", "ok",
                                 f"others can no longer write to {', '.join(map(str, fixed))}"))
         left = loose(found) if fix else found
         if left:
             how = "ask its owner to close it, or move it aside" if fix else "talk doctor --fix"
-            checks.append(Check(f"{host.HOST} files", "fail", f"other users can write to "
-                                f"{', '.join(map(str, left))}, and so add code {host.HOST} runs as you", how))
+            checks.append(Check(f"{host.NAME} files", "fail", f"other users can write to "
+                                f"{', '.join(map(str, left))}, and so add code {host.NAME} runs as you", how))
     return checks or [Check("host files", "ok", "what talk installed in agent hosts only you can write to")]
 
 

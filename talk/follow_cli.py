@@ -143,8 +143,7 @@ def status(
 
 
 def gather_status(folder: Path) -> dict[str, Any]:
-    from alarms.opencode_status import alarm_status
-    from alarms.qwen_status import door_status
+    from alarms.registry import hosts
     from follower.daemon.state import FollowStatus, running_pid
     from follower.receive.quarantine import Quarantine
     from spool_writer.layout import count_lines
@@ -162,19 +161,18 @@ def gather_status(folder: Path) -> dict[str, Any]:
         )
     spool = folder / "spool"
     found = list_sessions(spool)
-    alarms = dict(ALARMS)
-    if any(str(x.host) == "claude" for x in found):
-        from talk.install_claude import session_alarm, wiring
-
-        alarms["claude"] = session_alarm(wiring())
+    by_name = {host.NAME: host for host in hosts()}
+    # what brings mail into each kind of session (a Claude Code session's depends on its plugin)
+    wakes = {name: by_name[name].wakes(folder) for name in {str(x.host) for x in found} if name in by_name}
     sessions = [
         {"sid": x.sid, "host": str(x.host), "pid": x.pid, "alive": x.alive, "spool": str(x.spool),
-         "unread": x.unread, "alarm": alarms.get(str(x.host), "none")}
+         "unread": x.unread, "alarm": wakes.get(str(x.host), "none")}
         for x in found
     ]
+    daemon_doors = dict(filter(None, (host.door_status(folder) for host in by_name.values())))
     return {"follower": follower, "sessions": sessions, "inbox": str(spool / "inbox.ndjson"),
-            "inbox_waiting": count_lines(spool / "inbox.ndjson"),
-            "alarms": alarm_status(folder), "qwen_door": door_status(folder), "missing": missing_rows(folder),
+            "inbox_waiting": count_lines(spool / "inbox.ndjson"), **daemon_doors,
+            "missing": missing_rows(folder),
             "quarantined": len(Quarantine(folder).lost()), "forward_secrecy": secrecy_rows(folder),
             "loop_guard": guard_report(folder)}
 
@@ -252,15 +250,6 @@ def render_missing(row: dict[str, Any]) -> str:
             f"{row['name']} but never delivered (ask them to send again)")
 
 
-# Which door wakes each kind of session (see alarms/); Claude Code's depends on its plugin's
-# wiring (install_claude.session_alarm).
-ALARMS = {
-    "codex": "Codex hooks (SessionStart, UserPromptSubmit, PostToolUse, Stop)",
-    "opencode": "talk alarm opencode (prompt_async)",
-    "qwen": "the Qwen door (Qwen's inbox socket, as a peer: never as the user)",
-}
-
-
 def _ago(ts: float | None) -> str:
     if ts is None:
         return "never"
@@ -285,7 +274,7 @@ def render_status(report: dict[str, Any]) -> str:
     if f.get("republished_at"):
         lines.append(f"  keys published again {_ago(f['republished_at'])}: the relay had lost them "
                      "(its store may have restarted empty); nothing to do")
-    from alarms.opencode_status import render_alarm
+    from alarms.registry import hosts
 
     for x in report["sessions"]:
         state = "live" if x["alive"] else "ended"
@@ -293,11 +282,8 @@ def render_status(report: dict[str, Any]) -> str:
                      f"{x['unread']} waiting in {x['spool']}\n  alarm: {x['alarm']}")
     if not report["sessions"]:
         lines.append("no sessions registered")
-    lines += [render_alarm(row) for row in report["alarms"]]
-    if report.get("qwen_door"):
-        from alarms.qwen_status import render_door
-
-        lines.append(render_door(report["qwen_door"]))
+    for host in hosts():
+        lines += host.render_status(report)  # a daemon door's state, from its own key of the report
     lines += [render_missing(row) for row in report["missing"]]
     lines += [render_secrecy(row) for row in report.get("forward_secrecy", [])]
     guard = report.get("loop_guard", {"cap": None, "groups": []})

@@ -22,18 +22,18 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import CallToolResult, TextContent
 from pydantic import Field
 
+from alarms.registry import parse_host
 from durable.errors import TalkError
 from durable.version import version
 from follower.account import Account
 from keys.contacts import Contact
 from spool_writer.layout import check_sid
-from spool_writer.registry import parse_host
 from talk.context import open_account
 from talk.output import warn
 
 T = TypeVar("T")
 
-# Generic MCP clients have no member of their own in spool_writer.registry.Host; `other` is the
+# Generic MCP clients have no host of their own in alarms.registry; `other` is the
 # one meant for them, and `--host` names a specific program where that is known.
 DEFAULT_HOST = "other"
 

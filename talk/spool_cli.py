@@ -9,9 +9,10 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from alarms.registry import NAMES as HOST_NAMES
+from alarms.registry import OTHER as OTHER_HOST
 from durable.errors import UserError
 from spool_writer.record import SpoolRecord
-from spool_writer.registry import Host
 from talk.help_format import TalkTyper
 from talk.options import Json, User
 from talk.output import emit_json, result, warn
@@ -33,7 +34,7 @@ def spool_root(user: str | None) -> Path:
     return open_account(user, None, None).folder / "spool"
 
 
-def host_process(host: Host) -> int:
+def host_process(host: str) -> int:
     """The host program this command runs under, found among its ancestors: the shell that runs
     `talk` ends at once, and a session registered with its pid would be gone as it began.
 
@@ -41,17 +42,19 @@ def host_process(host: Host) -> int:
         UserError: no ancestor runs the host (or the host is "other"): pass --pid.
     """
     from alarms.mailbox import find_host_pid
+    from alarms.registry import OTHER, host_of
 
-    found = None if host is Host.OTHER else find_host_pid((host.value,))
+    found = None if host == OTHER else find_host_pid(host_of(host).PROCESS_NAMES)
     if found is None:
-        raise UserError(f"no {host.value} process runs above this command; pass the host "
+        raise UserError(f"no {host} process runs above this command; pass the host "
                         "program's pid with --pid")
     return found
 
 
 @session_app.command("register")
 def register_command(
-    host: Annotated[Host, typer.Option("--host", help="The agent program this session runs in.")],
+    host: Annotated[str, typer.Option("--host", metavar="|".join((*HOST_NAMES, OTHER_HOST)),
+                                      help="The agent program this session runs in.")],
     sid: Annotated[str, typer.Option(
         "--id", metavar="ID", help="The session's id (letters, digits, '.', '_', '-').")],
     pid: Annotated[
@@ -62,14 +65,16 @@ def register_command(
     user: User = None, as_json: Json = False,
 ) -> None:
     """Give a session its own copy of new mail (and the inbox's waiting mail) while its host runs."""
+    from alarms.registry import parse_host
     from spool_writer.sessions import register
 
+    host = parse_host(host)
     reg = register(spool_root(user), host, sid, host_process(host) if pid is None else pid)
     took = f"; took over {reg.took_over} waiting message(s) from the inbox" if reg.took_over else ""
     result(
-        {"sid": reg.sid, "host": reg.host.value, "pid": reg.pid, "spool": str(reg.spool),
+        {"sid": reg.sid, "host": reg.host, "pid": reg.pid, "spool": str(reg.spool),
          "took_over": reg.took_over},
-        f"registered session {reg.sid} ({reg.host.value}, pid {reg.pid}){took}\nspool: {reg.spool}",
+        f"registered session {reg.sid} ({reg.host}, pid {reg.pid}){took}\nspool: {reg.spool}",
         as_json,
     )
 
@@ -101,7 +106,7 @@ def list_command(user: User = None, as_json: Json = False) -> None:
     from spool_writer.sessions import list_sessions
 
     root = spool_root(user)
-    rows = [{"sid": s.sid, "host": s.host.value, "pid": s.pid, "alive": s.alive, "spool": str(s.spool),
+    rows = [{"sid": s.sid, "host": s.host, "pid": s.pid, "alive": s.alive, "spool": str(s.spool),
              "unread": s.unread} for s in list_sessions(root)]
     if as_json:
         emit_json(rows)

@@ -9,7 +9,7 @@ import secrets
 from pathlib import Path
 from typing import Any
 
-from alarms.framing import frame, one_line
+from alarms.framing import frame
 from follower.receive.quarantine import Quarantine
 from follower.relay.client import RelayClient
 from keys.identity import Identity, KeyBundle
@@ -20,7 +20,6 @@ from tests.peer_forge import (
     deposit_raw,
     envelope,
     forged_identity,
-    one_line_breaches,
     peer_lines_outside_quote,
     redeem_as,
     seal_raw,
@@ -90,7 +89,6 @@ def test_a_task_id_cannot_leave_the_quote(duo_following: tuple[Agent, Agent, Ide
         # Not a result block, as its task id is not of the grammar; or, where a line break ended
         # the id, a result for the task "T1" with the rest as text.
         assert record["kind"] == "chat" or (record["kind"], record["task"]) == ("result", "T1")
-        assert one_line_breaches(one_line(record)) == []
     framed = frame(records)
     assert peer_lines_outside_quote(framed) == []
     assert "\x1b" not in framed and "\u2028" not in framed and "\u202e" not in framed

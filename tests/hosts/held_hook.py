@@ -3,7 +3,7 @@
     PYTHON -I -S held_hook.py HOLD SCRIPT ARGS...   runs as `PYTHON -I -S SCRIPT ARGS...` (Codex)
     PYTHON -I held_hook.py HOLD -m MODULE ARGS...   runs as `PYTHON -I -m MODULE ARGS...` (Claude Code)
 
-Both hooks take mail through `alarms.pending.take`, which records the batch as pending and moves
+Both hooks take mail through `alarms.handover.take`, which records the batch as pending and moves
 the session's cursor before it returns; the hook prints its answer after. Wrapped here, a `take`
 that returned mail writes this process's id to the file HOLD (atomically) and then sleeps instead
 of returning: the test waits for HOLD, so it knows the batch is recorded, the cursor moved and
@@ -24,10 +24,10 @@ HOLD_S = 120.0  # the test kills it long before; bounded so a failed test leaves
 
 
 def hold_after_take(hold: str) -> None:
-    """Wrap `alarms.pending.take` so that, once it returned mail, it holds until killed."""
-    from alarms import pending
+    """Wrap `alarms.handover.take` so that, once it returned mail, it holds until killed."""
+    from alarms import handover
 
-    take = pending.take
+    take = handover.take
 
     def held(*args: Any, **kwargs: Any) -> Any:
         records = take(*args, **kwargs)
@@ -39,7 +39,7 @@ def hold_after_take(hold: str) -> None:
             time.sleep(HOLD_S)
         return records
 
-    pending.take = held
+    handover.take = held
 
 
 def main(argv: list[str]) -> None:

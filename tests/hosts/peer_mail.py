@@ -60,10 +60,10 @@ def bob_layout(bob: Agent) -> SpoolLayout:
 
 
 def older_than_the_margin(pending: Path) -> None:
-    """Wait until the pending batch at `pending` is older than `alarms.pending.MARGIN_S` (and a
+    """Wait until the pending batch at `pending` is older than `alarms.handover.MARGIN_S` (and a
     half second), so what the host writes after a kill is judged against it as later, not as
     the same moment. A condition on the file's age, with a deadline a loaded machine meets."""
-    from alarms.pending import MARGIN_S
+    from alarms.handover import MARGIN_S
 
     wait_for(lambda: time.time() - pending.stat().st_mtime > MARGIN_S + 0.5, 60,
              "the pending batch to be older than the margin")

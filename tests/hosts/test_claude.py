@@ -29,12 +29,12 @@ from typing import Any
 
 import pytest
 
-from alarms.claude_hook import parse_payload, reply
-from alarms.claude_monitor import notice
-from alarms.claude_session import pid_from_env, session_id
+from alarms.claude.hook import parse_payload, reply
+from alarms.claude.install import MONITOR, env_text, marketplace, monitor_source, plugin_source
+from alarms.claude.monitor import notice
+from alarms.claude.session import pid_from_env, session_id
 from spool_writer.record import SpoolRecord
 from spool_writer.spool import Spool, received_now
-from talk.install_claude import MONITOR, env_text, marketplace, monitor_source, plugin_source
 from tests.conftest import REPO, Agent, RelayProcess, make_agent, wait_for
 from tests.hosts.claude import interactive_claude, live_session, spool_has
 from tests.hosts.configs import CLAUDE_NO_INBOX, claude_env, seed_claude_home
@@ -168,7 +168,8 @@ def test_env_text_records_the_interpreter_and_refuses_line_breaks() -> None:
 def test_manifests_are_consistent_and_shipped() -> None:
     """Every plugin file is package data, every command names a shipped script, the marketplace resolves."""
     source = plugin_source()
-    files = {p.relative_to(source.parent).as_posix() for p in source.rglob("*")
+    package = REPO / "alarms"  # package data globs are relative to it
+    files = {p.relative_to(package).as_posix() for p in source.rglob("*")
              if p.is_file() and "__pycache__" not in p.parts}
     setuptools = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]
     globs = setuptools["package-data"]["alarms"]
@@ -186,7 +187,7 @@ def test_manifests_are_consistent_and_shipped() -> None:
     manifest = json.loads((REPO / entry["source"] / ".claude-plugin" / "plugin.json").read_text())
     assert entry["name"] == manifest["name"] == "talk" and market["owner"]["name"]
     assert marketplace("d")["plugins"][0]["source"] == "./"
-    assert monitor_source().relative_to(source.parent).as_posix() in globs
+    assert monitor_source().relative_to(package).as_posix() in globs
 
 
 def test_the_plugins_monitor_is_the_adapter_in_alarms() -> None:
@@ -205,7 +206,7 @@ def test_the_adapter_runs_from_alarms_too(tmp_path: Path) -> None:
     env = {**alarm_env(os.getpid()), "PATH": f"{tmp_path}:{PLAIN_PATH}"}
     done = subprocess.run(["bash", str(monitor_source()), "sess-1"], env=env, capture_output=True,
                           text=True, timeout=30)
-    assert (done.returncode, done.stdout, done.stderr) == (0, "-I -m alarms.claude_monitor sess-1\n", "")
+    assert (done.returncode, done.stdout, done.stderr) == (0, "-I -m alarms.claude.monitor sess-1\n", "")
 
 
 # --- the launchers, for real, without Claude Code -------------------------------------------------
@@ -366,7 +367,7 @@ def monitor_pids(claude_pid: int) -> list[int]:
     found = []
     for pid in descendants(claude_pid):
         with contextlib.suppress(OSError):
-            if b"alarms.claude_monitor" in Path(f"/proc/{pid}/cmdline").read_bytes():
+            if b"alarms.claude.monitor" in Path(f"/proc/{pid}/cmdline").read_bytes():
                 found.append(pid)
     return found
 
@@ -403,7 +404,7 @@ def test_kill_9_of_the_monitor_in_claude_loses_nothing_and_repeats_nothing(
 # --- exactly once: a hook killed after taking mail -------------------------------------------------
 
 def test_monitor_reconciles_at_start_then_only_while_pending() -> None:
-    from alarms.claude_monitor import RECONCILE_S, reconcile_due
+    from alarms.claude.monitor import RECONCILE_S, reconcile_due
 
     assert reconcile_due(None, 0.0, pending_exists=False)
     assert not reconcile_due(10.0, 10.0 + RECONCILE_S, pending_exists=False)
@@ -412,7 +413,7 @@ def test_monitor_reconciles_at_start_then_only_while_pending() -> None:
 
 
 def test_transcript_path_is_found_by_session_id(tmp_path: Path) -> None:
-    from alarms.claude_session import transcript_path
+    from alarms.claude.session import transcript_path
 
     folder = tmp_path / ".claude" / "projects" / "-some-project"
     folder.mkdir(parents=True)
@@ -423,7 +424,7 @@ def test_transcript_path_is_found_by_session_id(tmp_path: Path) -> None:
 
 
 HELD_HOOK = Path(__file__).resolve().parent / "held_hook.py"
-HOOK_LAUNCH = 'exec "$TALK_PYTHON" -I -m alarms.claude_hook'
+HOOK_LAUNCH = 'exec "$TALK_PYTHON" -I -m alarms.claude.hook'
 
 
 @contextlib.contextmanager
@@ -450,8 +451,8 @@ def test_stop_hook_killed_after_taking_mail_hands_it_on_next_prompt_exactly_once
 ) -> None:
     """SIGKILL between the cursor's move and Claude Code reading the Stop hook's answer: the next
     prompt of the session (`--resume`) finds the batch missing from the transcript and hands it on."""
+    from alarms.handover import pending_file
     from alarms.mailbox import SessionMail
-    from alarms.pending import pending_file
 
     alice, bob, plugin = following
     needle = f"KILLED-{uuid.uuid4().hex[:8]}"

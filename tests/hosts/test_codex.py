@@ -22,25 +22,25 @@ from typing import Any
 
 import pytest
 
-from alarms import codex_hook
-from alarms.codex_hook import env_from_args, output_for, parse_payload, should_register
-from alarms.codex_wake import should_wake
-from alarms.codex_waker import NUDGE
+from alarms import hook_runtime
+from alarms.codex import hook as codex_hook
+from alarms.codex.hook import output_for, parse_payload
+from alarms.codex.install import (
+    EVENTS,
+    handler_for,
+    hook_script,
+    is_talk_handler,
+    merge_hooks,
+    trust_plan,
+)
+from alarms.hook_runtime import env_from_args, should_register
+from alarms.host_config import hook_command
 from alarms.mailbox import SessionMail
 from spool_writer.cursor import CursorReader, lock_path
 from spool_writer.layout import flocked
 from spool_writer.peek import nothing_new
 from spool_writer.record import SpoolRecord
 from spool_writer.spool import Spool
-from talk.install_codex import (
-    EVENTS,
-    handler_for,
-    hook_command,
-    hook_script,
-    is_talk_handler,
-    merge_hooks,
-    trust_plan,
-)
 from tests.conftest import wait_for
 from tests.hosts.peer_mail import older_than_the_margin
 from tests.hosts.talk_install import install_codex
@@ -87,24 +87,18 @@ def test_fast_identity_agrees_with_identity_folder(tmp_path: Path) -> None:
 
     home = tmp_path / "h"
     env = {"TALK_HOME": str(home), "HOME": str(tmp_path)}
-    assert codex_hook.fast_identity(env) is None  # no home: the full path explains
+    assert hook_runtime.fast_identity(env) is None  # no home: the full path explains
     (home / "bob").mkdir(parents=True)
     (home / "bob" / "identity.json").write_text("{}")
-    assert codex_hook.fast_identity(env) == str(identity_folder(env))
+    assert hook_runtime.fast_identity(env) == str(identity_folder(env))
     (home / "carol").mkdir()
     (home / "carol" / "identity.json").write_text("{}")
-    assert codex_hook.fast_identity(env) is None
+    assert hook_runtime.fast_identity(env) is None
     with pytest.raises(NoIdentity):
         identity_folder(env)
     carol = {**env, "TALK_USER": "carol"}
-    assert codex_hook.fast_identity(carol) == str(identity_folder(carol))
-    assert codex_hook.fast_identity({**env, "TALK_USER": "dave"}) is None
-
-
-def test_wake_only_an_idle_thread_with_mail() -> None:
-    assert should_wake(1, "idle")
-    assert not should_wake(0, "idle")
-    assert not should_wake(3, "active")
+    assert hook_runtime.fast_identity(carol) == str(identity_folder(carol))
+    assert hook_runtime.fast_identity({**env, "TALK_USER": "dave"}) is None
 
 
 # --- hooks.json merge -----------------------------------------------------------------------
@@ -401,41 +395,16 @@ def test_mail_during_a_turn_makes_stop_run_one_more_turn(
         assert SessionMail(s["folder"], sid).waiting() == 0
 
 
-@pytest.mark.hosts
-def test_idle_thread_is_woken_through_the_app_server(codex_setup: dict[str, Any], fake_model: Any) -> None:
-    from alarms.codex_rpc import AppServer
-    from alarms.codex_wake import register_thread, wake
-
-    s = codex_setup
-    install_into(s, fake_model.url)
-    with AppServer.start(s["codex"], env=s["env"], cwd=s["project"]) as server:
-        started = server.request("thread/start", {"cwd": str(s["project"]), "ephemeral": True})
-        thread_id = started["thread"]["id"]
-        mail = register_thread(server, thread_id, s["folder"])
-        assert wake(server, thread_id, mail) is None  # nothing waits: no turn
-        msg_id = s["alice"].ok("send", "bob", "PEER-IDLE: are you there?", "--json").json()["id"]
-        wait_for(lambda: mail.waiting() == 1, 15, "the thread's spool")
-        mark = len(server.notifications)
-        turn_id = wake(server, thread_id, mail)
-        assert turn_id
-        server.wait_for("turn/completed", lambda n: n["params"]["turn"]["id"] == turn_id, 60, mark)
-        seen = fake_model.wait_for(msg_id, timeout=10, system=True)
-        assert NUDGE in seen["last_user_text"] and "PEER-IDLE" not in seen["last_user_text"]
-        assert sum(t.count("PEER-IDLE") for t in seen["system_texts"] + seen["texts"]) == 1
-        assert len(fake_model.requests) == 1
-        assert mail.waiting() == 0 and wake(server, thread_id, mail) is None
-
-
 # --- exactly once: pending batches reconciled against the transcript -----------------------------
 
 def _batch(ids: tuple[str, ...], at: float = 100.0, mark: int = 0) -> Any:
-    from alarms.pending import PendingBatch
+    from alarms.handover import PendingBatch
 
     return PendingBatch(ids, at, 4242, 1, "/t.jsonl", mark)
 
 
 def test_reconcile_decision() -> None:
-    from alarms.pending import DELIVERED, LOST, MARGIN_S, WAIT, Seen, judge, missing
+    from alarms.handover import DELIVERED, LOST, MARGIN_S, WAIT, Seen, judge, missing
 
     batch = _batch(("m1", "m2"))
     later = 100.0 + MARGIN_S + 0.1
@@ -450,7 +419,7 @@ def test_reconcile_decision() -> None:
 
 
 def test_look_finds_markers_only_after_the_batchs_mark(tmp_path: Path) -> None:
-    from alarms.pending import PendingBatch, look
+    from alarms.handover import PendingBatch, look
 
     t = tmp_path / "t.jsonl"
     t.write_text('{"old": "id m1, seen before"}\n')
@@ -466,25 +435,25 @@ def test_look_finds_markers_only_after_the_batchs_mark(tmp_path: Path) -> None:
 
 def test_pending_take_redelivers_a_lost_batch_once(folder: Path, tmp_path: Path) -> None:
     """A batch taken by a process that is gone, missing from a transcript written since: again, once."""
-    from alarms import pending
+    from alarms import handover
 
     mail = SessionMail(folder, "p1")
     mail.register("codex", os.getpid())
     Spool(folder / "spool").deliver(m := record("lost once"))
     transcript = tmp_path / "rollout.jsonl"
     transcript.write_text("{}\n")
-    assert [r["id"] for r in pending.take(mail.layout, "p1", str(transcript), record=True)] == [m["id"]]
-    path = Path(pending.pending_file(str(mail.layout.sessions_dir), "p1"))
-    (batch,) = pending.load(path)
+    assert [r["id"] for r in handover.take(mail.layout, "p1", str(transcript), record=True)] == [m["id"]]
+    path = Path(handover.pending_file(str(mail.layout.sessions_dir), "p1"))
+    (batch,) = handover.load(path)
     assert batch.ids == (m["id"],) and batch.pid == os.getpid()
-    assert pending.take(mail.layout, "p1", str(transcript), record=True) == []  # the taker lives: wait
+    assert handover.take(mail.layout, "p1", str(transcript), record=True) == []  # the taker lives: wait
     dead = subprocess.run([PYTHON, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
-    old = pending.PendingBatch(batch.ids, batch.at - 10, int(dead.stdout), None, str(transcript), 0)
-    pending.save(path, [old])
-    again = pending.take(mail.layout, "p1", str(transcript), record=True)
+    old = handover.PendingBatch(batch.ids, batch.at - 10, int(dead.stdout), None, str(transcript), 0)
+    handover.save(path, [old])
+    again = handover.take(mail.layout, "p1", str(transcript), record=True)
     assert [r["id"] for r in again] == [m["id"]] and again[0]["text"] == "lost once"
     transcript.write_text(f'{{"hook": "id {m["id"]}, sent"}}\n')  # this time Codex wrote it down
-    assert pending.take(mail.layout, "p1", str(transcript), record=True) == [] and not path.exists()
+    assert handover.take(mail.layout, "p1", str(transcript), record=True) == [] and not path.exists()
     assert nothing_new(folder, "p1")  # and the fast path is back
 
 
@@ -493,8 +462,8 @@ HELD_HOOK = Path(__file__).resolve().parent / "held_hook.py"
 TRUST_COMMAND = """
 import json, sys
 from pathlib import Path
-from talk.host_config import write_config
-from talk.install_codex import merged_hooks_file, record_trust
+from alarms.host_config import write_config
+from alarms.codex.install import merged_hooks_file, record_trust
 codex, home, command = sys.argv[1], Path(sys.argv[2]), sys.argv[3]
 write_config(home / "hooks.json", merged_hooks_file(home / "hooks.json", command))
 print(json.dumps(record_trust(codex, home, home / "hooks.json", command)))
@@ -520,7 +489,7 @@ def test_stop_hook_killed_after_taking_mail_hands_it_on_next_run_exactly_once(
 ) -> None:
     """SIGKILL between the cursor's move and Codex reading the Stop hook's answer: the next run of
     the session (a resume) finds the batch missing from the rollout and hands it on, once."""
-    from alarms.pending import pending_file
+    from alarms.handover import pending_file
     from tests.hosts.fake_model import FakeModel
     from tests.hosts.procs import descendants
 

@@ -22,8 +22,8 @@ from typing import NamedTuple
 
 import pytest
 
+from alarms.handover import pending_file
 from alarms.mailbox import SessionMail
-from alarms.pending import pending_file
 from tests.conftest import Agent, wait_for
 from tests.hosts.claude import spool_has
 from tests.hosts.copilot import copilot_env, install, interactive, live_session, prompt_argv, uninstall
@@ -260,7 +260,7 @@ def hold_hooks(hooks_file: Path, hold: Path) -> None:
     for handlers in doc["hooks"].values():
         for h in handlers:
             python, isolated, *rest = shlex.split(h["bash"])
-            assert isolated == "-I" and rest[:2] == ["-m", "alarms.copilot_hook"], h
+            assert isolated == "-I" and rest[:2] == ["-m", "alarms.copilot.hook"], h
             h["bash"] = shlex.join([python, "-I", str(HELD_HOOK), str(hold), *rest])
     hooks_file.write_text(json.dumps(doc))
 

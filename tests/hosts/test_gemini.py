@@ -242,7 +242,7 @@ def test_after_agent_hook_killed_after_taking_mail_hands_it_on_next_run_exactly_
     """SIGKILL between the cursor's move and Gemini CLI reading the AfterAgent hook's answer: the
     next run of the session (a resume) finds the batch missing from the transcript and hands it
     on, once; the run after that does not hand it on again."""
-    from alarms.pending import pending_file
+    from alarms.handover import pending_file
     from tests.hosts.fake_model import FakeModel
     from tests.hosts.procs import descendants
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from alarms.qwen_status import DoorFiles
+from alarms.qwen.status import DoorFiles
 from tests.conftest import Agent, wait_for
 from tests.hosts.fake_model import FakeModel
 from tests.hosts.npm import host_env
@@ -265,12 +265,12 @@ def test_a_batch_written_before_a_crash_is_recognised_when_the_door_sends_it_aga
     died before it saved the answer; the restarted door sends the same message id again."""
     import queue
 
-    from alarms import qwen_frames as frames
-    from alarms import qwen_outbox as ob
     from alarms.framing import frame
-    from alarms.qwen import send
-    from alarms.qwen_inbox import ReceiptInbox
-    from alarms.qwen_registry import scan
+    from alarms.qwen import frames as frames
+    from alarms.qwen import outbox as ob
+    from alarms.qwen.daemon import send
+    from alarms.qwen.inbox import ReceiptInbox
+    from alarms.qwen.registry import scan
     from spool_writer.layout import SpoolLayout
 
     _started(rig)
@@ -284,13 +284,13 @@ def test_a_batch_written_before_a_crash_is_recognised_when_the_door_sends_it_aga
     outbox = ob.QwenOutbox(DoorFiles(rig.folder).outbox)
     state = outbox.fill(SpoolLayout(rig.folder / "spool"), sid, outbox.load(), frame)
     [batch] = [b for b in state.batches if b.status == frames.PENDING]
-    answers: queue.Queue[frames.Receipt] = queue.Queue()
+    answers: queue.Queue[frames.QwenReceipt] = queue.Queue()
     inbox = ReceiptInbox(answers.put).start()
     try:
         send(session.ipc_path, frames.wire(session.ipc_token, frames.user_frame(
             batch.msg_id, batch.text, to_session=session.session_id, from_path=inbox.path,
             reply_token=inbox.token, from_name="talk")))
-        assert answers.get(timeout=30) == frames.Receipt(frames.DELIVERED, batch.msg_id)
+        assert answers.get(timeout=30) == frames.QwenReceipt(frames.DELIVERED, batch.msg_id)
     finally:
         inbox.close()
     rig.model.wait_for(text, 60)

@@ -9,10 +9,12 @@ import sys
 
 import pytest
 
+from alarms.registry import agent_host, author_env
 from follower.groups.loop_guard import Author
-from talk.authorship import AGENT_HOST_ENV, agent_host, author
+from talk.authorship import author
 from tests.conftest import REPO
 
+AGENT_HOST_ENV = author_env()
 HOST_VARS = {name for _, name in AGENT_HOST_ENV}
 
 

@@ -1,0 +1,96 @@
+"""The door contract: what each agent host's package in `alarms/` tells the rest of talk.
+
+A *host* is an agent program (Claude Code, Codex, ...); a *door* is one way peer mail enters a
+session of it. A hook (a short process the host starts on its turns), a monitor, a daemon and an
+extension are kinds of door. Each host's package, `alarms/<host>/`, meets `Host` in its
+`__init__`, which imports nothing at the top: hooks load it on every turn, and `alarms.registry`
+loads it for the CLI. Its functions import the host's `install` (and status) modules when called.
+
+What *delivered* means differs per host, so each host's `__init__` docstring says it: when the
+door counts a message as handed to the model (`durable.receipt_states.Receipt.DELIVERED`).
+
+Install code returns values (`Done`) and never prints: `talk install`/`talk uninstall` (in
+`talk/`) print them, so `alarms/` imports only `spool_writer` and `durable`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+from alarms.wiring import Wiring
+
+__all__ = ["Done", "Host", "Option", "Request"]
+
+# One host-specific option of `talk install HOST` / `talk uninstall HOST`:
+# (flag, Request field it fills: "where" (a path) or "program", help text).
+Option = tuple[str, str, str]
+
+
+@dataclass(frozen=True)
+class Request:
+    """What `talk install HOST` (or uninstall) was asked, and from which environment."""
+
+    python: str  # the interpreter talk runs on: hooks run talk with it
+    env: Mapping[str, str]
+    user: str | None = None  # --user, else TALK_USER
+    where: Path | None = None  # the host's own folder or config file, when not the default
+    program: str | None = None  # the host's program, when installing must run it
+
+    @property
+    def talk_home(self) -> str | None:
+        """TALK_HOME as given at install time, baked into what hooks run (None: the default)."""
+        return self.env.get("TALK_HOME") or None
+
+    @property
+    def who(self) -> str | None:
+        return self.user or self.env.get("TALK_USER") or None
+
+
+@dataclass(frozen=True)
+class Done:
+    """What an install or uninstall did: `data` for --json, `said` for a person, `warnings` to
+    print after it, and `failure` when it wrote something but the host will not run it yet (the
+    command then exits non-zero with that message)."""
+
+    data: dict[str, Any]
+    said: str
+    warnings: tuple[str, ...] = ()
+    failure: str | None = None
+
+
+class Host(Protocol):
+    """One agent host, as its package `alarms/<host>/` presents it."""
+
+    NAME: str  # `talk install NAME`, and the host a session registers under in the spool
+    TITLE: str  # how people call it: "Claude Code"
+    AUTHOR_ENV: tuple[str, ...]  # variables the host sets in its tools' environment: "runs inside it"
+    PROCESS_NAMES: tuple[str, ...]  # the host program's process names (`alarms.mailbox.host_pid`)
+    OPTIONS: tuple[Option, ...]  # host-specific options of `talk install/uninstall NAME`
+    INSTALL_HELP: str  # what `talk install NAME` does, for its --help
+    UNINSTALL_HELP: str
+
+    # Not plain `install`: the package's `install` module, once imported, would take that name.
+    def install_doors(self, request: Request) -> Done:
+        """Wire talk into the host; running it twice changes nothing. UserError when it cannot."""
+
+    def uninstall_doors(self, request: Request) -> Done:
+        """Remove exactly what `install` wrote and nothing of the user's own; idempotent."""
+
+    def wiring(self, identity: Path | None) -> Wiring:
+        """How far talk is wired into the host (`talk doctor`); reads only. `identity` is the
+        identity's folder when there is one (a daemon door keeps its state there)."""
+
+    def paths(self) -> list[Path]:
+        """What `install` writes into the host's folders, for `talk doctor`'s permission check."""
+
+    def wakes(self, identity: Path | None) -> str:
+        """What brings mail into a session of this host, one line for `talk status`."""
+
+    def door_status(self, identity: Path) -> tuple[str, Any] | None:
+        """A daemon door's state for `talk status --json` (its key and value), None without one."""
+
+    def render_status(self, report: Mapping[str, Any]) -> list[str]:
+        """A daemon door's lines in `talk status`, from the report `door_status` filled its key of."""
