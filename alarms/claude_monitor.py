@@ -1,6 +1,7 @@
-"""Kept for set-ups installed before the move to `alarms.claude.monitor`; `talk install` rewrites them."""
+"""Kept for set-ups installed before the move to `alarms.hosts.claude.monitor`; `talk install`
+rewrites them."""
 
 if __name__ == "__main__":
     import runpy
 
-    runpy.run_module("alarms.claude.monitor", run_name="__main__", alter_sys=True)
+    runpy.run_module("alarms.hosts.claude.monitor", run_name="__main__", alter_sys=True)

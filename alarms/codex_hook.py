@@ -2,7 +2,7 @@
 
 Run by path and without site-packages, it puts the folder holding `alarms` on sys.path and drops
 its own (`alarms/mailbox.py` would shadow the standard library's `mailbox`), then runs
-`alarms.codex.hook`. Only the standard library is imported before that: this runs on every turn.
+`alarms.hosts.codex.hook`. Only the standard library is imported before that: this runs on every turn.
 """
 
 import os
@@ -14,6 +14,6 @@ if __name__ == "__main__":
         sys.path.pop(0)
     if os.path.dirname(here) not in sys.path:
         sys.path.insert(0, os.path.dirname(here))
-    from alarms.codex.hook import main
+    from alarms.hosts.codex.hook import main
 
     sys.exit(main())

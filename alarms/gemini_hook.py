@@ -3,7 +3,7 @@
 
 Run by path and without site-packages, it puts the folder holding `alarms` on sys.path and drops
 its own (`alarms/mailbox.py` would shadow the standard library's `mailbox`), then runs
-`alarms.gemini.hook`. Only the standard library is imported before that: this runs on every turn.
+`alarms.hosts.gemini.hook`. Only the standard library is imported before that: this runs on every turn.
 """
 
 import os
@@ -15,6 +15,6 @@ if __name__ == "__main__":
         sys.path.pop(0)
     if os.path.dirname(here) not in sys.path:
         sys.path.insert(0, os.path.dirname(here))
-    from alarms.gemini.hook import main
+    from alarms.hosts.gemini.hook import main
 
     sys.exit(main())

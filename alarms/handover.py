@@ -3,7 +3,7 @@
 The hook and monitor doors move the session's cursor *before* they print (a Stop hook must
 never see the same mail twice, or it would block forever). Alone, that is at-most-once: an
 door killed between the cursor's save and the host reading its output loses the batch. So,
-under the cursor's lock and before the cursor is saved (like `alarms.opencode.outbox`), the
+under the cursor's lock and before the cursor is saved (like `alarms.hosts.opencode.outbox`), the
 batch's ids go into `sessions/SID.pending.json` with when and by whom they were taken. Every
 later door run for the session first reconciles that file against the host's transcript:
 
@@ -20,7 +20,7 @@ line as a `queue-operation` entry when the line arrives, before the turn it star
 0.61.0 appends BeforeAgent's and AfterTool's context and AfterAgent's reason to its session
 JSONL with the prompt or tool result that carries them to the model.
 
-A batch written to a host's inbox socket (door INBOX, `alarms.claude.inbox`) is held by its
+A batch written to a host's inbox socket (door INBOX, `alarms.hosts.claude.inbox`) is held by its
 writer until the write, then by the host: it waits in the host's queue until a tool-call
 boundary or an idle moment, whatever becomes of the writer. Its marker is the frame's message
 id as the host writes it on the entry that shows the message to the model (Claude Code 2.1.332:

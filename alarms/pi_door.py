@@ -1,6 +1,6 @@
-"""Kept for set-ups installed before the move to `alarms.pi.door`; `talk install` rewrites them."""
+"""Kept for set-ups installed before the move to `alarms.hosts.pi.door`; `talk install` rewrites them."""
 
 if __name__ == "__main__":
     import runpy
 
-    runpy.run_module("alarms.pi.door", run_name="__main__", alter_sys=True)
+    runpy.run_module("alarms.hosts.pi.door", run_name="__main__", alter_sys=True)

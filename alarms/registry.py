@@ -27,7 +27,7 @@ def host_of(name: str) -> Host:
     """The host `name` (one of NAMES), as its package presents it."""
     if name not in NAMES:
         raise KeyError(name)
-    return cast("Host", importlib.import_module(f"alarms.{name}"))
+    return cast("Host", importlib.import_module(f"alarms.hosts.{name}"))
 
 
 def hosts() -> list[Host]:

@@ -296,7 +296,7 @@ class Codex:
 
     def __init__(self) -> None:
         self.tmux: Tmux | None = None
-        self.rollout: Any = None  # alarms.codex.turns.TurnLog, once the first turn registered
+        self.rollout: Any = None  # alarms.hosts.codex.turns.TurnLog, once the first turn registered
         self.rig: Rig | None = None
 
     def start(self, rig: Rig, model_url: str) -> None:
@@ -319,7 +319,7 @@ class Codex:
 
     def first_turn_done(self) -> None:
         """Codex registers the session with a thread's first turn: find its rollout then."""
-        from alarms.codex.turns import TurnLog
+        from alarms.hosts.codex.turns import TurnLog
 
         rig = self.rig
         assert rig is not None

@@ -1,7 +1,7 @@
 """`talk alarm opencode|qwen` and `talk alarm stop opencode|qwen`: start and stop daemon doors.
 
-Options and output only: starting, finding and stopping the doors is `alarms.opencode.install`
-and `alarms.qwen.daemon`'s.
+Options and output only: starting, finding and stopping the doors is `alarms.hosts.opencode.install`
+and `alarms.hosts.qwen.daemon`'s.
 """
 
 from __future__ import annotations
@@ -48,7 +48,7 @@ def opencode(
     user: User = None, as_json: Json = False,
 ) -> None:
     """Start the opencode alarm: new mail becomes a turn of an opencode session (prompt_async)."""
-    from alarms.opencode.api import split_url
+    from alarms.hosts.opencode.api import split_url
     from durable.errors import UserError
     from spool_writer.layout import check_sid
 
@@ -57,7 +57,7 @@ def opencode(
     except ValueError as exc:
         raise UserError(str(exc)) from exc
     url = url.rstrip("/")
-    from alarms.opencode.install import live_door, new_session, spawn
+    from alarms.hosts.opencode.install import live_door, new_session, spawn
 
     folder = _folder(user)
     live = live_door(folder, url, check_sid(session) if session else None)
@@ -67,7 +67,7 @@ def opencode(
         return
     sid = session or new_session(url)
     if foreground:
-        from alarms.opencode.daemon import run
+        from alarms.hosts.opencode.daemon import run
 
         raise typer.Exit(run(folder, url, sid, pid, foreground=True))
     child = spawn(folder, url, sid, pid)
@@ -87,8 +87,8 @@ def qwen(
     user: User = None, as_json: Json = False,
 ) -> None:
     """Start the Qwen Code door now (its SessionStart hook, from `talk install qwen`, also does)."""
-    from alarms.qwen.daemon import ensure, installed_home, require_installed
-    from alarms.qwen.registry import qwen_home as default_home
+    from alarms.hosts.qwen.daemon import ensure, installed_home, require_installed
+    from alarms.hosts.qwen.registry import qwen_home as default_home
 
     folder = _folder(user)
     require_installed(folder)  # refuse early, with the fix
@@ -100,7 +100,7 @@ def qwen(
 @stop_app.command("qwen")
 def stop_qwen(user: User = None, as_json: Json = False) -> None:
     """Stop the Qwen Code door (mail stays in its outbox and the spool)."""
-    from alarms.qwen.status import running_pid
+    from alarms.hosts.qwen.status import running_pid
     from durable import daemon
 
     folder = _folder(user)
@@ -115,7 +115,7 @@ def stop_qwen(user: User = None, as_json: Json = False) -> None:
 @stop_app.command("opencode")
 def stop_opencode(session: SessionOpt = None, user: User = None, as_json: Json = False) -> None:
     """Stop the opencode alarm of one session (default: every opencode alarm of this identity)."""
-    from alarms.opencode.install import stop_doors
+    from alarms.hosts.opencode.install import stop_doors
 
     stopped = stop_doors(_folder(user), session)
     if not stopped:

@@ -1,7 +1,7 @@
 """A stand-in for `opencode serve` that records what it is sent: as the user's own server, or,
 run as another user of the machine, as an impostor holding the port while opencode is down.
 
-It answers the calls the opencode alarm makes (`alarms.opencode.api`) just enough for the
+It answers the calls the opencode alarm makes (`alarms.hosts.opencode.api`) just enough for the
 alarm to post: the session exists, prompt_async is accepted, the session is idle, the event
 stream is missing (the alarm then polls). `foreign` starts it in a process that drops to
 another uid, so the kernel records that uid as the owner of the sockets it accepts.

@@ -416,7 +416,7 @@ def test_tests_live_where_the_layout_says() -> None:
                  and p.relative_to(tests).parts[0] not in {"unit", "e2e", "hosts"}]
     stray_units = [str(p.relative_to(ROOT)) for p in (tests / "unit").glob("*/")
                    if p.is_dir() and p.name != "__pycache__" and p.name not in {*OURS, "bench"}]
-    # deeper folders mirror the package's own subpackages: tests/unit/alarms/codex/ for alarms/codex/
+    # deeper folders mirror the package's own subpackages: tests/unit/alarms/hosts/ for alarms/hosts/
     unmirrored = [str(p.relative_to(ROOT)) for p in (tests / "unit").glob("*/*/")
                   if p.is_dir() and p.name != "__pycache__"
                   and not (ROOT / p.relative_to(tests / "unit") / "__init__.py").is_file()]

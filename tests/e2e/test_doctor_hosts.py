@@ -217,7 +217,7 @@ def register_claude_session(agent: Agent) -> None:
     """What the plugin's SessionStart hook does when Claude Code starts a session."""
     env = {**agent.env(), "CLAUDE_PID": str(os.getpid())}
     payload = json.dumps({"hook_event_name": "SessionStart", "session_id": "s-1"})
-    subprocess.run([sys.executable, "-I", "-m", "alarms.claude.hook"], input=payload, env=env,
+    subprocess.run([sys.executable, "-I", "-m", "alarms.hosts.claude.hook"], input=payload, env=env,
                    capture_output=True, text=True, check=True, timeout=30)
 
 

@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from alarms.gemini.install import hook_script
+from alarms.hosts.gemini.install import hook_script
 from tests.conftest import Agent, wait_for
 from tests.faults import ScriptedServer, read_request
 

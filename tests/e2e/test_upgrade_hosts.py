@@ -135,12 +135,12 @@ def test_doctor_reads_old_configs_and_install_rewrites_them_in_place(bob: Agent,
     for host in ("copilot", "qwen", "gemini", "codex"):
         bob.run("install", host, "--json")
     copilot = (home / ".copilot" / "hooks" / "talk.json").read_text()
-    assert "alarms.copilot.hook" in copilot and "alarms.copilot_hook" not in copilot
+    assert "alarms.hosts.copilot.hook" in copilot and "alarms.copilot_hook" not in copilot
     hooks = json.loads(copilot)["hooks"]
     assert all(len(hooks[e]) == 1 for e in hooks)  # replaced in place, not added beside
     qwen = json.loads((home / ".qwen" / "settings.json").read_text())
     (group,) = qwen["hooks"]["SessionStart"]
-    assert [h["command"].split()[3] for h in group["hooks"]] == ["alarms.qwen.daemon"]
+    assert [h["command"].split()[3] for h in group["hooks"]] == ["alarms.hosts.qwen.daemon"]
     for path in (home / ".gemini" / "settings.json", home / ".codex" / "hooks.json"):
         events = json.loads(path.read_text())["hooks"]
         assert all(len(groups) == 1 and len(groups[0]["hooks"]) == 1 for groups in events.values()), events

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from alarms.opencode.status import running_pid
+from alarms.hosts.opencode.status import running_pid
 from tests.conftest import REPO, TALK, Agent, wait_for
 from tests.hosts.fake_model import FakeModel
 from tests.hosts.procs import ProcessGroup, kill_tree, wait_for_text
@@ -176,7 +176,7 @@ class Rig:
         outbox empty, every batch it posted confirmed, and bob's spool read to the end. A second
         delivery of something would have been posted by then, so `delivered_once` after this is a
         fair check of "once"."""
-        from alarms.opencode.status import alarm_status
+        from alarms.hosts.opencode.status import alarm_status
 
         def quiet() -> bool:
             status = http_json("GET", f"{self.opencode.url}/session/status", timeout=10)

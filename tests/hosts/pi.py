@@ -25,7 +25,7 @@ from tests.hosts.procs import ProcessGroup, descendants, tail
 from tests.hosts.tmux import Tmux
 
 PI_CLI = Path("@earendil-works") / "pi-coding-agent" / "dist" / "bundle" / "cli.js"  # under node_modules
-DOOR_MODULE = "alarms.pi.door"
+DOOR_MODULE = "alarms.hosts.pi.door"
 START_S = 60.0  # pi's start, the door's start and registration, on a loaded machine
 BUSY = "Working"  # what pi's TUI shows above its editor while a turn runs
 
@@ -63,7 +63,7 @@ def pi_setup(home: Path, model_url: str) -> dict[str, str]:
 
 
 def door_pids(pi_pid: int) -> list[int]:
-    """The door processes (`python -m alarms.pi.door`) under the pi process."""
+    """The door processes (`python -m alarms.hosts.pi.door`) under the pi process."""
     found = []
     for pid in descendants(pi_pid):
         try:

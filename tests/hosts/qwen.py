@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from alarms.qwen.status import DoorFiles, running_pid
+from alarms.hosts.qwen.status import DoorFiles, running_pid
 from tests.conftest import TALK, Agent, wait_for
 from tests.hosts.configs import FAKE_API_KEY
 from tests.hosts.fake_model import FakeModel

@@ -29,10 +29,10 @@ from typing import Any
 
 import pytest
 
-from alarms.claude.hook import parse_payload, reply
-from alarms.claude.install import MONITOR, env_text, marketplace, monitor_source, plugin_source
-from alarms.claude.monitor import notice
-from alarms.claude.session import pid_from_env, session_id
+from alarms.hosts.claude.hook import parse_payload, reply
+from alarms.hosts.claude.install import MONITOR, env_text, marketplace, monitor_source, plugin_source
+from alarms.hosts.claude.monitor import notice
+from alarms.hosts.claude.session import pid_from_env, session_id
 from spool_writer.record import SpoolRecord
 from spool_writer.spool import Spool, received_now
 from tests.conftest import REPO, Agent, RelayProcess, make_agent, wait_for
@@ -206,7 +206,8 @@ def test_the_adapter_runs_from_alarms_too(tmp_path: Path) -> None:
     env = {**alarm_env(os.getpid()), "PATH": f"{tmp_path}:{PLAIN_PATH}"}
     done = subprocess.run(["bash", str(monitor_source()), "sess-1"], env=env, capture_output=True,
                           text=True, timeout=30)
-    assert (done.returncode, done.stdout, done.stderr) == (0, "-I -m alarms.claude.monitor sess-1\n", "")
+    assert (done.returncode, done.stdout, done.stderr) == (
+        0, "-I -m alarms.hosts.claude.monitor sess-1\n", "")
 
 
 # --- the launchers, for real, without Claude Code -------------------------------------------------
@@ -367,7 +368,7 @@ def monitor_pids(claude_pid: int) -> list[int]:
     found = []
     for pid in descendants(claude_pid):
         with contextlib.suppress(OSError):
-            if b"alarms.claude.monitor" in Path(f"/proc/{pid}/cmdline").read_bytes():
+            if b"alarms.hosts.claude.monitor" in Path(f"/proc/{pid}/cmdline").read_bytes():
                 found.append(pid)
     return found
 
@@ -404,7 +405,7 @@ def test_kill_9_of_the_monitor_in_claude_loses_nothing_and_repeats_nothing(
 # --- exactly once: a hook killed after taking mail -------------------------------------------------
 
 def test_monitor_reconciles_at_start_then_only_while_pending() -> None:
-    from alarms.claude.monitor import RECONCILE_S, reconcile_due
+    from alarms.hosts.claude.monitor import RECONCILE_S, reconcile_due
 
     assert reconcile_due(None, 0.0, pending_exists=False)
     assert not reconcile_due(10.0, 10.0 + RECONCILE_S, pending_exists=False)
@@ -413,7 +414,7 @@ def test_monitor_reconciles_at_start_then_only_while_pending() -> None:
 
 
 def test_transcript_path_is_found_by_session_id(tmp_path: Path) -> None:
-    from alarms.claude.session import transcript_path
+    from alarms.hosts.claude.session import transcript_path
 
     folder = tmp_path / ".claude" / "projects" / "-some-project"
     folder.mkdir(parents=True)
@@ -424,7 +425,7 @@ def test_transcript_path_is_found_by_session_id(tmp_path: Path) -> None:
 
 
 HELD_HOOK = Path(__file__).resolve().parent / "held_hook.py"
-HOOK_LAUNCH = 'exec "$TALK_PYTHON" -I -m alarms.claude.hook'
+HOOK_LAUNCH = 'exec "$TALK_PYTHON" -I -m alarms.hosts.claude.hook'
 
 
 @contextlib.contextmanager

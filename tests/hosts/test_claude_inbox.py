@@ -1,4 +1,4 @@
-"""Claude Code's inbox socket as talk's door (alarms/claude/inbox.py), and its fallback.
+"""Claude Code's inbox socket as talk's door (alarms/hosts/claude/inbox.py), and its fallback.
 
 Fast tests run the pure parts and the door against a Unix socket standing in for Claude Code's.
 The `hosts` tests run the real `claude` (tests/hosts/package.json) against the fake model, with a
@@ -184,7 +184,7 @@ def test_kill_9_of_the_inbox_writing_monitor_loses_nothing_and_repeats_nothing(
             found = []
             for pid in descendants(session["pid"]):
                 with contextlib.suppress(OSError):
-                    if b"alarms.claude.monitor" in Path(f"/proc/{pid}/cmdline").read_bytes():
+                    if b"alarms.hosts.claude.monitor" in Path(f"/proc/{pid}/cmdline").read_bytes():
                         found.append(pid)
             return found
 

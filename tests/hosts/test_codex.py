@@ -23,9 +23,11 @@ from typing import Any
 import pytest
 
 from alarms import hook_runtime
-from alarms.codex import hook as codex_hook
-from alarms.codex.hook import output_for, parse_payload
-from alarms.codex.install import (
+from alarms.hook_runtime import env_from_args, should_register
+from alarms.host_config import hook_command
+from alarms.hosts.codex import hook as codex_hook
+from alarms.hosts.codex.hook import output_for, parse_payload
+from alarms.hosts.codex.install import (
     EVENTS,
     handler_for,
     hook_script,
@@ -33,8 +35,6 @@ from alarms.codex.install import (
     merge_hooks,
     trust_plan,
 )
-from alarms.hook_runtime import env_from_args, should_register
-from alarms.host_config import hook_command
 from alarms.mailbox import SessionMail
 from spool_writer.cursor import CursorReader, lock_path
 from spool_writer.layout import flocked
@@ -463,7 +463,7 @@ TRUST_COMMAND = """
 import json, sys
 from pathlib import Path
 from alarms.host_config import write_config
-from alarms.codex.install import merged_hooks_file, record_trust
+from alarms.hosts.codex.install import merged_hooks_file, record_trust
 codex, home, command = sys.argv[1], Path(sys.argv[2]), sys.argv[3]
 write_config(home / "hooks.json", merged_hooks_file(home / "hooks.json", command))
 print(json.dumps(record_trust(codex, home, home / "hooks.json", command)))

@@ -21,12 +21,12 @@ from typing import Any
 
 import pytest
 
-from alarms.codex import hook as codex_hook
-from alarms.codex import tuis as codex_tuis
-from alarms.codex.host import CodexProcess, choose_tui, is_daemon, is_tui, thread_created
-from alarms.codex.tuis import TuiSession
-from alarms.codex.turns import TurnLog, Turns, advance
-from alarms.codex.waker import NUDGE, RETRY_S, Nudge, Waker, queue_argv, should_nudge
+from alarms.hosts.codex import hook as codex_hook
+from alarms.hosts.codex import tuis as codex_tuis
+from alarms.hosts.codex.host import CodexProcess, choose_tui, is_daemon, is_tui, thread_created
+from alarms.hosts.codex.tuis import TuiSession
+from alarms.hosts.codex.turns import TurnLog, Turns, advance
+from alarms.hosts.codex.waker import NUDGE, RETRY_S, Nudge, Waker, queue_argv, should_nudge
 from alarms.mailbox import SessionMail
 from spool_writer.record import SpoolRecord
 from spool_writer.spool import Spool
@@ -473,7 +473,7 @@ def test_hook_gives_nothing_when_no_running_process_shows_the_thread(
 ) -> None:
     """A turn Codex's daemon runs for a thread whose TUI quit: no host, so nothing is handed over,
     and the mail waits for a session whose host can be seen."""
-    from alarms.codex import host as codex_host
+    from alarms.hosts.codex import host as codex_host
 
     mail = SessionMail(folder, "gone1")
     mail.register("codex", os.getpid())

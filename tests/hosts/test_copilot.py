@@ -260,7 +260,7 @@ def hold_hooks(hooks_file: Path, hold: Path) -> None:
     for handlers in doc["hooks"].values():
         for h in handlers:
             python, isolated, *rest = shlex.split(h["bash"])
-            assert isolated == "-I" and rest[:2] == ["-m", "alarms.copilot.hook"], h
+            assert isolated == "-I" and rest[:2] == ["-m", "alarms.hosts.copilot.hook"], h
             h["bash"] = shlex.join([python, "-I", str(HELD_HOOK), str(hold), *rest])
     hooks_file.write_text(json.dumps(doc))
 

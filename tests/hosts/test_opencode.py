@@ -8,12 +8,12 @@ import time
 
 import pytest
 
-from alarms.opencode.api import OpencodeClient
-from alarms.opencode.outbox import (
+from alarms.hosts.opencode.api import OpencodeClient
+from alarms.hosts.opencode.outbox import (
     PromptOutbox,
     new_prompt,
 )
-from alarms.opencode.status import AlarmFiles, alarm_status, running_pid
+from alarms.hosts.opencode.status import AlarmFiles, alarm_status, running_pid
 from durable.receipt_states import Receipt
 from spool_writer.cursor import CursorReader
 from spool_writer.layout import SpoolLayout

@@ -16,9 +16,9 @@ from typing import Any
 import pytest
 
 from alarms.framing import frame
-from alarms.opencode.api import OpencodeClient
-from alarms.opencode.outbox import PromptOutbox, accepted, new_prompt
-from alarms.opencode.status import AlarmFiles, alarm_status
+from alarms.hosts.opencode.api import OpencodeClient
+from alarms.hosts.opencode.outbox import PromptOutbox, accepted, new_prompt
+from alarms.hosts.opencode.status import AlarmFiles, alarm_status
 from spool_writer.cursor import CursorReader
 from spool_writer.layout import SpoolLayout
 from tests.conftest import wait_for

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from alarms.qwen.status import DoorFiles
+from alarms.hosts.qwen.status import DoorFiles
 from tests.conftest import Agent, wait_for
 from tests.hosts.fake_model import FakeModel
 from tests.hosts.npm import host_env
@@ -214,7 +214,7 @@ def test_install_merges_and_uninstall_removes(pair: tuple[Agent, Agent], host_bi
     assert doc["mcpServers"]["other"] == {"command": "x"} and doc["mcpServers"]["talk"]["args"][-3:] == [
         "mcp", "--host", "qwen"]
     hooks = [h["command"] for g in doc["hooks"]["SessionStart"] for h in g["hooks"]]
-    assert hooks[0] == "echo mine" and len(hooks) == 2 and "alarms.qwen" in hooks[1]
+    assert hooks[0] == "echo mine" and len(hooks) == 2 and "alarms.hosts.qwen" in hooks[1]
     assert doc["agents"] == {"crossSessionInbound": "accept"}
     assert _controllers(host_bin, host_home, qwen_home) == [] and not files.legacy_controller.exists()
     servers = _qwen(host_bin, host_home, qwen_home, "mcp", "list")
@@ -266,11 +266,11 @@ def test_a_batch_written_before_a_crash_is_recognised_when_the_door_sends_it_aga
     import queue
 
     from alarms.framing import frame
-    from alarms.qwen import frames as frames
-    from alarms.qwen import outbox as ob
-    from alarms.qwen.daemon import send
-    from alarms.qwen.inbox import ReceiptInbox
-    from alarms.qwen.registry import scan
+    from alarms.hosts.qwen import frames as frames
+    from alarms.hosts.qwen import outbox as ob
+    from alarms.hosts.qwen.daemon import send
+    from alarms.hosts.qwen.inbox import ReceiptInbox
+    from alarms.hosts.qwen.registry import scan
     from spool_writer.layout import SpoolLayout
 
     _started(rig)

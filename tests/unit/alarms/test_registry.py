@@ -12,20 +12,21 @@ from pathlib import Path
 
 import pytest
 
-from alarms import claude, codex, copilot, gemini, opencode, pi, qwen
 from alarms.door import Host
+from alarms.hosts import claude, codex, copilot, gemini, opencode, pi, qwen
 from alarms.registry import NAMES, OTHER, agent_host, host_of, parse_host
 from durable.errors import UserError
 
 ROOT = Path(__file__).resolve().parents[3]
 PRODUCTION = ("durable", "keys", "relay", "follower", "spool_writer", "alarms", "talk")
 
-# Files that may name a host outside alarms/<host>/: the registry, and the entry points installed
+# Files that may name a host outside alarms/hosts/<host>/: the registry, and the entry points installed
 # configs name by path or module (kept where those configs expect them).
 MAY_NAME_HOSTS = {
     "alarms/registry.py",
     "alarms/claude_hook.py", "alarms/claude_monitor.py", "alarms/claude_monitor.sh", "alarms/pi_door.py",
     "alarms/copilot_hook.py", "alarms/codex_hook.py", "alarms/gemini_hook.py",
+    "alarms/qwen.py", "alarms/opencode.py",
     # `talk alarm opencode|qwen`: the daemon doors' start and stop commands, host by host
     "talk/alarm_cli.py",
 }
@@ -35,7 +36,7 @@ HOST_WORD = re.compile(r"\b(" + "|".join(NAMES) + r")\b(?!-mesh)")
 
 def test_the_registry_names_each_host_package_once_and_each_meets_the_contract() -> None:
     assert len(set(NAMES)) == len(NAMES) and OTHER not in NAMES
-    found = {p.parent.name for p in (ROOT / "alarms").glob("*/__init__.py")}
+    found = {p.parent.name for p in (ROOT / "alarms" / "hosts").glob("*/__init__.py")}
     assert found == set(NAMES)
     typed: list[Host] = [claude, codex, copilot, gemini, opencode, pi, qwen]  # mypy checks the contract
     assert [h.NAME for h in typed] == list(NAMES) == [host_of(n).NAME for n in NAMES]
@@ -56,7 +57,7 @@ def test_each_hosts_variable_names_it() -> None:
 def test_naming_a_host_imports_only_its_face_not_its_doors_or_install() -> None:
     code = ("import sys\nfrom alarms.registry import agent_host, hosts\nagent_host({})\n"
             "[h.OPTIONS for h in hosts()]\n"
-            "print(sorted(m for m in sys.modules if m.startswith('alarms.') and m.count('.') > 1))")
+            "print(sorted(m for m in sys.modules if m.startswith('alarms.hosts.') and m.count('.') > 2))")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True)
     assert done.stdout.strip() == "[]"
 
@@ -87,18 +88,21 @@ def test_no_production_file_outside_a_host_folder_names_a_host() -> None:
     for package in PRODUCTION:
         for path in sorted((ROOT / package).rglob("*")):
             rel = path.relative_to(ROOT)
-            in_host_folder = rel.parts[0] == "alarms" and len(rel.parts) > 2 and rel.parts[1] in NAMES
+            in_host_folder = (rel.parts[:2] == ("alarms", "hosts") and len(rel.parts) > 3
+                              and rel.parts[2] in NAMES)
             if path.suffix not in (".py", ".sh") or str(rel) in MAY_NAME_HOSTS or in_host_folder:
                 continue
             hosts = sorted(set(host_names_in(path)))
             if hosts:
                 named[str(rel)] = hosts
-    assert not named, f"host knowledge outside alarms/<host>/ (move it there or to the registry): {named}"
+    assert not named, (f"host knowledge outside alarms/hosts/<host>/ (move it there, or to the registry): "
+                       f"{named}")
 
 
 def test_the_name_check_sees_strings_and_imports_not_docstrings_or_the_mesh(tmp_path: Path) -> None:
     source = tmp_path / "x.py"
-    source.write_text('"""Codex, claude: prose."""\nfrom alarms.qwen import daemon\nimport alarms.pi.door\n'
+    source.write_text('"""Codex, claude: prose."""\nfrom alarms.hosts.qwen import daemon\n'
+                      'import alarms.hosts.pi.door\n'
                       'X = "an opencode-mesh task"\nY = ["gemini"]\n')
     assert sorted(host_names_in(source)) == ["gemini", "pi", "qwen"]
 
@@ -106,9 +110,9 @@ def test_the_name_check_sees_strings_and_imports_not_docstrings_or_the_mesh(tmp_
 @pytest.mark.parametrize("name", NAMES)
 def test_each_host_package_imports_nothing_at_the_top(name: str) -> None:
     code = (f"import sys\nsys.path.insert(0, {str(ROOT)!r})\nbefore = set(sys.modules)\n"
-            f"import alarms.{name}\nnew = set(sys.modules) - before\n"
+            f"import alarms.hosts.{name}\nnew = set(sys.modules) - before\n"
             "print(sorted(m for m in new if m.partition('.')[0] not in ('alarms', '__future__')))")
     done = subprocess.run([sys.executable, "-I", "-S", "-c", code], capture_output=True, text=True,
                           check=True)
     assert done.stdout.strip() == "[]"
-    assert name == importlib.import_module(f"alarms.{name}").NAME
+    assert name == importlib.import_module(f"alarms.hosts.{name}").NAME

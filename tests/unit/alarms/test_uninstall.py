@@ -60,9 +60,9 @@ def snapshot(root: Path) -> dict[str, str]:
 @pytest.mark.parametrize("name", NAMES)
 def test_uninstall_takes_out_exactly_what_install_wrote(name: str, tmp_path: Path,
                                                         monkeypatch: pytest.MonkeyPatch) -> None:
-    import alarms.codex.install
+    import alarms.hosts.codex.install
 
-    monkeypatch.setattr(alarms.codex.install, "find_codex", lambda given: None)  # trust is Codex's step
+    monkeypatch.setattr(alarms.hosts.codex.install, "find_codex", lambda given: None)  # trust is Codex's step
     talk_home = tmp_path / "talk"
     write(talk_home / "bob" / "identity.json", {})
     hosts = tmp_path / "hosts"
@@ -89,9 +89,9 @@ def test_uninstall_takes_out_exactly_what_install_wrote(name: str, tmp_path: Pat
 def test_uninstall_after_installing_into_nothing_leaves_no_file(name: str, tmp_path: Path,
                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
     """Files install made go again; folders it made may stay (a folder of the user's may look alike)."""
-    import alarms.codex.install
+    import alarms.hosts.codex.install
 
-    monkeypatch.setattr(alarms.codex.install, "find_codex", lambda given: None)
+    monkeypatch.setattr(alarms.hosts.codex.install, "find_codex", lambda given: None)
     talk_home = tmp_path / "talk"
     write(talk_home / "bob" / "identity.json", {})
     hosts = tmp_path / "hosts"

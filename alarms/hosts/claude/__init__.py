@@ -1,0 +1,71 @@
+"""Claude Code: talk's plugin, a monitor door and hook doors (`alarms/hosts/claude/`).
+
+Doors: the monitor (`monitor`, launched by alarms/claude_monitor.sh) writes each peer message to
+the session's inbox socket (`inbox`), which starts a turn in an idle session; the hooks (`hook`)
+at SessionStart, UserPromptSubmit, PostToolUse and Stop hand on what the monitor has not.
+Delivered: a message the inbox socket accepted, or one a hook printed and the session's
+transcript then shows (`alarms.handover` reconciles a batch with the transcript).
+
+This module is the host's face (`alarms.door.Host`): constants, and functions that import the
+rest when called. It imports nothing at the top, because hooks load it on every turn.
+"""
+
+from __future__ import annotations
+
+TYPE_CHECKING = False  # not typing.TYPE_CHECKING: hooks import this package on every turn
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+    from pathlib import Path
+    from typing import Any
+
+    from alarms.door import Done, Option, Request
+    from alarms.wiring import Wiring
+
+NAME = "claude"
+TITLE = "Claude Code"
+AUTHOR_ENV: tuple[str, ...] = ("CLAUDECODE",)
+PROCESS_NAMES: tuple[str, ...] = ("claude",)
+INSTALL_HELP = "Install the Claude Code plugin: peer mail starts a turn in each Claude Code session."
+UNINSTALL_HELP = "Remove the Claude Code plugin folder `talk install claude` made."
+OPTIONS: tuple[Option, ...] = (
+    ("--dir", "where", "Where to put the plugin (default: TALK_HOME/claude-plugin)."),
+)
+
+
+def install_doors(request: Request) -> Done:
+    from alarms.hosts.claude.install import install as run
+
+    return run(request)
+
+
+def uninstall_doors(request: Request) -> Done:
+    from alarms.hosts.claude.install import uninstall as run
+
+    return run(request)
+
+
+def wiring(identity: Path | None) -> Wiring:
+    from alarms.hosts.claude.install import wiring as judge
+
+    return judge()
+
+
+def paths() -> list[Path]:
+    from alarms.hosts.claude.install import paths as written
+
+    return written()
+
+
+def wakes(identity: Path | None) -> str:
+    from alarms.hosts.claude.install import session_door
+    from alarms.hosts.claude.install import wiring as plugin_wiring
+
+    return session_door(plugin_wiring())
+
+
+def door_status(identity: Path) -> tuple[str, Any] | None:
+    return None
+
+
+def render_status(report: Mapping[str, Any]) -> list[str]:
+    return []

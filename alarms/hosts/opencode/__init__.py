@@ -1,0 +1,71 @@
+"""opencode: a daemon door per opencode session, posting mail to the server as a prompt
+(`alarms/hosts/opencode/`; started by `talk alarm opencode`).
+
+Delivered: a prompt the server stored and the session then took (`verdict`); one the server
+lost or left stranded is posted again.
+
+This module is the host's face (`alarms.door.Host`): constants, and functions that import the
+rest when called. It imports nothing at the top, because hooks load it on every turn.
+"""
+
+from __future__ import annotations
+
+TYPE_CHECKING = False  # not typing.TYPE_CHECKING: hooks import this package on every turn
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+    from pathlib import Path
+    from typing import Any
+
+    from alarms.door import Done, Option, Request
+    from alarms.wiring import Wiring
+
+NAME = "opencode"
+TITLE = "opencode"
+AUTHOR_ENV: tuple[str, ...] = ("OPENCODE",)
+PROCESS_NAMES: tuple[str, ...] = ("opencode",)
+INSTALL_HELP = (
+    "Say how opencode gets mail: `talk alarm opencode --url URL` starts a door per session "
+    "(nothing to install)."
+)
+UNINSTALL_HELP = "Stop every opencode door of this identity (their mail stays)."
+OPTIONS: tuple[Option, ...] = ()
+
+
+def install_doors(request: Request) -> Done:
+    from alarms.hosts.opencode.install import install as run
+
+    return run(request)
+
+
+def uninstall_doors(request: Request) -> Done:
+    from alarms.hosts.opencode.install import uninstall as run
+
+    return run(request)
+
+
+def wiring(identity: Path | None) -> Wiring:
+    from alarms.hosts.opencode.install import wiring as judge
+
+    return judge(identity)
+
+
+def paths() -> list[Path]:
+    from alarms.hosts.opencode.install import paths as written
+
+    return written()
+
+
+def wakes(identity: Path | None) -> str:
+    return "talk alarm opencode (prompt_async)"
+
+
+def door_status(identity: Path) -> tuple[str, Any] | None:
+    from alarms.hosts.opencode.status import alarm_status
+
+    return "alarms", alarm_status(identity)
+
+
+def render_status(report: Mapping[str, Any]) -> list[str]:
+    from alarms.hosts.opencode.status import render_alarm
+
+    return [render_alarm(row) for row in report.get("alarms", [])]

@@ -1,0 +1,78 @@
+"""Qwen Code: a daemon door writing to Qwen's inbox socket as a peer (never as the user), started by
+a SessionStart hook; and talk's MCP server (`alarms/hosts/qwen/`).
+
+Delivered: a message Qwen's receipt says it delivered to the session; "held" waits for the
+user's review in /peers, "dropped" is sent again or given up as Qwen says.
+
+This module is the host's face (`alarms.door.Host`): constants, and functions that import the
+rest when called. It imports nothing at the top, because hooks load it on every turn.
+"""
+
+from __future__ import annotations
+
+TYPE_CHECKING = False  # not typing.TYPE_CHECKING: hooks import this package on every turn
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+    from pathlib import Path
+    from typing import Any
+
+    from alarms.door import Done, Option, Request
+    from alarms.wiring import Wiring
+
+NAME = "qwen"
+TITLE = "Qwen Code"
+AUTHOR_ENV: tuple[str, ...] = ("QWEN_CODE",)
+PROCESS_NAMES: tuple[str, ...] = ("qwen",)
+INSTALL_HELP = (
+    "Install talk into Qwen Code: the door's SessionStart hook, the MCP server, and peer "
+    "messages accepted where Qwen's policy for them is unset."
+)
+UNINSTALL_HELP = (
+    "Take talk out of Qwen Code: the hook, the MCP server, the policy install set, an old "
+    "controller grant."
+)
+OPTIONS: tuple[Option, ...] = (
+    ("--qwen-home", "where", "Qwen Code's home (default: QWEN_HOME or ~/.qwen)."),
+    ("--qwen-bin", "program", "The qwen program (default: on PATH)."),
+)
+
+
+def install_doors(request: Request) -> Done:
+    from alarms.hosts.qwen.install import install as run
+
+    return run(request)
+
+
+def uninstall_doors(request: Request) -> Done:
+    from alarms.hosts.qwen.install import uninstall as run
+
+    return run(request)
+
+
+def wiring(identity: Path | None) -> Wiring:
+    from alarms.hosts.qwen.install import wiring as judge
+
+    return judge()
+
+
+def paths() -> list[Path]:
+    from alarms.hosts.qwen.install import paths as written
+
+    return written()
+
+
+def wakes(identity: Path | None) -> str:
+    return "the Qwen door (Qwen's inbox socket, as a peer: never as the user)"
+
+
+def door_status(identity: Path) -> tuple[str, Any] | None:
+    from alarms.hosts.qwen.status import door_status
+
+    return "qwen_door", door_status(identity)
+
+
+def render_status(report: Mapping[str, Any]) -> list[str]:
+    from alarms.hosts.qwen.status import render_door
+
+    value = report.get("qwen_door")
+    return [render_door(value)] if value else []
