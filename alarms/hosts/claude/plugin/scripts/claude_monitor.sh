@@ -15,8 +15,8 @@
 set -u
 here="$(dirname "${BASH_SOURCE[0]}")"
 # talk_python.sh sits beside the plugin's copy; from alarms/ it is inside the plugin folder.
-for lib in "$here/talk_python.sh" "$here/claude/plugin/scripts/talk_python.sh"; do
-    # shellcheck source=claude/plugin/scripts/talk_python.sh
+for lib in "$here/talk_python.sh" "$here/hosts/claude/plugin/scripts/talk_python.sh"; do
+    # shellcheck source=hosts/claude/plugin/scripts/talk_python.sh
     if [ -r "$lib" ]; then . "$lib"; break; fi
 done
 
