@@ -2,7 +2,7 @@
 
 A *host* is an agent program (Claude Code, Codex, ...); a *door* is one way peer mail enters a
 session of it. A hook (a short process the host starts on its turns), a monitor, a daemon and an
-extension are kinds of door. Each host's package, `alarms/<host>/`, meets `Host` in its
+extension are kinds of door. Each host's package, `alarms/hosts/<host>/`, meets `Host` in its
 `__init__`, which imports nothing at the top: hooks load it on every turn, and `alarms.registry`
 loads it for the CLI. Its functions import the host's `install` (and status) modules when called.
 
@@ -62,7 +62,7 @@ class Done:
 
 
 class Host(Protocol):
-    """One agent host, as its package `alarms/<host>/` presents it."""
+    """One agent host, as its package `alarms/hosts/<host>/` presents it."""
 
     NAME: str  # `talk install NAME`, and the host a session registers under in the spool
     TITLE: str  # how people call it: "Claude Code"

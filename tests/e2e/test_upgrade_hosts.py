@@ -1,4 +1,4 @@
-"""Upgrade: host configs installed before the doors moved to `alarms/<host>/` keep working.
+"""Upgrade: host configs installed before the doors moved to `alarms/hosts/<host>/` keep working.
 
 Each host's config is written with the commands the installers wrote before the move (the
 literal strings, old module paths and all); the doors they name must still start and answer a
