@@ -1,9 +1,12 @@
 """The client side of one identity. `follower.account.Account` is the one API, on top; nothing
-below it imports it. Below, one subpackage per idea:
+below it imports it. Below, one subpackage per idea, and beside them what both directions use:
+
+  policy     each contact's accept/hold/refuse and rates: the sender checks it, the receiver applies it
+  held       mail a policy or a rate kept aside until a person releases or drops it
 
   relay/     the connection to a relay: client, HTTP/1.1, push stream, backoff
   send/      number -> seal (ratchet or sealed box) -> outbox -> deposit, resends, waiting for receipts
-  receive/   fetch -> open -> decide -> hand on -> ack: inbound, admission, sequence, policy, stores
+  receive/   fetch -> open -> decide -> hand on -> ack: inbound, admission, sequence, stores
   groups/    group mail both ways and the loop guard
   tasks/     the opencode-mesh task protocol (mesh) and its ledger
   history/   the read model a person sees (`talk show`): timeline, transcript, read marks, receive log

@@ -1,5 +1,6 @@
 """Imports run one way (see the design's Layout): each package imports only the ones below it,
-no module imports itself round a circle, and a package with a face is used only through it.
+no module imports itself round a circle, the subpackages of a package (each taken whole) import
+one another without a circle either, and a package with a face is used only through it.
 
 Every import of one of our packages counts, wherever it is written: at the top, inside a
 function (the lazy imports that keep hooks fast), or under `if TYPE_CHECKING:`.
@@ -313,6 +314,57 @@ def test_the_circle_check_finds_one_inside_functions_and_type_checking(tmp_path:
     graph = import_graph(read_sources(tmp_path, ("pa",), ()))
     assert tangles(graph) == [{"pa.one", "pa.two", "pa.three"}]
     assert a_circle(graph, tangles(graph)[0]) == ["pa.one", "pa.two", "pa.three", "pa.one"]
+
+
+def part_of(module: str, package: str) -> str | None:
+    """The part of `package` that `module` belongs to: the subpackage it sits in, or itself when it
+    sits directly in `package`; None outside `package` (and for `package` itself)."""
+    if not module.startswith(package + "."):
+        return None
+    return package + "." + module[len(package) + 1:].split(".")[0]
+
+
+def parts_graph(graph: dict[str, set[str]], package: str) -> dict[str, set[str]]:
+    """Part of `package` -> the other parts of it that its modules import (see `part_of`)."""
+    parts: dict[str, set[str]] = {}
+    for module, targets in graph.items():
+        here = part_of(module, package)
+        if here is None:
+            continue
+        parts.setdefault(here, set())
+        for target in targets:
+            there = part_of(target, package)
+            if there is not None and there != here:
+                parts[here].add(there)
+                parts.setdefault(there, set())
+    return parts
+
+
+def part_circles(src: Sources) -> list[str]:
+    """Circles between the parts of each package: a subpackage counts as one, so its modules may not
+    lean on a sibling that leans back on it, even through different modules."""
+    graph = import_graph(src)
+    found = []
+    for package in sorted(src.packages):
+        parts = parts_graph(graph, package)
+        found += [f"{package}: " + " -> ".join(a_circle(parts, group)) for group in tangles(parts)]
+    return found
+
+
+def test_no_circle_between_the_subpackages_of_a_package() -> None:
+    found = part_circles(read_sources(ROOT))
+    assert not found, "subpackages importing each other round a circle (move what both use below " \
+                      "them, e.g. into a module beside them):\n" + "\n".join(found)
+
+
+def test_the_subpackage_check_finds_a_circle_no_module_makes(tmp_path: Path) -> None:
+    write(tmp_path, {"pa/__init__.py": "", "pa/top.py": "import pa.one.a\n",
+                     "pa/one/__init__.py": "", "pa/one/a.py": "from pa.two import b\n", "pa/one/c.py": "",
+                     "pa/two/__init__.py": "",
+                     "pa/two/b.py": "def f() -> None:\n    from pa.one.c import x\n"})
+    src = read_sources(tmp_path, ("pa",), ())
+    assert not tangles(import_graph(src))  # module by module, no circle
+    assert part_circles(src) == ["pa: pa.one -> pa.two -> pa.one"]
 
 
 def test_no_package_reaches_past_a_face() -> None:

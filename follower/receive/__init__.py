@@ -1,1 +1,2 @@
-"""Receiving: fetch, open, decide (admission, sequence, policy), hand on or hold, remember, ack."""
+"""Receiving: fetch, open, decide (admission, sequence, `follower.policy`), hand on or
+hold (`follower.held`), remember, ack."""

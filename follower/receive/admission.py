@@ -11,7 +11,7 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Any
 
-from follower.receive.policy import Policy, Rule
+from follower.policy import Policy, Rule
 from keys.encoding import is_hex32
 
 MAX_HOPS = 4

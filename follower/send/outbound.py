@@ -13,7 +13,7 @@ from nacl.exceptions import CryptoError
 from nacl.public import PublicKey
 
 from durable.errors import InviteError, NotFound, PinMismatch, RelayError, UserError
-from follower.receive.policy import PolicyBook
+from follower.policy import PolicyBook
 from follower.relay.client import MALFORMED, RelayClient
 from follower.send.outbox import Outbox
 from follower.send.ratchet_send import ratchet_inner

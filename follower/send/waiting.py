@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from durable.errors import TimedOut, UserError
+from durable.settings import env_float
 from follower.send.outbox import RANK, REFUSALS, RESEND_AFTER_S
 
 if TYPE_CHECKING:
@@ -48,7 +49,6 @@ def wait_for(outbox: Outbox, client: RelayClient, take_receipts: Callable[[], ob
     stream signs with, called only with `take_receipts`.
     """
     check_wanted(wanted)
-    from follower.daemon.upkeep import env_float
     from follower.send.outbound import resend_due
 
     resend_after = env_float("TALK_RESEND_AFTER", RESEND_AFTER_S)
