@@ -12,5 +12,17 @@ below it imports it. Below, one subpackage per idea, and beside them what both d
   history/   the read model a person sees (`talk show`): timeline, transcript, read marks, receive log
   daemon/    the follower process: daemon, upkeep, state (`python -m follower` starts it)
 
-No `__init__` imports anything: `talk send` and `talk receive` load only the modules they use.
+Every `__init__` is a face (`__all__`, see `durable.faces`) and imports only `durable.faces`:
+`talk send` and `talk receive` load only the modules they use. The face here is every part
+(`__main__` too: `talk follow --foreground` runs the daemon's `run` in its own process); each
+subpackage's face is the modules the CLI, the Account or a sibling part uses, and binds the
+other parts of `follower` as it binds the CLI.
 """
+
+from __future__ import annotations
+
+from durable.faces import face
+
+__all__ = ("__main__", "account", "daemon", "groups", "held", "history", "policy", "receive", "relay", "send",
+           "tasks")
+__getattr__ = face(__name__, __all__)

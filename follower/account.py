@@ -44,6 +44,8 @@ if TYPE_CHECKING:
     from keys.invites import InviteCode
     from spool_writer.record import SpoolRecord
 
+__all__ = ["Account"]
+
 QUEUED = "queued"
 
 

@@ -5,7 +5,8 @@ one another without a circle either, and a package with a face is used only thro
 Every import of one of our packages counts, wherever it is written: at the top, inside a
 function (the lazy imports that keep hooks fast), or under `if TYPE_CHECKING:`.
 
-A face (`durable.faces`) is the `__all__` of a package's `__init__`: its public modules. Another
+A face (`durable.faces`) is the `__all__` of a package's `__init__`: its public modules (and the
+names its `__init__` defines, where it defines any: an agent host's contract). Another
 package may import those modules (`import P.mod`, `from P import mod`) and, from each, the names
 in its own `__all__` (`from P.mod import name`, or `mod.name` after one of those imports);
 anything else reaches past the face. The rule holds for the packages in FACED and every
@@ -75,7 +76,7 @@ def test_the_rule_sees_imports_inside_functions_and_type_checking_blocks(tmp_pat
 
 
 # Packages held to their faces (subpackages included); the others still change their insides.
-FACED = ("durable", "spool_writer", "relay")
+FACED = ("durable", "spool_writer", "relay", "keys", "follower", "alarms", "talk")
 
 
 def module_name(root: Path, path: Path) -> str:
@@ -394,19 +395,29 @@ def test_a_face_loads_no_module_until_one_is_asked_for(package: str) -> None:
     assert set(loaded) <= {package, "durable", "durable.faces"}, loaded
 
 
+# Faces declared (their `__all__`) whose `__getattr__ = face(__name__, __all__)` line is still to be
+# written: until then their modules are imported by name. Take a package off once it has the line.
+LOADER_TO_COME = {"alarms.hosts.opencode", "alarms.hosts.qwen"}
+
+
 @pytest.mark.parametrize("package", FACED)
 def test_each_face_matches_its_modules(package: str) -> None:
     src = read_sources(ROOT)
     for pkg in sorted(p for p in src.packages if inside(p, package)):
-        public = src.alls[pkg] or ()
-        missing = [m for m in public if f"{pkg}.{m}" not in src.modules]
-        assert not missing, f"{pkg}'s face names modules it does not have: {missing}"
         loaded = importlib.import_module(pkg)
+        assert hasattr(loaded, "__getattr__") != (pkg in LOADER_TO_COME), f"{pkg}: update LOADER_TO_COME"
+        # a public name is a module, or one the `__init__` defines itself (an agent host's contract)
+        public = [m for m in src.alls[pkg] or () if f"{pkg}.{m}" in src.modules]
+        missing = [m for m in src.alls[pkg] or () if m not in public and m not in vars(loaded)]
+        assert not missing, f"{pkg}'s face names modules it does not have: {missing}"
         for name in public:
-            module = getattr(loaded, name)  # the lazy __getattr__ imports it
+            lazily = pkg not in LOADER_TO_COME  # then the face's __getattr__ imports it
+            module = getattr(loaded, name) if lazily else importlib.import_module(f"{pkg}.{name}")
             assert module.__name__ == f"{pkg}.{name}"
             shown = src.alls[module.__name__]
             assert shown is not None, f"{module.__name__} is public in {pkg} but declares no __all__"
+            if module.__name__ in LOADER_TO_COME:
+                continue  # its modules are checked in its own turn
             absent = [n for n in shown if not hasattr(module, n)]
             assert not absent, f"{module.__name__}.__all__ names what it does not define: {absent}"
 

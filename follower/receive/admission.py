@@ -14,6 +14,8 @@ from typing import Any
 from follower.policy import Policy, Rule
 from keys.encoding import is_hex32
 
+__all__ = ["MAX_HOPS"]
+
 MAX_HOPS = 4
 
 

@@ -61,6 +61,8 @@ from keys.ratchet.card import RatchetKeyError, verify_card
 from keys.ratchet.envelope import is_ratchet, olm_part, unwrap
 from keys.ratchet.sessions import Busy, Page, RatchetSessions, Unopened
 
+__all__ = ["LINGER_S", "Dedup", "Receiver"]
+
 # A refusal's reason starts so when the receiver holds no session with us that opens the message,
 # or holds one but the message opened in none, nor in a chain kept for late mail
 # (`keys.ratchet.late`); what the sender then does is `follower.send.resending`'s.

@@ -1,1 +1,8 @@
 """The connection to a relay: the client, its HTTP/1.1 transport, the push stream, backoff."""
+
+from __future__ import annotations
+
+from durable.faces import face
+
+__all__ = ("backoff", "client", "push")
+__getattr__ = face(__name__, __all__)

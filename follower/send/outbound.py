@@ -28,6 +28,9 @@ from keys.names import check_name
 from keys.ratchet.envelope import plaintext_of
 from keys.ratchet.inflight import Inflight
 
+__all__ = ["Queued", "add_contact", "create_invite", "deposit_again", "join", "resend_due", "send",
+           "send_again", "send_queued", "verify_contact"]
+
 
 def checked_bundle(client: RelayClient, fp: str) -> KeyBundle:
     """The relay's bundle for `fp`, checked against that fingerprint (PinMismatch otherwise).

@@ -25,6 +25,8 @@ if TYPE_CHECKING:
     from follower.send.outbox import Outbox
     from keys.identity import Identity
 
+__all__ = ["check_wanted", "wait_for"]
+
 WAITABLE = ("stored", "spooled", "written", "delivered")
 POLL_S = 0.1  # without a push stream: fetch receipts this often
 FALLBACK_S = 2.0  # with one: fetch anyway this often, in case a wake-up was lost
