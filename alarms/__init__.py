@@ -12,4 +12,18 @@ handed on by one door (a monitor, a hook, a daemon) is never handed on again by 
 This package imports only `spool_writer`, the leaf package `durable` and the standard library:
 hooks run on every agent turn. Doors never decrypt nor talk to the relay, so they never import
 `keys`: what they show comes from the spool line the follower wrote.
+
+The face (`__all__`, see `durable.faces`), what the CLI uses: `registry` (every host, by name),
+`door` (the contract and its Request and Done), `host_files` (the permission check `talk doctor`
+runs), `framing` (what `talk mcp` shows the model), `mailbox` (a session's mail). `hosts` is public
+on purpose, for what the registry does not serve: `talk alarm` starts, finds and stops the
+opencode and Qwen doors (their daemon and install modules), and the old entry points beside it
+run a host's door.
 """
+
+from __future__ import annotations
+
+from durable.faces import face
+
+__all__ = ("door", "framing", "host_files", "hosts", "mailbox", "registry")
+__getattr__ = face(__name__, __all__)

@@ -17,6 +17,8 @@ from durable.home import identity_names, talk_home
 if TYPE_CHECKING:  # the Codex hook's no-mail path imports this module: nothing it does not use
     from spool_writer.record import SpoolRecord
 
+__all__ = ["SessionMail", "find_host_pid"]
+
 
 class NoIdentity(Exception):
     """TALK_HOME holds no identity this door can use (or several, and TALK_USER is unset)."""

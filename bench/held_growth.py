@@ -6,7 +6,7 @@ into a box that already holds two batches from it, one hold into each in turn, s
 noise (a shared disk's syncs) hits both batches alike; the third batch's time over the
 first's is what a growing backlog costs. A second pair holds a batch for a new contact into
 an empty box and into a box crowded with other contacts' held mail, in the same way.
-Holds go through `follower.receive.held.HeldBox.hold`, the very call the follower makes (with the
+Holds go through `follower.held.HeldBox.hold`, the very call the follower makes (with the
 same sync to disk), on texts of --text-kb of mixed script, the worst case for an escaping
 store. The box's bytes on disk are compared with the texts' own UTF-8 bytes.
 
@@ -36,7 +36,7 @@ from typing import Any
 
 from common import BenchError, begin
 
-from follower.receive.held import HELD_DIR, HeldBox
+from follower.held import HELD_DIR, HeldBox
 
 REASON = "held until the recipient accepts it"
 

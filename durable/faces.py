@@ -6,7 +6,9 @@ A package names its public modules in `__all__` and hands them to `face`:
     __getattr__ = face(__name__, __all__)
 
 `import spool_writer` then loads nothing more, and `spool_writer.cursor` imports that module
-the first time it is read, so a hook pays only for the modules it uses. Each public module
+the first time it is read, so a hook pays only for the modules it uses. An `__init__` that
+defines names of its own (an agent host's contract, `alarms.door.Host`) lists them in `__all__`
+too: they are found before `__getattr__` is asked. Each public module
 declares its own `__all__`: other packages use those names and nothing else
 (tests/test_import_rule.py holds them to it).
 

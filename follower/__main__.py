@@ -16,6 +16,8 @@ from pathlib import Path
 from durable.daemon import setup_logging
 from follower.daemon.state import LOG_FILE, hold_lock
 
+__all__ = ["run"]
+
 
 def run(folder: Path, relay: str, foreground: bool = False) -> int:
     from durable.errors import TalkError

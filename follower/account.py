@@ -9,7 +9,7 @@ The path of one message. `talk send bob hi` starts in talk/__main__.py, which ha
 to talk/fastlane.py (or, for the forms it leaves alone, to typer's talk/cli.py); both call
 talk/mail.py, which opens the account (talk/context.py) and calls `Account.send` here. From
 then on every call goes down, never back to talk: follower/send/sendrate.py counts the send
-against the contact's rate (the rule is follower/receive/policy.py's), follower/send/outbound.py deposits what
+against the contact's rate (the rule is follower/policy.py's), follower/send/outbound.py deposits what
 an earlier send left queued and then sends this one — numbered by follower/send/seqcounter.py,
 sealed by keys/envelope.py, recorded first in follower/send/outbox.py (durable's files and locks) —
 and follower/relay/client.py's `RelayClient.deposit` posts the blob to the relay. talk/mail.py
@@ -43,6 +43,8 @@ if TYPE_CHECKING:
     from keys.contacts import Contact
     from keys.invites import InviteCode
     from spool_writer.record import SpoolRecord
+
+__all__ = ["Account"]
 
 QUEUED = "queued"
 
@@ -253,7 +255,7 @@ class Account:
         """
         import time
 
-        from follower.receive.policy import PolicyBook
+        from follower.policy import PolicyBook
         from follower.send.sendrate import spend
 
         if not text.strip():
@@ -445,7 +447,7 @@ class Account:
             UserError: `which` is no id, or a prefix of several.
             NotFound: no held message has that id.
         """
-        from follower.receive.held import HeldBox
+        from follower.held import HeldBox
 
         return HeldBox(self.folder).pick(which)
 
@@ -471,8 +473,8 @@ class Account:
     def _settle_held(self, ids: list[str], state: str) -> int:
         import time
 
-        from follower.receive.held import HeldBox
-        from follower.receive.policy import PolicyBook
+        from follower.held import HeldBox
+        from follower.policy import PolicyBook
         from follower.receive.receipts import ReceiptBatch
         from spool_writer.spool import Spool, utc_stamp
 

@@ -6,4 +6,16 @@ protocol) lives in `follower/`.
 This package touches no network and no files beyond an identity's own folder, and imports
 nothing of the project but the leaf package `durable` (errors, private files, locks), so every
 other part but `durable` can build on it.
+
+Its face (`__all__`, see `durable.faces`) is every module here and both subpackages: the
+follower, the relay and the CLI each use some. Each module's own `__all__` says which of its
+names they may use; `import keys` loads nothing more.
 """
+
+from __future__ import annotations
+
+from durable.faces import face
+
+__all__ = ("contacts", "encoding", "envelope", "gate", "groups", "identity", "invites", "keystore", "names",
+           "ratchet", "safety", "wire")
+__getattr__ = face(__name__, __all__)

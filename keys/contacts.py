@@ -23,6 +23,8 @@ from keys.gate import usable_box_key
 from keys.identity import KeyBundle
 from keys.names import MAX_NAME, check_name, confusable
 
+__all__ = ["Contact", "ContactBook", "Source", "peer_name", "pinned_contact"]
+
 CONTACTS_FILE = "contacts.json"
 
 

@@ -9,6 +9,8 @@ import re
 from datetime import UTC, datetime
 from typing import Any
 
+__all__ = ["b64d", "b64e", "is_hex32", "iso_from_epoch", "utc_now_iso"]
+
 HEX32 = re.compile(r"[0-9a-f]{32}")
 
 

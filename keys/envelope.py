@@ -26,6 +26,18 @@ from durable.errors import MalformedMessage, MessageTooLarge, TamperedMessage, U
 from keys import gate
 from keys.encoding import utc_now_iso
 
+__all__ = [
+    "MAX_BLOB",
+    "MAX_PADDED",
+    "Inner",
+    "channel_tag",
+    "new_message",
+    "open_blob",
+    "pair_tags",
+    "receipt_tag",
+    "seal",
+]
+
 VERSION = 1
 BUCKETS = (512, 2048, 8192, 32768, 65536)
 MAX_PADDED = BUCKETS[-1]

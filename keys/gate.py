@@ -20,6 +20,8 @@ from durable.printable import is_printable, printable
 from durable.receipt_states import Receipt
 from keys.names import check_name  # the rule for every name talk keeps, in one place
 
+__all__ = ["MAX_FUTURE_S", "MAX_REASON", "RECEIPT_STATES", "Invalid", "check_header_value", "check_receipts"]
+
 HEX32 = re.compile(r"[0-9a-f]{32}")
 # RFC 3339 in UTC as talk writes it: a "Z" offset, optional fraction of up to 9 digits.
 TS = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d{1,9})?Z")

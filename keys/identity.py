@@ -17,6 +17,8 @@ from durable.errors import PinMismatch, UserError
 from keys.encoding import b64d, b64e, canonical_json, is_hex32
 from keys.names import MAX_NAME, check_name
 
+__all__ = ["Identity", "KeyBundle", "parse_fingerprint"]
+
 BUNDLE_CONTEXT = b"talk-bundle-v1\n"
 
 

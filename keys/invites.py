@@ -41,6 +41,9 @@ from keys.envelope import MAX_PADDED, pad, unpad
 from keys.gate import is_hex32
 from keys.identity import KeyBundle
 
+__all__ = ["InviteBook", "InviteCode", "InviteState", "box_proof", "new_code", "open_request", "parse_code",
+           "seal_request", "state_of"]
+
 PREFIX = "talk-"
 INVITES_FILE = "invites.json"
 KEEP_DAYS = 30  # an invite that ended (used, revoked, expired) is remembered this long

@@ -24,6 +24,9 @@ from keys.encoding import b64d, b64e
 from keys.identity import Identity, fingerprint
 from keys.names import check_name
 
+__all__ = ["IdentityRecord", "choose_identity", "create", "list_identities", "load", "read_passphrase_file",
+           "talk_home", "unlock"]
+
 OPSLIMIT = 3
 MEMLIMIT = 32 * 1024 * 1024
 

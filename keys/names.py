@@ -10,6 +10,8 @@ from __future__ import annotations
 from durable.errors import UserError
 from durable.printable import printable
 
+__all__ = ["check_name"]
+
 MAX_NAME = 64
 
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import hashlib
 
+__all__ = ["safety_number"]
+
 
 def safety_number(fp_a: str, fp_b: str) -> str:
     """The same string on both sides: the two fingerprints are hashed in sorted order."""

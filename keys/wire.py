@@ -29,6 +29,19 @@ from nacl.signing import VerifyKey
 
 from keys.encoding import b64d, b64e
 
+__all__ = [
+    "API",
+    "AUTH_WINDOW_S",
+    "NONCE_HEADER",
+    "SESSION_HEADER",
+    "SESSION_KEY_BYTES",
+    "AuthVerdict",
+    "auth_headers",
+    "check_auth",
+    "check_session_mac",
+    "session_headers",
+]
+
 TIME_HEADER = "x-talk-time"
 NONCE_HEADER = "x-talk-nonce"
 SIGNATURE_HEADER = "x-talk-signature"

@@ -212,7 +212,7 @@ def verify(
     one it published on the relay) is checked against the pin too, and shown with whether mail
     to it has forward secrecy. Accepting a held contact's mail asks on a terminal, else needs
     --yes."""
-    from follower.receive.policy import PolicyBook, raised_by_verify
+    from follower.policy import PolicyBook, raised_by_verify
 
     account = _account(user, relay, None)
     secrecy = _secrecy(account, account.contacts.get(name))

@@ -111,7 +111,7 @@ def policy(
 ) -> None:
     """Show or set what a contact's mail may do here; every change is logged in trust.log."""
     from durable.errors import UserError
-    from follower.receive.policy import Policy, PolicyBook
+    from follower.policy import Policy, PolicyBook
     from talk.context import open_account
 
     account = open_account(user, None, None)
@@ -151,7 +151,7 @@ def held(ctx: typer.Context, user: User = None, as_json: Json = False) -> None:
     """List held mail (kept aside, not yet seen by any agent)."""
     if ctx.invoked_subcommand is not None:
         return
-    from follower.receive.held import HeldBox
+    from follower.held import HeldBox
     from talk.context import open_account
 
     box = HeldBox(open_account(user, None, None).folder).all()

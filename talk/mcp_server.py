@@ -119,7 +119,7 @@ class TalkTools:
         return guarded(lambda: {"peers": [self._peer(c) for c in self.account.contacts.all()]})
 
     def _peer(self, contact: Contact) -> dict[str, Any]:
-        from follower.receive.policy import PolicyBook
+        from follower.policy import PolicyBook
 
         return {"name": contact.name, "fingerprint": contact.fingerprint, "source": contact.source.value,
                 "verified": contact.verified_at is not None,

@@ -35,6 +35,8 @@ from spool_writer.doorbell import Doorbell, bell_path
 from spool_writer.record import SpoolRecord
 from spool_writer.spool import Spool
 
+__all__ = ["Follower"]
+
 log = logging.getLogger("talk.follower")
 # Resends, held-mail expiry and a look at the hand-over log, when nothing rang sooner: an idle
 # follower wakes once a second at most. An alarm that hands mail over rings the doorbell, so

@@ -17,6 +17,8 @@ from durable import daemon
 from durable.files import read_json, write_json
 from durable.locks import hold_for_life
 
+__all__ = ["LOG_FILE", "FollowConfig", "FollowStatus", "following", "hold_lock", "running_pid"]
+
 CONFIG_FILE = "follower.json"
 STATUS_FILE = "follower-status.json"
 LOCK_FILE = "follower.lock"

@@ -22,8 +22,9 @@ from pathlib import Path
 from durable.errors import TalkError
 from durable.files import read_json, write_json
 from durable.ndjson import read_after
-from follower.receive.held import HeldBox
-from follower.receive.policy import HOLD_HOURS
+from durable.settings import env_float
+from follower.held import HeldBox
+from follower.policy import HOLD_HOURS
 from follower.receive.receipts import ReceiptBatch
 from follower.relay.backoff import DEPOSIT_DELAY_ENV, deposit_delay
 from follower.relay.client import RelayClient
@@ -41,15 +42,6 @@ from spool_writer.layout import SpoolLayout
 OFFSET_FILE = "handed.offset"
 RATCHET_EVERY_S = 300.0  # how often the relay is asked how many of our one-time keys are left
 log = logging.getLogger("talk.follower")
-
-
-def env_float(name: str, default: float) -> float:
-    """A positive number from the environment (tests shorten expiry and backoff), else default."""
-    try:
-        value = float(os.environ.get(name, ""))
-    except ValueError:
-        return default
-    return value if value > 0 else default
 
 
 def follower_delay() -> Callable[[], float]:

@@ -211,7 +211,7 @@ class GroupMail:
             UserError: `member` is not a member of the group.
         """
         from follower.groups.loop_guard import LoopGuard, kept_aside
-        from follower.receive.held import HeldBox
+        from follower.held import HeldBox
 
         group = self.book.get(name)
         chosen = None
@@ -289,7 +289,7 @@ class GroupMail:
         """
         import time
 
-        from follower.receive.policy import PolicyBook
+        from follower.policy import PolicyBook
         from follower.send.sendrate import spend_each
 
         policies = PolicyBook(self.folder)

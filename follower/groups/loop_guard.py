@@ -297,7 +297,7 @@ def is_loop_hold(reason: str) -> bool:
 
 
 def kept_aside(held: Mapping[str, Mapping[str, Any]], group_id: str, member: str | None) -> list[str]:
-    """The ids, oldest first, of the held mail (`follower.receive.held` entries) the guard kept aside in
+    """The ids, oldest first, of the held mail (`follower.held` entries) the guard kept aside in
     the group from `member`, or from anyone (None: what a resume of the whole group releases,
     an older talk's whole-group hold included); never mail held by a sender's policy or rate."""
     ids = [i for i, h in held.items() if h["record"].get("group_id") == group_id

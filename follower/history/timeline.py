@@ -79,7 +79,7 @@ def received_line(record: Mapping[str, Any], names: Mapping[str, str]) -> Line:
 
 
 def held_line(msg_id: str, entry: Mapping[str, Any], names: Mapping[str, str]) -> Line:
-    """A held-mail entry (`follower.receive.held`) as a line, marked held, with why in `reason`."""
+    """A held-mail entry (`follower.held`) as a line, marked held, with why in `reason`."""
     record = entry.get("record")
     line = received_line({**(record if isinstance(record, dict) else {}), "id": msg_id}, names)
     held_at = entry.get("held_at")

@@ -18,9 +18,9 @@ from pathlib import Path
 from typing import Any
 
 from durable.ndjson import read_after
+from follower.held import HeldBox
 from follower.history.receivelog import RECEIVE_LOG_FILE
 from follower.history.timeline import Line, held_line, merge, received_line, sent_line, unseen, with_tasks
-from follower.receive.held import HeldBox
 from follower.send.outbox import HISTORY_FILE, OUTBOX_FILE, RECENT_BYTES, Entry, fold
 from follower.tasks.ledger import TASKS_FILE
 from follower.tasks.ledger import fold as fold_tasks

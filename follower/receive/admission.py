@@ -11,8 +11,10 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Any
 
-from follower.receive.policy import Policy, Rule
+from follower.policy import Policy, Rule
 from keys.encoding import is_hex32
+
+__all__ = ["MAX_HOPS"]
 
 MAX_HOPS = 4
 

@@ -42,6 +42,8 @@ from follower.receive.sequence import (
 from keys.contacts import ContactBook
 from keys.envelope import Inner
 
+__all__ = ["ChannelDB", "SpoolDedup", "last_spooled", "missing_mail", "receiving"]
+
 DB_FILE = "channels.db"
 LEGACY_FILE = "seen.log"
 LOCK_FILE = "receive.lock"

@@ -35,14 +35,14 @@ from durable.errors import (
     TamperedMessage,
 )
 from follower.groups import group_inbound
+from follower.held import HeldBox, HeldFull
+from follower.policy import Policy, PolicyBook, Rule
 from follower.receive import admission
 from follower.receive import receipts as receipts_mod
 from follower.receive.admission import RateWindow, admit, hops_of
 from follower.receive.faults import blames_message, refusal_reason
-from follower.receive.held import HeldBox, HeldFull
 from follower.receive.joining import Joining
 from follower.receive.outcome import Emit, Outcome, Report
-from follower.receive.policy import Policy, PolicyBook, Rule
 from follower.receive.quarantine import Quarantine
 from follower.receive.receipts import ReceiptBatch
 from follower.receive.recovery import Recovery
@@ -60,6 +60,8 @@ from keys.ratchet.account import RatchetAccount
 from keys.ratchet.card import RatchetKeyError, verify_card
 from keys.ratchet.envelope import is_ratchet, olm_part, unwrap
 from keys.ratchet.sessions import Busy, Page, RatchetSessions, Unopened
+
+__all__ = ["LINGER_S", "Dedup", "Receiver"]
 
 # A refusal's reason starts so when the receiver holds no session with us that opens the message,
 # or holds one but the message opened in none, nor in a chain kept for late mail
@@ -400,7 +402,7 @@ class Receiver:
     def hold(self, contact: Contact, inner: Inner, record: dict[str, Any], reason: str, report: Report,
              now: float) -> Outcome:
         """Keep the message aside; past its sender's cap of held mail, refuse it instead, with
-        a receipt that says why (`follower.receive.held`), so held mail cannot grow without bound."""
+        a receipt that says why (`follower.held`), so held mail cannot grow without bound."""
         try:
             HeldBox(self.folder).hold(record, reason)
         except HeldFull as exc:

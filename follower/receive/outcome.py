@@ -8,6 +8,8 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
+__all__ = ["Emit", "Report"]
+
 Emit = Callable[[dict[str, Any]], None]
 
 

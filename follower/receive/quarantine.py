@@ -36,6 +36,8 @@ from keys.encoding import b64e
 from spool_writer.index import DeliveredIndex
 from spool_writer.layout import SpoolLayout
 
+__all__ = ["Quarantine", "arrived_ids", "settled"]
+
 QUARANTINE_FILE = "quarantine.ndjson"
 MAX_BYTES = 4 * 1024 * 1024
 MAX_BLOB_KEPT = 70_000  # a whole envelope; bigger is not talk's and is kept without its bytes

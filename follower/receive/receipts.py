@@ -28,6 +28,8 @@ from keys.envelope import Inner, new_message, receipt_tag, seal
 from keys.gate import MAX_REASON, RECEIPT_STATES, Invalid, check_receipts
 from keys.identity import Identity
 
+__all__ = ["ReceiptBatch"]
+
 KIND = "receipt"
 STATES = RECEIPT_STATES
 PER_MESSAGE = 300  # items per receipt message: far below the 64 KiB envelope

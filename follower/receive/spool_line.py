@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from follower.receive.policy import Rule
+from follower.policy import Rule
 from follower.tasks import mesh
 from keys.contacts import Contact
 from keys.envelope import Inner

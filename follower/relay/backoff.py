@@ -8,6 +8,8 @@ from collections.abc import Callable
 
 from durable.backoff import Backoff
 
+__all__ = ["DEPOSIT_DELAY_ENV", "RETRY", "deposit_delay"]
+
 RETRY = Backoff(base_s=0.25, cap_s=10.0)
 
 

@@ -32,6 +32,8 @@ from keys.envelope import MAX_BLOB
 from keys.identity import KeyBundle
 from keys.wire import API, SESSION_KEY_BYTES, auth_headers, session_headers
 
+__all__ = ["MALFORMED", "Fetched", "RelayClient", "check_relay_url"]
+
 SESSION_MARGIN_S = 60  # renew a session this long before the relay would forget it
 PAGE = 100  # messages asked for per fetch
 # The largest answer a relay of ours gives is one full fetch page: PAGE blobs of at most

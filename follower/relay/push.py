@@ -15,6 +15,8 @@ from follower.relay.backoff import RETRY
 from follower.relay.client import Signer
 from keys.wire import API, auth_headers
 
+__all__ = ["PushListener"]
+
 log = logging.getLogger("talk.follower")
 # The relay's stream messages are {"type": "ready"} and {"type": "mail", "tag": …}, under 200
 # bytes; a bigger frame is hostile, and ends the connection (1009) instead of filling memory.

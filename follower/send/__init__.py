@@ -1,1 +1,9 @@
 """Sending: number, seal (ratchet or sealed box), keep in the outbox, deposit; resend; wait for receipts."""
+
+from __future__ import annotations
+
+from durable.faces import face
+
+__all__ = ("outbound", "outbox", "ratchet_keys", "ratchet_send", "resending", "sendrate", "seqcounter",
+           "waiting")
+__getattr__ = face(__name__, __all__)

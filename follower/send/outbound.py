@@ -13,7 +13,7 @@ from nacl.exceptions import CryptoError
 from nacl.public import PublicKey
 
 from durable.errors import InviteError, NotFound, PinMismatch, RelayError, UserError
-from follower.receive.policy import PolicyBook
+from follower.policy import PolicyBook
 from follower.relay.client import MALFORMED, RelayClient
 from follower.send.outbox import Outbox
 from follower.send.ratchet_send import ratchet_inner
@@ -27,6 +27,9 @@ from keys.invites import InviteBook, InviteCode, box_proof, new_code, parse_code
 from keys.names import check_name
 from keys.ratchet.envelope import plaintext_of
 from keys.ratchet.inflight import Inflight
+
+__all__ = ["Queued", "add_contact", "create_invite", "deposit_again", "join", "resend_due", "send",
+           "send_again", "send_queued", "verify_contact"]
 
 
 def checked_bundle(client: RelayClient, fp: str) -> KeyBundle:

@@ -49,6 +49,17 @@ from durable.message_ids import resolve
 from durable.ndjson import append_records, append_to, json_lines, read_records
 from keys import gate
 
+__all__ = [
+    "HISTORY_FILE",
+    "OUTBOX_FILE",
+    "RECENT_BYTES",
+    "REFUSALS",
+    "RESEND_AFTER_S",
+    "Entry",
+    "Outbox",
+    "fold",
+]
+
 OUTBOX_FILE = "outbox.ndjson"
 HISTORY_FILE = "outbox-history.ndjson"
 # Present while some message is queued (the relay did not take it): the next command that talks

@@ -42,6 +42,8 @@ from enum import StrEnum
 
 from follower.send.outbox import REFUSALS, Entry, advance
 
+__all__ = ["Cause", "final_reason", "never_reached", "resends"]
+
 MAX_SENDS = 4
 
 

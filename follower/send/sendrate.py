@@ -19,6 +19,8 @@ from durable.files import read_json, replace_file
 from durable.locks import folder_locked
 from keys.contacts import Contact
 
+__all__ = ["spend", "spend_each"]
+
 SENDRATE_FILE = "sendrate.json"
 WINDOW_S = 60
 

@@ -27,6 +27,8 @@ from durable.errors import UserError
 from durable.files import read_json, write_json
 from durable.locks import folder_locked
 
+__all__ = ["move_past"]
+
 COUNTER_FILE = "sent-seq.json"
 LEGACY_DB = "channels.db"
 

@@ -17,12 +17,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from durable.errors import TimedOut, UserError
+from durable.settings import env_float
 from follower.send.outbox import RANK, REFUSALS, RESEND_AFTER_S
 
 if TYPE_CHECKING:
     from follower.relay.client import RelayClient
     from follower.send.outbox import Outbox
     from keys.identity import Identity
+
+__all__ = ["check_wanted", "wait_for"]
 
 WAITABLE = ("stored", "spooled", "written", "delivered")
 POLL_S = 0.1  # without a push stream: fetch receipts this often
@@ -48,7 +51,6 @@ def wait_for(outbox: Outbox, client: RelayClient, take_receipts: Callable[[], ob
     stream signs with, called only with `take_receipts`.
     """
     check_wanted(wanted)
-    from follower.daemon.upkeep import env_float
     from follower.send.outbound import resend_due
 
     resend_after = env_float("TALK_RESEND_AFTER", RESEND_AFTER_S)

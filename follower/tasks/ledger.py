@@ -18,6 +18,8 @@ from durable.ndjson import append_records, json_lines, read_records
 if TYPE_CHECKING:
     from follower.tasks.mesh import Parsed
 
+__all__ = ["TASKS_FILE", "TaskLedger", "fold"]
+
 TASKS_FILE = "tasks.ndjson"
 PREVIEW = 200
 TRIM_BYTES = 512 * 1024  # past this, the ledger forgets tasks idle for KEEP_DAYS

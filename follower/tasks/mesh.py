@@ -30,6 +30,8 @@ from typing import Any
 from durable.mesh_fields import MODES, STATUSES, is_task_id
 from keys import gate
 
+__all__ = ["Parsed", "new_task_id", "parse", "result_block", "task_envelope"]
+
 MARKERS = ("opencode-mesh", "aoi-mesh")
 
 _MARK = "|".join(re.escape(marker) for marker in MARKERS)

@@ -29,7 +29,7 @@ from keys import gate
 from keys.encoding import b64d, b64e
 from keys.envelope import MAX_PADDED, Inner
 
-__all__ = ["OLM_FIELD", "OlmPart", "is_ratchet", "olm_part", "unwrap", "wrap"]
+__all__ = ["OLM_FIELD", "OlmPart", "is_ratchet", "olm_part", "plaintext_of", "unwrap", "wrap"]
 
 OLM_FIELD = "olm"
 

@@ -26,8 +26,8 @@ from hypothesis import strategies as st
 from nacl.public import PublicKey
 from nacl.secret import SecretBox
 
+from follower.held import HeldBox
 from follower.receive.channeldb import ChannelDB, SpoolDedup
-from follower.receive.held import HeldBox
 from follower.receive.inbound import Receiver
 from follower.receive.quarantine import Quarantine
 from follower.relay.client import RelayClient

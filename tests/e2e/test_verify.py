@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from follower.receive.policy import Policy, Rule, raised_by_verify
+from follower.policy import Policy, Rule, raised_by_verify
 from tests.conftest import TALK, Agent, RelayProcess, make_agent
 
 

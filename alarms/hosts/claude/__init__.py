@@ -7,10 +7,13 @@ Delivered: a message the inbox socket accepted, or one a hook printed and the se
 transcript then shows (`alarms.handover` reconciles a batch with the transcript).
 
 This module is the host's face (`alarms.door.Host`): constants, and functions that import the
-rest when called. It imports nothing at the top, because hooks load it on every turn.
+rest when called. It imports nothing at the top but its face's loader (`durable.faces`, which
+needs only `sys`), because hooks load it on every turn; `__all__` lists the modules others import.
 """
 
 from __future__ import annotations
+
+from durable.faces import face
 
 TYPE_CHECKING = False  # not typing.TYPE_CHECKING: hooks import this package on every turn
 if TYPE_CHECKING:
@@ -20,6 +23,24 @@ if TYPE_CHECKING:
 
     from alarms.door import Done, Option, Request
     from alarms.wiring import Wiring
+
+__all__ = (
+    "AUTHOR_ENV",
+    "INSTALL_HELP",
+    "NAME",
+    "OPTIONS",
+    "PROCESS_NAMES",
+    "TITLE",
+    "UNINSTALL_HELP",
+    "door_status",
+    "install_doors",
+    "paths",
+    "render_status",
+    "uninstall_doors",
+    "wakes",
+    "wiring",
+)
+__getattr__ = face(__name__, __all__)
 
 NAME = "claude"
 TITLE = "Claude Code"

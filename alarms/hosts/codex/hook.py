@@ -56,6 +56,8 @@ if TYPE_CHECKING:
 
     from alarms.mailbox import SessionMail
 
+__all__ = ["main"]
+
 USER_PROMPT_SUBMIT = "UserPromptSubmit"
 POST_TOOL_USE = "PostToolUse"
 STOP = "Stop"

@@ -5,10 +5,13 @@ Delivered: a batch the hook printed whole (BeforeAgent, AfterAgent; AfterTool on
 under Gemini CLI's cut of a tool's result) and the session's transcript then shows.
 
 This module is the host's face (`alarms.door.Host`): constants, and functions that import the
-rest when called. It imports nothing at the top, because hooks load it on every turn.
+rest when called. It imports nothing at the top but its face's loader (`durable.faces`, which
+needs only `sys`), because hooks load it on every turn; `__all__` lists the modules others import.
 """
 
 from __future__ import annotations
+
+from durable.faces import face
 
 TYPE_CHECKING = False  # not typing.TYPE_CHECKING: hooks import this package on every turn
 if TYPE_CHECKING:
@@ -18,6 +21,25 @@ if TYPE_CHECKING:
 
     from alarms.door import Done, Option, Request
     from alarms.wiring import Wiring
+
+__all__ = (
+    "AUTHOR_ENV",
+    "INSTALL_HELP",
+    "NAME",
+    "OPTIONS",
+    "PROCESS_NAMES",
+    "TITLE",
+    "UNINSTALL_HELP",
+    "door_status",
+    "hook",
+    "install_doors",
+    "paths",
+    "render_status",
+    "uninstall_doors",
+    "wakes",
+    "wiring",
+)
+__getattr__ = face(__name__, __all__)
 
 NAME = "gemini"
 TITLE = "Gemini CLI"

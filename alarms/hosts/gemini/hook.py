@@ -46,6 +46,8 @@ if TYPE_CHECKING:
 
     from alarms.handover import Fit
 
+__all__ = ["main"]
+
 SESSION_START = "SessionStart"
 BEFORE_AGENT = "BeforeAgent"
 AFTER_TOOL = "AfterTool"

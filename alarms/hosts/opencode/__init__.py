@@ -19,6 +19,26 @@ if TYPE_CHECKING:
     from alarms.door import Done, Option, Request
     from alarms.wiring import Wiring
 
+__all__ = (
+    "AUTHOR_ENV",
+    "INSTALL_HELP",
+    "NAME",
+    "OPTIONS",
+    "PROCESS_NAMES",
+    "TITLE",
+    "UNINSTALL_HELP",
+    "api",
+    "daemon",
+    "door_status",
+    "install",
+    "install_doors",
+    "paths",
+    "render_status",
+    "uninstall_doors",
+    "wakes",
+    "wiring",
+)
+
 NAME = "opencode"
 TITLE = "opencode"
 AUTHOR_ENV: tuple[str, ...] = ("OPENCODE",)

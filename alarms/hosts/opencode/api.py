@@ -34,6 +34,8 @@ from typing import Any
 from alarms.hosts.opencode.procnet import peer_owner
 from alarms.hosts.opencode.trust import authorization, distrust
 
+__all__ = ["split_url"]
+
 TIMEOUT_S = 5.0
 SESSION_TITLE = "talk"  # with a title opencode makes no extra "title generator" model call
 

@@ -70,6 +70,8 @@ from durable.receipt_states import Receipt
 from spool_writer import handed as handed_log
 from spool_writer.record import SpoolRecord
 
+__all__ = ["main", "run"]
+
 POLL_S = 0.1  # reading an unchanged spool costs a stat and a lock: cheap, and mail lands within 2 s
 RETRY = Backoff(base_s=0.25, cap_s=5.0)  # a local server: probing it is cheap, and mail should not wait long
 LOOPBACK = ("127.0.0.1", "localhost", "::1")

@@ -19,6 +19,8 @@ from alarms.hosts.opencode import NAME as HOST
 from alarms.wiring import State, Wiring
 from durable.errors import UserError
 
+__all__ = ["live_door", "new_session", "spawn", "stop_doors"]
+
 START = "talk alarm opencode --url URL"
 
 

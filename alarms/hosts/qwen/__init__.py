@@ -19,6 +19,26 @@ if TYPE_CHECKING:
     from alarms.door import Done, Option, Request
     from alarms.wiring import Wiring
 
+__all__ = (
+    "AUTHOR_ENV",
+    "INSTALL_HELP",
+    "NAME",
+    "OPTIONS",
+    "PROCESS_NAMES",
+    "TITLE",
+    "UNINSTALL_HELP",
+    "daemon",
+    "door_status",
+    "install_doors",
+    "paths",
+    "registry",
+    "render_status",
+    "status",
+    "uninstall_doors",
+    "wakes",
+    "wiring",
+)
+
 NAME = "qwen"
 TITLE = "Qwen Code"
 AUTHOR_ENV: tuple[str, ...] = ("QWEN_CODE",)

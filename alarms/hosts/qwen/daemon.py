@@ -57,6 +57,8 @@ from durable import daemon
 from durable.locks import hold_for_life
 from spool_writer import handed as handed_log
 
+__all__ = ["ensure", "installed_home", "main", "require_installed"]
+
 POLL_S = 0.1  # a registry listing and a spool stat: cheap, and mail lands well within a second
 IDLE_EXIT_S = 60.0
 SEND_TIMEOUT_S = 5.0

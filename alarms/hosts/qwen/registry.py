@@ -23,6 +23,8 @@ from pathlib import Path
 
 from spool_writer import process
 
+__all__ = ["qwen_home"]
+
 SCHEMA_VERSION = 1
 MAX_RECORD_BYTES = 64 * 1024
 MAX_SOCKET_PATH_BYTES = 107  # sun_path holds 108 bytes with the terminating NUL

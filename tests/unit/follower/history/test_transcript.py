@@ -12,10 +12,10 @@ import follower.history.receivelog as receivelog_mod
 import follower.history.transcript as transcript_mod
 import follower.send.outbox as outbox_mod
 from durable.ndjson import append_records
+from follower.held import HeldBox
 from follower.history.receivelog import RECEIVE_LOG_FILE, ReceiveLog
 from follower.history.timeline import Direction
 from follower.history.transcript import Transcript
-from follower.receive.held import HeldBox
 from follower.send.outbox import Outbox
 from follower.tasks.ledger import TaskLedger
 from spool_writer.record import SpoolRecord

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from follower.receive.admission import MAX_HOPS, Admission, RateWindow, admit, hops_of
-from follower.receive.policy import (
+from follower.policy import (
     Policy,
     Rule,
 )
+from follower.receive.admission import MAX_HOPS, Admission, RateWindow, admit, hops_of
 from tests.unit.samples import FP_A, FP_B
 
 

@@ -1,4 +1,4 @@
-"""follower.receive.policy: per-contact rules, their bounds, the trust log, and damaged rules."""
+"""follower.policy: per-contact rules, their bounds, the trust log, and damaged rules."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from durable.errors import UserError
-from follower.receive.policy import (
+from follower.policy import (
     POLICIES_FILE,
     RECEIVE_PER_MIN,
     SEND_PER_MIN,

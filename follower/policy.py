@@ -21,6 +21,8 @@ from durable.locks import folder_locked
 from durable.ndjson import append_records, read_records
 from keys.contacts import Contact, Source
 
+__all__ = ["Policy", "PolicyBook", "raised_by_verify"]
+
 POLICIES_FILE = "policies.json"
 TRUST_LOG = "trust.log"
 RECEIVE_PER_MIN = 600  # 10 a second: far above a conversation, and a runaway loop shows in a minute

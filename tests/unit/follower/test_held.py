@@ -1,4 +1,4 @@
-"""follower.receive.held: the box of held mail; each message kept once, picked by id or unique prefix."""
+"""follower.held: the box of held mail; each message kept once, picked by id or unique prefix."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import pytest
 
 from durable.errors import NotFound, UserError
 from durable.files import write_json
-from follower.receive.held import HELD_DIR, HELD_FILE, HELD_MAX, HELD_MAX_ENV, HeldBox, HeldFull, over_cap
+from follower.held import HELD_DIR, HELD_FILE, HELD_MAX, HELD_MAX_ENV, HeldBox, HeldFull, over_cap
 from tests.unit.samples import FP_A, FP_B, FP_C, hexid
 
 
@@ -172,7 +172,7 @@ def test_a_move_cut_short_shows_each_message_once_and_finishes(tmp_path: Path) -
 HOLDER = """
 import sys
 from pathlib import Path
-from follower.receive.held import HeldBox
+from follower.held import HeldBox
 box = HeldBox(Path(sys.argv[1]), most=1000)
 for n in range(int(sys.argv[2])):
     if box.hold({"id": f"{n:06x}" + "0" * 26, "from": "b" * 32, "name": "bob", "text": "x" * 5000,
