@@ -13,7 +13,7 @@ locks, NDJSON appends): hooks import it on every agent turn.
     spool      Spool: deliver, knows; utc_stamp, the spool's way of writing a time
     registry   sessions.json: who gets a copy of new mail
     process    is a host process still the one that registered?
-    handover   moving unread mail between spools (inside only)
+    transfer   moving unread mail between spools (inside only)
     sessions   register, unregister, list_sessions, gc
     cursor     the pure cursor logic and CursorReader
     peek       the files' names, and "nothing new for this session?" from the standard library

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from durable.errors import NotFound
 from durable.files import fsync_dir, open_private
-from spool_writer import handover, lines, process, registry
+from spool_writer import lines, process, registry, transfer
 from spool_writer.cursor import CursorReader, lock_path
 from spool_writer.index import DeliveredIndex
 from spool_writer.layout import (
@@ -78,7 +78,7 @@ def register(
             _retire(layout, index, records, stand_in, max_bytes, generations)
         inbox = oldest_first(layout.inbox)
         waiting = [line for path in inbox for line in lines.read_lines(path)]
-        took = handover.move(index, layout, waiting, spool, max_bytes, generations)
+        took = transfer.move(index, layout, waiting, spool, max_bytes, generations)
         lines.remove(inbox)
         _create(spool)
         records[sid] = record  # last: until here no mail goes to this spool, so the move is alone
@@ -137,7 +137,7 @@ def _retire(
     spool, cursor_file = layout.session_file(sid), layout.cursor_file(sid)
     with flocked(lock_path(cursor_file)):
         unread = CursorReader(spool, cursor_file).peek().lines
-        moved = handover.move(index, layout, unread, layout.inbox, max_bytes, generations)
+        moved = transfer.move(index, layout, unread, layout.inbox, max_bytes, generations)
         if records.pop(sid, None) is not None:
             registry.save(layout, records)
         # The hook alarms keep their pending batches next to the cursor; they die with it.
