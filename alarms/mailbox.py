@@ -57,7 +57,7 @@ class SessionMail:
         return self.layout.session_file(self.sid).exists()
 
     def take(self) -> list[SpoolRecord]:
-        """New messages, each exactly once across all alarms; the cursor moves before return."""
+        """New messages, each exactly once across all doors; the cursor moves before return."""
         from spool_writer.cursor import CursorReader
 
         spool = self.layout.session_file(self.sid)

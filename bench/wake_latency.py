@@ -5,7 +5,7 @@ Each host program (Claude Code, the Codex TUI, pi, Gemini CLI, Qwen Code and Cop
 runs the real pinned release from tests/hosts against the fake model on loopback, wired as a
 user would wire it: a real relay, alice and bob made contacts through the CLI, bob's follower,
 and the host's alarm (Claude Code: `talk install claude` plugin, monitor and hooks; Codex:
-`talk install codex` hooks and the waker they start; opencode: `talk alarm opencode`; pi:
+`talk install codex` hooks and the waker they start; opencode: `talk door opencode`; pi:
 `talk install pi`'s extension and the door it starts; Gemini CLI: `talk install gemini` hooks,
 which no outside event can run while it is idle; Qwen Code: `talk install qwen`, whose
 SessionStart hook starts the Qwen door; Copilot CLI: `talk install copilot` hooks, which nothing
@@ -345,7 +345,7 @@ class Codex:
 
 
 class Opencode:
-    """`opencode serve` with talk's alarm daemon (`talk alarm opencode`) on one session."""
+    """`opencode serve` with talk's door daemon (`talk door opencode`) on one session."""
 
     name = "opencode"
 

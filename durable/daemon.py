@@ -1,4 +1,4 @@
-"""What a talk daemon (the follower, an opencode alarm) and the command that starts it share.
+"""What a talk daemon (the follower, an opencode door) and the command that starts it share.
 
 A daemon holds a liveness lock for life (`durable.locks.hold_for_life`): the only proof that it
 runs, so a dead or stopped process, or a pid reused by another program, never counts. Beside

@@ -1,7 +1,7 @@
 """The opencode-mesh fields every part checks the same way: a task id's shape, the modes a task
 runs in, the statuses a result reports.
 
-`keys` refuses a peer's message whose fields are not of these shapes; an alarm checks a spool
+`keys` refuses a peer's message whose fields are not of these shapes; a door checks a spool
 line against them again before it shows the line to an agent (a spool line is a file on disk).
 They are plain text shapes with no keys or crypto in them, so they sit below both.
 """

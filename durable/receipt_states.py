@@ -1,11 +1,11 @@
 """The states a receipt can report for a message, in one place.
 
 The receiving side's follower sends them (`follower.receive.receipts`), the gate checks them on arrival
-(`keys.gate`), the sender's outbox ranks them (`follower.send.outbox`), and the alarms name the two
+(`keys.gate`), the sender's outbox ranks them (`follower.send.outbox`), and the doors name the two
 they earn in the hand-over log (`spool_writer.handed`):
 
-- `written`: an alarm handed the message to a door that gives no verdict (bytes accepted by a
-  host's inbox socket, or output the host keeps in a file rather than showing whole);
+- `written`: a door handed the message over through a channel that gives no verdict (bytes
+  accepted by a host's inbox socket, or output the host keeps in a file rather than showing whole);
 - `delivered`: the host showed the message whole to its model (a hook's output it takes inline,
   or the transcript entry carrying the message's id).
 

@@ -452,7 +452,7 @@ class Account:
         return HeldBox(self.folder).pick(which)
 
     def release(self, ids: list[str]) -> int:
-        """Move held messages into the spool, where the agents' alarms take them; each sender
+        """Move held messages into the spool, where the agents' doors take them; each sender
         gets a "spooled" receipt. Returns how many senders could not be told now (they learn
         it on their resend).
 

@@ -2,7 +2,7 @@
 
 The follower hands each opened message to `Spool.deliver`, which appends one NDJSON line to
 the spool of every live registered session (or to the inbox when none is live), durably and
-at most once per id. Every alarm reads its session's spool with a `CursorReader`. This package
+at most once per id. Every door reads its session's spool with a `CursorReader`. This package
 imports only the standard library and the leaf package `durable` (errors, private files,
 locks, NDJSON appends): hooks import it on every agent turn.
 
@@ -18,8 +18,8 @@ locks, NDJSON appends): hooks import it on every agent turn.
     cursor     the pure cursor logic and CursorReader
     peek       the files' names, and "nothing new for this session?" from the standard library
     scan       SpoolScan: every message in the spool, for a person's eyes, no cursor moved
-    handed     the hand-over log: which messages an alarm handed to a session, and how far
-    doorbell   the named pipe by which an alarm tells the follower it handed mail over
+    handed     the hand-over log: which messages a door handed to a session, and how far
+    doorbell   the named pipe by which a door tells the follower it handed mail over
 
 The face (`__all__`, see `durable.faces`): other packages import these modules by name (`from
 spool_writer.cursor import CursorReader`), and from each only the names in its `__all__`. This

@@ -1,4 +1,4 @@
-"""The cursor every alarm reads a session's spool with, so each message is handed on once.
+"""The cursor every door reads a session's spool with, so each message is handed on once.
 
 State: the byte offset reached, the inode of the file it is in, a hash of that file's first
 bytes (how many is remembered), and the last `RECENT` ids handed on. A changed inode means the

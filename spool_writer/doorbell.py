@@ -1,11 +1,11 @@
-"""A doorbell: a named pipe by which an alarm tells the follower "I handed mail over".
+"""A doorbell: a named pipe by which a door tells the follower "I handed mail over".
 
-The follower sends a `delivered` receipt for each message an alarm hands to an agent. Polling the
+The follower sends a `delivered` receipt for each message a door hands to an agent. Polling the
 hand-over log for that would wake an idle follower many times a second; a ring wakes it only when
 there is something to send. The pipe carries no data that matters (a byte, to be read and
 dropped), so nothing any local process writes into it can do more than cost one look at the log.
 
-Ringing never blocks and never fails the alarm: with no follower listening, opening the pipe for
+Ringing never blocks and never fails the door: with no follower listening, opening the pipe for
 writing fails at once (ENXIO), and the follower's slower upkeep still reads the log.
 """
 
@@ -64,7 +64,7 @@ class Doorbell(threading.Thread):
         try:
             self.make()
             # Held open for writing by ourselves too, so reads block instead of seeing EOF
-            # whenever the last alarm closes its end.
+            # whenever the last door closes its end.
             fd = os.open(self.bell, os.O_RDWR | os.O_NOFOLLOW)
         except OSError:
             return  # no bell: the follower's regular upkeep still reads the log

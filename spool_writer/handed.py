@@ -1,12 +1,12 @@
-"""The hand-over log: which messages an alarm has handed to an agent session, and how far.
+"""The hand-over log: which messages a door has handed to an agent session, and how far.
 
-Alarms append one line per message they take from a session's spool, before they move the
+Doors append one line per message they take from a session's spool, before they move the
 cursor (so a crash repeats a line, never loses one), with the receipt state it earned: `delivered`
 when the host shows it whole to its model, `written` when the door gives no verdict (an inbox
 socket accepted the bytes); such a message gets a second, `delivered` line once the host's
 transcript shows it. The follower reads the log from its own offset
 (`durable.ndjson.read_after`), sends each sender that receipt, and only then saves the offset.
-When it has read everything, it empties the log under the same lock. Alarms import it: it needs
+When it has read everything, it empties the log under the same lock. Doors import it: it needs
 only the standard library and the leaf's locked, durable append.
 """
 

@@ -63,7 +63,7 @@ class SpoolLayout:
 
     @property
     def handed(self) -> Path:
-        """Where alarms log what they handed to an agent (see `spool_writer.handed`)."""
+        """Where doors log what they handed to an agent (see `spool_writer.handed`)."""
         return self.root / HANDED_FILE
 
     @property

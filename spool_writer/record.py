@@ -1,7 +1,7 @@
 """SpoolRecord: one received message as one spool line, for the writer and every reader.
 
 The follower builds it (`follower.receive.spool_line`), `Spool.deliver` checks it and adds `received`,
-and the alarms and the CLI read it back with a `CursorReader`. The type is what a writer puts
+and the doors and the CLI read it back with a `CursorReader`. The type is what a writer puts
 there, not what a reader is sure to find: a line read back is data from a file, and
 `cursor.message_of` checks only that it is a JSON object with a string id. So every field that
 steers anything (how a message is framed, whether a task counts as one, a value shown outside

@@ -97,7 +97,7 @@ def session_of(root: Path, pid: int) -> str | None:
 
 
 def _create(spool: Path) -> None:
-    """An empty spool file, so the session's alarm can start watching it at once."""
+    """An empty spool file, so the session's door can start watching it at once."""
     if not spool.exists():
         os.close(open_private(spool, os.O_WRONLY | os.O_CREAT))
         fsync_dir(spool.parent)
@@ -131,7 +131,7 @@ def _retire(
 ) -> int:
     """Hand the session's unread lines to the inbox, then remove its files and its registry entry.
 
-    The cursor's lock is held throughout, so an alarm reading at this moment either takes a
+    The cursor's lock is held throughout, so a door reading at this moment either takes a
     line before it is counted as unread, or finds the spool gone.
     """
     spool, cursor_file = layout.session_file(sid), layout.cursor_file(sid)
@@ -140,7 +140,7 @@ def _retire(
         moved = transfer.move(index, layout, unread, layout.inbox, max_bytes, generations)
         if records.pop(sid, None) is not None:
             registry.save(layout, records)
-        # The hook alarms keep their pending batches next to the cursor; they die with it.
+        # The hook doors keep their pending batches next to the cursor; they die with it.
         pending = spool.with_name(f"{sid}.pending.json")
         lines.remove([*oldest_first(spool), cursor_file, lock_path(cursor_file), pending])
     return moved

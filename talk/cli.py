@@ -331,7 +331,7 @@ def receive(
 ) -> None:
     """Print waiting messages as NDJSON, then acknowledge (delete) them on the relay.
 
-    `talk show` lists them afterwards, beside what you sent; no agent's alarm gets them again.
+    `talk show` lists them afterwards, beside what you sent; no agent's door gets them again.
     """
     from talk import mail
 
@@ -581,7 +581,8 @@ app.command()(purge)
 # The doors: how mail enters agent sessions, host by host (alarms.registry).
 app.add_typer(install_app, name="install")
 app.add_typer(uninstall_app, name="uninstall")
-app.add_typer(alarm_app, name="alarm")
+app.add_typer(alarm_app, name="door")
+app.add_typer(alarm_app, name="alarm", hidden=True)  # its name before "door"; scripts may still say it
 
 
 def mcp_command(

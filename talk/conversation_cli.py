@@ -173,7 +173,7 @@ def held_accept(
     which: Which, yes: Yes = False, user: User = None, relay: Relay = None, passphrase_file: PassFile = None,
     as_json: Json = False,
 ) -> None:
-    """Release held mail into the spool, where the agents' alarms take it."""
+    """Release held mail into the spool, where the agents' doors take it."""
     _release(which, "spooled", yes, user, relay, passphrase_file, as_json)
 
 

@@ -279,7 +279,7 @@ def render_status(report: dict[str, Any]) -> str:
     for x in report["sessions"]:
         state = "live" if x["alive"] else "ended"
         lines.append(f"session {x['sid']} ({x['host']}, pid {x['pid']}, {state}): "
-                     f"{x['unread']} waiting in {x['spool']}\n  alarm: {x['alarm']}")
+                     f"{x['unread']} waiting in {x['spool']}\n  door: {x['alarm']}")
     if not report["sessions"]:
         lines.append("no sessions registered")
     for host in hosts():

@@ -4,7 +4,7 @@ An agent host (Claude Code, Codex, opencode, any MCP client) starts `talk mcp` a
 tools: send_message, list_peers, check_inbox and message_status. The server acts as one
 identity and, once a tool asks for mail, one agent session, so the follower copies new mail into
 that session's spool and check_inbox hands each message on exactly once, through the cursor every
-alarm shares. stdout is the MCP channel: diagnostics go to stderr only.
+door shares. stdout is the MCP channel: diagnostics go to stderr only.
 
 talk's own errors (TalkError) become tool errors carrying their one-line message; anything
 else is left to the SDK, which reports a bare "Error executing tool NAME" and logs the

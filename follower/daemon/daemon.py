@@ -39,7 +39,7 @@ __all__ = ["Follower"]
 
 log = logging.getLogger("talk.follower")
 # Resends, held-mail expiry and a look at the hand-over log, when nothing rang sooner: an idle
-# follower wakes once a second at most. An alarm that hands mail over rings the doorbell, so
+# follower wakes once a second at most. A door that hands mail over rings the doorbell, so
 # `delivered` receipts still leave at once.
 UPKEEP_EVERY_S = 1.0
 

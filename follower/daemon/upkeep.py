@@ -74,11 +74,11 @@ class Upkeep:
         self.offset = int(saved.get("offset", 0)) if isinstance(saved, dict) else 0
 
     def report_delivered(self) -> int:
-        """`written` and `delivered` receipts for what alarms handed to agents since last time."""
+        """`written` and `delivered` receipts for what doors handed to agents since last time."""
         items, end = read_after(self.log, self.offset)
         if end == self.offset:
             return 0
-        # No pause here: a hand-over is timed by the agent's host (the alarm rang the doorbell),
+        # No pause here: a hand-over is timed by the agent's host (the door rang the doorbell),
         # not by a fetch, so sending at once tells the relay nothing about our fetches; and a
         # sender waiting for `delivered` hears of it in milliseconds, not seconds.
         batch = ReceiptBatch()

@@ -1,7 +1,7 @@
 """ReceiveLog: the mail `talk receive` handed out, kept so that `talk show` can show it.
 
 `talk receive` prints mail to whoever ran it and never writes the spool: the spool is what the
-agents' alarms read, and a message put there would reach an agent a second time. Without a
+agents' doors read, and a message put there would reach an agent a second time. Without a
 record of its own, a person who takes mail that way would find only their own side of each
 conversation in `talk show`. So each message handed out gets one line in `received.ndjson` in
 the identity folder: the fields a spool line carries (`spool_writer.record`), with `received`,

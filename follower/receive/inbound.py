@@ -85,7 +85,7 @@ class Dedup(Protocol):
 @dataclass
 class Receiver:
     """`handed_state` is the receipt a handed-on message earns: "spooled" when the caller
-    writes to the spool (an alarm later reports "delivered"), "delivered" when it prints the
+    writes to the spool (a door later reports "delivered"), "delivered" when it prints the
     message to whoever ran `talk receive`."""
 
     identity: Identity

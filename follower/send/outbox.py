@@ -5,7 +5,7 @@ message. States only move forward:
 
     sent → stored → held → spooled → written → delivered        (refused / expired / dropped: final)
 
-`written` (an alarm handed it to a door that gives no verdict) is not final: `delivered` may
+`written` (a door handed it over through a channel that gives no verdict) is not final: `delivered` may
 follow when the host confirms the message reached its model whole.
 
 `recovered`: the receiver refused the message for a reason that sending it again can cure (it

@@ -2,7 +2,7 @@
 
 The opencode alarm speaks plain HTTP to a loopback port. Here the user's opencode (a stand-in
 that records what it is sent) takes a first message; then it goes away and a listener run as
-`nobody` takes the port. The real `talk alarm opencode` must hand that listener nothing, not
+`nobody` takes the port. The real `talk door opencode` must hand that listener nothing, not
 even a request, must not tell the sender the mail arrived, and must say in `talk status` whose
 listener it found; once the user's own server is back, the kept mail reaches it.
 """
@@ -52,7 +52,7 @@ def mail(tmp_path: Path, relay: RelayProcess) -> Iterator[tuple[Agent, Agent, in
     try:
         yield alice, bob, host.pid
     finally:
-        bob.run("alarm", "stop", "opencode", "--session", SID)
+        bob.run("door", "stop", "opencode", "--session", SID)
         bob.run("stop")
         alice.run("stop")
         host.kill()
@@ -65,7 +65,7 @@ def test_another_users_listener_on_the_port_gets_no_mail_and_the_sender_is_not_t
     alice, bob, host_pid = mail
     port = free_port()
     with fake_opencode(port) as own:
-        bob.ok("alarm", "opencode", "--url", own.url, "--session", SID, "--pid", str(host_pid))
+        bob.ok("door", "opencode", "--url", own.url, "--session", SID, "--pid", str(host_pid))
         first = alice.ok("send", "bob", "first, to my own opencode", "--json").json()["id"]
         wait_for(lambda: posted(own, "first, to my own opencode"), 20, "the user's opencode to get mail")
         wait_for(lambda: state(alice, first) == "written", 15, "the written receipt")

@@ -43,7 +43,7 @@ def rig(
         yield r
     finally:
         bob.run("stop")
-        subprocess.run([TALK, "alarm", "stop", "opencode"], env=bob.env(), cwd=REPO,
+        subprocess.run([TALK, "door", "stop", "opencode"], env=bob.env(), cwd=REPO,
                        capture_output=True, timeout=30)
         for pid in pids:
             kill9(pid)

@@ -62,14 +62,14 @@ WARM_S = 60.0  # the first turn of a fresh opencode instance boots it (2-4 s; mo
 
 
 def alarm_run(agent: Agent, *args: str) -> subprocess.CompletedProcess[str]:
-    """`talk alarm ARGS --json`, the real command."""
-    return subprocess.run([TALK, "alarm", *args, "--json"], capture_output=True,
+    """`talk door ARGS --json`, the real command."""
+    return subprocess.run([TALK, "door", *args, "--json"], capture_output=True,
                           text=True, env=agent.env(), cwd=REPO, timeout=60)
 
 
 def alarm(agent: Agent, *args: str) -> dict[str, Any]:
     p = alarm_run(agent, *args)
-    assert p.returncode == 0, f"talk alarm {' '.join(args)} exited {p.returncode}: {p.stderr}"
+    assert p.returncode == 0, f"talk door {' '.join(args)} exited {p.returncode}: {p.stderr}"
     out: dict[str, Any] = json.loads(p.stdout)
     return out
 

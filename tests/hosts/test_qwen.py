@@ -157,7 +157,7 @@ def test_kill_9_of_the_door_at_random_moments_loses_and_repeats_nothing(rig: Qwe
             kill9(pid)
             killed += 1
             wait_for(lambda: rig.door_pid() is None, 10, "the door's lock to drop")
-        started = json.loads(rig.bob.ok("alarm", "qwen", "--json").out)
+        started = json.loads(rig.bob.ok("door", "qwen", "--json").out)
         assert started["pid"] > 0
     assert killed >= 3
     for text in texts:
@@ -274,7 +274,7 @@ def test_a_batch_written_before_a_crash_is_recognised_when_the_door_sends_it_aga
     from spool_writer.layout import SpoolLayout
 
     _started(rig)
-    rig.bob.ok("alarm", "stop", "qwen")
+    rig.bob.ok("door", "stop", "qwen")
     wait_for(lambda: rig.door_pid() is None, 20, "the door to stop")
     text = marker("CRASH-AFTER-WRITE")
     rig.send(text)
@@ -295,7 +295,7 @@ def test_a_batch_written_before_a_crash_is_recognised_when_the_door_sends_it_aga
         inbox.close()
     rig.model.wait_for(text, 60)
     assert not rig.receipt_delivered()  # Qwen's answer went to a process that is gone
-    rig.bob.ok("alarm", "qwen")
+    rig.bob.ok("door", "qwen")
     wait_for(lambda: f"Qwen answered delivered for {batch.msg_id}" in rig.door_log(), 60,
              "Qwen's answer to the resent batch")
     wait_for(rig.receipt_delivered, 30, "alice's delivered receipt")

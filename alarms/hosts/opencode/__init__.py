@@ -1,5 +1,5 @@
 """opencode: a daemon door per opencode session, posting mail to the server as a prompt
-(`alarms/hosts/opencode/`; started by `talk alarm opencode`).
+(`alarms/hosts/opencode/`; started by `talk door opencode`).
 
 Delivered: a prompt the server stored and the session then took (`verdict`); one the server
 lost or left stranded is posted again.
@@ -44,7 +44,7 @@ TITLE = "opencode"
 AUTHOR_ENV: tuple[str, ...] = ("OPENCODE",)
 PROCESS_NAMES: tuple[str, ...] = ("opencode",)
 INSTALL_HELP = (
-    "Say how opencode gets mail: `talk alarm opencode --url URL` starts a door per session "
+    "Say how opencode gets mail: `talk door opencode --url URL` starts a door per session "
     "(nothing to install)."
 )
 UNINSTALL_HELP = "Stop every opencode door of this identity (their mail stays)."
@@ -76,7 +76,7 @@ def paths() -> list[Path]:
 
 
 def wakes(identity: Path | None) -> str:
-    return "talk alarm opencode (prompt_async)"
+    return "talk door opencode (prompt_async)"
 
 
 def door_status(identity: Path) -> tuple[str, Any] | None:

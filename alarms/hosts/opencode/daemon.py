@@ -2,7 +2,7 @@
 
     python -m alarms.opencode --folder IDENTITY_DIR --url http://127.0.0.1:4096 [--session ID] [--pid PID]
 
-`talk alarm opencode` starts it detached (setsid, no terminal). It finds the opencode session
+`talk door opencode` starts it detached (setsid, no terminal). It finds the opencode session
 (or creates one titled "talk"), registers it with talk as host `opencode` with the session id
 as sid, then every `POLL_S` moves new spool mail into its outbox and posts it at once to
 `POST /session/{id}/prompt_async`: one framed block per batch. Into an idle session the post
@@ -25,7 +25,7 @@ e.g. another machine's) the session lives as long as the door.
 
 The door follows one URL and one session. opencode keeps sessions under its HOME, so a server
 restarted with the same HOME and project, on the same port, is found again; one that comes
-back on another port needs `talk alarm opencode --url NEW --session SID`. A session opencode
+back on another port needs `talk door opencode --url NEW --session SID`. A session opencode
 no longer knows (404) is reported in the status and its mail is kept, never dropped.
 
 It hands mail only to the user's own opencode: each connection's other end must belong to the
@@ -291,7 +291,7 @@ class OpencodeDoor:
 def _advice(exc: Exception, sid: str) -> str:
     if isinstance(exc, OpencodeRefused) and exc.status == 404:
         return (f"{exc}; mail is kept. Restart opencode with the same HOME and project, or stop this "
-                f"alarm (`talk alarm stop opencode --session {sid}`) and start one for a live session")
+                f"alarm (`talk door stop opencode --session {sid}`) and start one for a live session")
     if isinstance(exc, OpencodeUntrusted):
         return f"{exc}; mail is kept until your own opencode listens there"
     return f"{exc}; mail is kept and delivered when opencode answers"

@@ -1,7 +1,7 @@
 """opencode's doors as `talk install`, `talk uninstall`, `talk alarm` and `talk doctor` see them.
 
 opencode needs nothing written into its config: its door is a daemon per opencode session
-(`alarms.hosts.opencode.daemon`), started by `talk alarm opencode --url URL` and posting each batch of
+(`alarms.hosts.opencode.daemon`), started by `talk door opencode --url URL` and posting each batch of
 mail to the server as a prompt. So `install` only says how to start one, and `uninstall` stops
 every opencode door of the identity (their mail stays in the spool and their outboxes).
 One door per opencode session; asking again for a session (or, without one, for a server URL)
@@ -21,7 +21,7 @@ from durable.errors import UserError
 
 __all__ = ["live_door", "new_session", "spawn", "stop_doors"]
 
-START = "talk alarm opencode --url URL"
+START = "talk door opencode --url URL"
 
 
 def live_door(folder: Path, url: str, sid: str | None) -> dict[str, Any] | None:
@@ -112,7 +112,7 @@ def wiring(folder: Path | None) -> Wiring:
         r = stuck[0]
         return Wiring(HOST, State.INCOMPLETE,
                       f"the door for session {r['session']} is not running and mail waits for it",
-                      f"talk alarm opencode --url {r['url']} --session {r['session']}")
+                      f"talk door opencode --url {r['url']} --session {r['session']}")
     waiting = [r for r in rows if r["running"] and r["state"] == DoorState.WAITING and r["last_error"]]
     if waiting:
         r = waiting[0]

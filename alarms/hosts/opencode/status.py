@@ -128,7 +128,7 @@ def render_alarm(row: dict[str, Any]) -> str:
     if not row["running"]:
         head = f"opencode door for session {row['session']}: not running"
         head += f" ({row['outbox']} message(s) in its outbox)" if row["outbox"] else ""
-        return head + f"; start it with `talk alarm opencode --url {row['url']} --session {row['session']}`"
+        return head + f"; start it with `talk door opencode --url {row['url']} --session {row['session']}`"
     text = (f"opencode door for session {row['session']} (pid {row['pid']}): {row['state']}, "
             f"{row['url']}, session {row['run']}, delivered {row['delivered']}, waiting {row['waiting']}, "
             f"outbox {row['outbox']}")

@@ -77,6 +77,6 @@ def render_door(row: dict[str, Any]) -> str:
     answers = ", ".join(f"{k} {v}" for k, v in sorted(row["answers"].items())) or "none yet"
     head = (f"Qwen door: running (pid {row['pid']}), serving {len(row['sessions'])} session(s)"
             if row["running"] else
-            "Qwen door: not running (a Qwen session's start runs it; or `talk alarm qwen`)")
+            "Qwen door: not running (a Qwen session's start runs it; or `talk door qwen`)")
     text = f"{head}; {row['waiting']} message(s) not yet queued by Qwen; Qwen's answers: {answers}"
     return text + (f"\n  last error: {row['last_error']}" if row.get("last_error") else "")

@@ -176,7 +176,7 @@ def test_alarm_status_reports_a_dead_alarm_as_stopped_with_its_outbox(tmp_path: 
     assert row["running"] is False and row["state"] == "stopped" and row["outbox"] == 1
     assert row["session"] == "ses_x" and row["host"] == "opencode"
     assert running_pid(tmp_path, "ses_x") is None
-    assert "not running (1 message(s) in its outbox); start it with `talk alarm opencode --url " \
+    assert "not running (1 message(s) in its outbox); start it with `talk door opencode --url " \
         "http://127.0.0.1:1 --session ses_x`" in render_alarm(row)
 
 

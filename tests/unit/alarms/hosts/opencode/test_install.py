@@ -24,4 +24,4 @@ def test_opencode_wiring_warns_only_for_a_stopped_door_with_mail_waiting(tmp_pat
     PromptOutbox(files.outbox).save(PromptOutboxState(new_prompt([record], "x", 1)))  # type: ignore[list-item]
     stuck = opencode_wiring(tmp_path)
     assert (stuck.state, stuck.status) == (State.INCOMPLETE, "warn") and "ses_x" in stuck.detail
-    assert stuck.fix == f"talk alarm opencode --url {URL} --session ses_x"
+    assert stuck.fix == f"talk door opencode --url {URL} --session ses_x"

@@ -20,7 +20,7 @@ def test_a_stopped_door_shows_what_waits_and_how_to_start_it(tmp_path: Path) -> 
     row = door_status(tmp_path)
     assert row is not None and row["running"] is False and row["sessions"] == [] and row["waiting"] == 2
     text = render_door(row)
-    assert "not running" in text and "talk alarm qwen" in text and "delivered 3, held 1" in text
+    assert "not running" in text and "talk door qwen" in text and "delivered 3, held 1" in text
     assert "last error: x: gone" in text
     files.install.unlink()
     assert "talk install qwen" in render_door(door_status(tmp_path) or {})
