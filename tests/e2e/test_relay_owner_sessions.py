@@ -182,6 +182,7 @@ def test_the_replay_window_accepts_each_counter_once(order: list[int]) -> None:
     assert not any(session.fresh_counter(n) for n in order)  # every one a replay now
 
 
+@pytest.mark.own_relay
 def test_the_client_opens_a_new_session_after_a_restart(relay: RelayProcess) -> None:
     alice = publish(relay, "alice")
     tag = secrets.token_hex(16)
