@@ -99,6 +99,11 @@ class RelayProcess:
         self.stop()
         self.start()
 
+    def mailbox_db(self) -> Path:
+        """The database, for reads confined to this test's own mailboxes (`WHERE fp = ?`): those
+        hold on a relay shared with other tests too, unlike reads of the whole database (`db`)."""
+        return self.db
+
 
 @dataclass(frozen=True)
 class RelayClock:
@@ -131,6 +136,9 @@ class LentRelay(RelayProcess):
     @db.setter
     def db(self, value: Path) -> None:
         self._db = value
+
+    def mailbox_db(self) -> Path:
+        return self._db
 
     def start(self) -> Self:
         raise RelayIsShared("starts the relay")
