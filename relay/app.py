@@ -67,6 +67,7 @@ from keys.wire import (
     check_session_mac,
 )
 from relay import logsafe
+from relay.clock import Clock
 from relay.config import RelayConfig
 from relay.errors import ApiError, bad_request, not_found, unknown_mailbox
 from relay.hotpath import ErrorHandler, HotPath
@@ -146,9 +147,11 @@ def _unix_seconds(value: object) -> float | None:
 
 class Relay:
     def __init__(
-        self, store: Store, config: RelayConfig, hub: Hub, metrics: Metrics, store_kind: str
+        self, store: Store, config: RelayConfig, hub: Hub, metrics: Metrics, store_kind: str,
+        clock: Clock = time.time,
     ) -> None:
         self.store = store
+        self.clock = clock  # expiry's wall clock (relay.clock); rate limits use time.monotonic
         self.config = config
         self.hub = hub
         self.metrics = metrics
@@ -253,7 +256,7 @@ class Relay:
         self, fp: str, method: str, path: str, raw_headers: Any, body: bytes
     ) -> None:
         headers = {k.lower(): v for k, v in raw_headers}
-        now = time.time()
+        now = self.clock()
         sid = headers.get(SESSION_HEADER)
         if sid is not None:
             self.check_session(fp, sid, method, path, headers, body, now)
@@ -286,7 +289,7 @@ class Relay:
         if stored is None:  # deleted between the auth and now: nothing to seal to
             raise unknown_mailbox("its owner has not published keys on this relay")
         box_key = KeyBundle.from_json(json.loads(stored)).box_key
-        sid, token = self.tokens.open(fp)
+        sid, token = self.tokens.open(fp, self.clock())
         sealed = SealedBox(PublicKey(box_key)).encrypt(token.key)
         return JSONResponse({"session": sid, "key": b64e(sealed), "expires": int(token.expires)},
                             status_code=201)
@@ -367,7 +370,7 @@ class Relay:
             raise unknown_mailbox("the recipient has not published keys on this relay")
         config = self.config
         outcome, mail_id, woken = await self.store.deposit(
-            fp, tag, blob, time.time(), config.max_mailbox_messages, config.max_mailbox_bytes,
+            fp, tag, blob, self.clock(), config.max_mailbox_messages, config.max_mailbox_bytes,
             config.max_unknown_messages, config.max_unknown_bytes, config.tag_messages, config.tag_bytes,
         )
         if outcome is DepositOutcome.TAG_FULL:
@@ -424,7 +427,7 @@ class Relay:
         await self.register(fp, tags)
         # Acking the previous page in the same request halves a follower's requests under load.
         acks = _hex_list(data, "ack", 1000) if data.get("ack") else []
-        since = time.time() - self.config.ttl_s
+        since = self.clock() - self.config.ttl_s
         deleted, mail = await self.store.next_page(fp, acks, tags, limit + 1, since)
         self.metrics.acks.inc(deleted)
         messages = [{"id": m.id, "tag": m.tag, "blob": b64e(m.blob), "ts": m.created} for m in mail]
@@ -468,7 +471,7 @@ class Relay:
         tag = _path_hex(request, "tag")
         blob = await self.deposited_blob(request, tag, "one sealed contact request")
         outcome = await self.store.redeem_invite(
-            tag, blob, time.time(), self.config.max_mailbox_messages, self.config.max_mailbox_bytes
+            tag, blob, self.clock(), self.config.max_mailbox_messages, self.config.max_mailbox_bytes
         )
         if outcome is RedeemOutcome.STORED:
             self.count_deposit(blob)
@@ -608,15 +611,15 @@ async def _every(seconds: float, job: Callable[[], Awaitable[None]], level: int,
 
 def create_app(
     store: Store, config: RelayConfig | None = None, hub: Hub | None = None,
-    metrics: Metrics | None = None, store_kind: str = "sqlite",
+    metrics: Metrics | None = None, store_kind: str = "sqlite", clock: Clock = time.time,
 ) -> Starlette:
     """`metrics` is always counted; only `relay.metrics.serve_metrics` makes it visible."""
-    relay = Relay(store, config or RelayConfig(), hub or LocalHub(), metrics or Metrics(), store_kind)
+    relay = Relay(store, config or RelayConfig(), hub or LocalHub(), metrics or Metrics(), store_kind, clock)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         async def purge() -> None:
-            await store.purge(time.time(), relay.config.ttl_s)
+            await store.purge(relay.clock(), relay.config.ttl_s)
 
         async def sample_depth() -> None:
             relay.metrics.stored.set(await store.stored())

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import os
 import resource
 import socket
 from collections.abc import Callable
@@ -19,6 +20,7 @@ import uvicorn
 from durable.errors import UserError
 from relay.app import create_app
 from relay.backends import StoreKind, StoreSpec, check_reachable, open_backend
+from relay.clock import TEST_CLOCK_ENV, OffsetClock, relay_clock
 from relay.config import HttpLimits, RelayConfig
 from relay.http_limits import protocol_for
 from relay.metrics import Metrics, serve_metrics
@@ -84,7 +86,11 @@ def build_server(
         serve_metrics(metrics, metrics_port)
     store, hub = open_backend(spec)
     limits = fit_connections(config.http, open_files_limit())
-    app = create_app(store, config, hub, metrics, str(spec.kind))
+    clock = relay_clock(os.environ)
+    if isinstance(clock, OffsetClock):
+        log.warning("relay: %s is set: expiry follows the test clock in %s; never set it in service",
+                    TEST_CLOCK_ENV, clock.path)
+    app = create_app(store, config, hub, metrics, str(spec.kind), clock)
     uv_config = uvicorn.Config(
         app,
         host=host,

@@ -19,6 +19,7 @@ from typing import Any, Self, TypeVar
 import pytest
 from hypothesis import settings
 
+from relay.clock import TEST_CLOCK_ENV, parse_offset
 from tests.hosts import npm as hosts_npm
 from tests.hosts.fake_model import FakeModel
 from tests.hosts.procs import ProcessGroup, reap_home
@@ -46,6 +47,8 @@ class RelayProcess:
     port: int
     extra: list[str] = field(default_factory=list)
     proc: subprocess.Popen[bytes] | None = None
+    env: dict[str, str] = field(default_factory=dict)  # e.g. a test clock (RelayClock.env)
+    log: Path | None = None  # stderr goes here, not to a pipe: a long-lived relay could fill one
 
     @property
     def url(self) -> str:
@@ -58,7 +61,13 @@ class RelayProcess:
         return [TALK, "relay", "--port", str(self.port), *self.store_args(), *self.extra]
 
     def start(self) -> Self:
-        self.proc = subprocess.Popen(self.command(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        env = {k: v for k, v in os.environ.items() if k != TEST_CLOCK_ENV} | self.env
+        if self.log is None:
+            self.proc = subprocess.Popen(self.command(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                                         env=env)
+        else:
+            with open(self.log, "ab") as log:
+                self.proc = subprocess.Popen(self.command(), stdout=subprocess.DEVNULL, stderr=log, env=env)
         deadline = time.monotonic() + 15
         while time.monotonic() < deadline:
             try:
@@ -68,6 +77,8 @@ class RelayProcess:
             except OSError as exc:
                 if self.proc.poll() is not None:
                     err = self.proc.stderr.read().decode() if self.proc.stderr else ""
+                    if self.log is not None:
+                        err = self.log.read_text(errors="replace")
                     raise RuntimeError(f"relay exited: {err}") from exc
                 time.sleep(0.05)
         raise RuntimeError("relay did not start")
@@ -88,9 +99,83 @@ class RelayProcess:
         self.stop()
         self.start()
 
+    def mailbox_db(self) -> Path:
+        """The database, for reads confined to this test's own mailboxes (`WHERE fp = ?`): those
+        hold on a relay shared with other tests too, unlike reads of the whole database (`db`)."""
+        return self.db
+
+
+@dataclass(frozen=True)
+class RelayClock:
+    """A test clock for relays started with its `env` (relay.clock): `advance` moves their wall
+    clock, which decides expiry, ahead of the system's without waiting."""
+
+    path: Path
+
+    @property
+    def env(self) -> dict[str, str]:
+        return {TEST_CLOCK_ENV: str(self.path)}
+
+    def advance(self, seconds: float) -> None:
+        offset = parse_offset(self.path.read_text()) if self.path.exists() else 0.0
+        fresh = self.path.with_name(self.path.name + ".new")
+        fresh.write_text(repr(offset + seconds))
+        os.replace(fresh, self.path)  # whole: the relay reads the file at any moment
+
+
+class LentRelay(RelayProcess):
+    """A test module's relay as one of its tests sees it: the same port, and nothing that would
+    reach the other tests' mail. Each test still has mailboxes of its own (fresh identities), so
+    sharing the process keeps them apart; stopping, restarting or reading the database would not,
+    so each raises and names the marker that gives a test a relay of its own."""
+
+    @property
+    def db(self) -> Path:
+        raise RelayIsShared("reads the relay's database")
+
+    @db.setter
+    def db(self, value: Path) -> None:
+        self._db = value
+
+    def mailbox_db(self) -> Path:
+        return self._db
+
+    def start(self) -> Self:
+        raise RelayIsShared("starts the relay")
+
+    def stop(self, sig: int = signal.SIGTERM) -> None:
+        raise RelayIsShared("stops the relay")
+
+    def restart(self) -> None:
+        raise RelayIsShared("restarts the relay")
+
+
+class RelayIsShared(AssertionError):
+    def __init__(self, what: str) -> None:
+        super().__init__(f"this test {what}, which its module's other tests share: mark it "
+                         "@pytest.mark.own_relay for a relay process of its own")
+
+
+@pytest.fixture(scope="module")
+def module_relay(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RelayProcess]:
+    """One relay process for a test module's tests that only talk to it (see `relay`)."""
+    folder = tmp_path_factory.mktemp("module-relay")
+    r = RelayProcess(folder / "relay.db", free_port(), log=folder / "relay.log").start()
+    yield r
+    r.stop()
+
 
 @pytest.fixture
-def relay(tmp_path: Path) -> Iterator[RelayProcess]:
+def relay(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[RelayProcess]:
+    """A real relay on loopback. Tests marked `own_relay` get a process of their own (to stop,
+    restart or read its database); the others share their module's: starting a relay costs more
+    than most tests, and their identities, hence mailboxes, are fresh per test anyway."""
+    if request.node.get_closest_marker("own_relay") is None:
+        shared: RelayProcess = request.getfixturevalue("module_relay")
+        if shared.proc is None or shared.proc.poll() is not None:
+            raise RuntimeError("the module's relay is gone: a test stopped it without own_relay")
+        yield LentRelay(shared.db, shared.port, list(shared.extra))
+        return
     r = RelayProcess(tmp_path / "relay" / "relay.db", free_port()).start()
     yield r
     r.stop()

@@ -159,7 +159,7 @@ def redeem_as(inviter: Agent, relay: RelayProcess, joiner: Identity) -> None:
 
 def waiting(relay: RelayProcess, fp: str) -> int:
     """How many messages the relay still holds for mailbox `fp` (what was not acked)."""
-    with sqlite3.connect(relay.db) as db:
+    with sqlite3.connect(relay.mailbox_db()) as db:
         return int(db.execute("SELECT COUNT(*) FROM mail WHERE fp = ?", (fp,)).fetchone()[0])
 
 

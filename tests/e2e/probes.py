@@ -26,7 +26,7 @@ def spool_ids(agent: Agent, name: str) -> Counter[str]:
 def relay_mail_count(relay: RelayProcess, agent: Agent) -> int:
     """Mail waiting in `agent`'s mailbox (the receipts its follower sends wait in the senders')."""
     fp = agent.ok("id", "--json").json()["fingerprint"]
-    with sqlite3.connect(relay.db) as db:
+    with sqlite3.connect(relay.mailbox_db()) as db:
         return int(db.execute("SELECT COUNT(*) FROM mail WHERE fp = ?", (fp,)).fetchone()[0])
 
 

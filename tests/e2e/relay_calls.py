@@ -143,8 +143,8 @@ def mail_rows(db: Path) -> int:
 
 
 @contextlib.contextmanager
-def relay_with(tmp_path: Path, *extra: str) -> Iterator[RelayProcess]:
-    relay = RelayProcess(tmp_path / "extra-relay" / "relay.db", free_port(), extra=list(extra))
+def relay_with(tmp_path: Path, *extra: str, env: dict[str, str] | None = None) -> Iterator[RelayProcess]:
+    relay = RelayProcess(tmp_path / "extra-relay" / "relay.db", free_port(), extra=list(extra), env=env or {})
     relay.start()
     try:
         yield relay

@@ -307,6 +307,7 @@ def test_the_send_rate_stops_a_looping_sender(
     assert [row["text"] for row in alice.ok("outbox", "--json").json()] == ["one", "two"]
 
 
+@pytest.mark.own_relay
 def test_receipts_travel_on_their_own_tag(talking: tuple[Agent, Agent, subprocess.Popen[bytes]],
                                           relay: RelayProcess) -> None:
     """The relay cannot tell a receipt's channel from the chat channel's, nor link the two."""
@@ -344,6 +345,7 @@ def test_bad_input_to_the_conversation_commands_is_one_clear_line(pair: tuple[Ag
     assert alice.ok("outbox", "--json").json() == []  # the refused sends left nothing behind
 
 
+@pytest.mark.own_relay
 def test_the_outbox_fetches_waiting_receipts_itself(pair: tuple[Agent, Agent], relay: RelayProcess) -> None:
     """No follower anywhere: bob reads with `talk receive`, whose receipt waits on the relay;
     `talk outbox` takes it rather than showing a state the sender no longer has."""

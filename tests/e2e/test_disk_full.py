@@ -10,6 +10,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from tests.conftest import Agent, RelayProcess, befriend, make_agent, wait_for
 from tests.e2e.conftest import fill
 from tests.e2e.probes import relay_mail_count, spool_ids
@@ -19,6 +21,7 @@ def follower_status(agent: Agent) -> dict[str, Any]:
     return dict(agent.ok("status", "--json").json()["follower"])
 
 
+@pytest.mark.own_relay
 def test_a_full_disk_pauses_the_follower_and_it_resumes_alone(
     tmp_path: Path, relay: RelayProcess, small_disk: Path
 ) -> None:

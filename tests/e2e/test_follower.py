@@ -48,6 +48,7 @@ def test_follow_is_idempotent_and_stops_cleanly(following: tuple[Agent, Agent, i
     assert r.code == 1 and "no contact" in r.err
 
 
+@pytest.mark.own_relay
 def test_pushed_mail_lands_in_the_inbox_once_and_leaves_the_relay(
     following: tuple[Agent, Agent, int], relay: RelayProcess
 ) -> None:
@@ -75,6 +76,7 @@ def wakeups(pid: int) -> int:
     raise AssertionError("no context switch count")
 
 
+@pytest.mark.own_relay
 def test_an_idle_follower_wakes_at_most_once_a_second(
     following: tuple[Agent, Agent, int], relay: RelayProcess
 ) -> None:
@@ -133,6 +135,7 @@ def _identity(agent: Agent, name: str) -> Identity:
     return keystore.unlock(keystore.load(agent.home / name), passphrase)
 
 
+@pytest.mark.own_relay
 def test_follower_takes_only_its_peers_mail_and_never_a_strangers(
     tmp_path: Path, following: tuple[Agent, Agent, int], relay: RelayProcess
 ) -> None:
@@ -182,6 +185,7 @@ def test_three_live_sessions_get_three_copies(following: tuple[Agent, Agent, int
             host.wait()
 
 
+@pytest.mark.own_relay
 def test_relay_down_for_a_minute_then_everything_arrives(
     following: tuple[Agent, Agent, int], relay: RelayProcess
 ) -> None:
@@ -252,6 +256,7 @@ def test_kill_9_while_whole_pages_are_in_flight_spools_each_message_once(
     bob.ok("stop")
 
 
+@pytest.mark.own_relay
 def test_kill_9_fifty_times_and_restart_the_relay_five_times(
     following: tuple[Agent, Agent, int], relay: RelayProcess
 ) -> None:

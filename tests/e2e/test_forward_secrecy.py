@@ -222,6 +222,7 @@ def assert_both_see_it_reestablished(alice: Agent, bob: Agent) -> None:
     assert "session re-established" in said and "session re-established" in heard
 
 
+@pytest.mark.own_relay
 def test_a_forged_card_is_a_pin_mismatch_and_nothing_is_sent(
         pair: tuple[Agent, Agent], relay: RelayProcess) -> None:
     alice, bob = pair
@@ -260,6 +261,7 @@ def test_a_pre_key_message_in_another_senders_envelope_is_refused(
     assert len(refusals) == 2 and "Traceback" not in r.err
 
 
+@pytest.mark.own_relay
 def test_a_follower_killed_between_hand_over_and_commit_loses_nothing_and_delivers_once(
         pair: tuple[Agent, Agent], relay: RelayProcess) -> None:
     alice, bob = pair
@@ -292,6 +294,7 @@ follower.drain()
 """
 
 
+@pytest.mark.own_relay
 def test_a_follower_page_that_holds_a_session_ends_before_a_receipt_that_needs_it(
         pair: tuple[Agent, Agent], relay: RelayProcess) -> None:
     """One fetch brings alice bob's pre-key message (its page then holds her sessions with bob
@@ -345,6 +348,7 @@ def test_verify_shows_the_ratchet_card_the_pinned_key_vouches_for(
     assert r.code != 0 and "PIN MISMATCH" in r.err and "Traceback" not in r.err
 
 
+@pytest.mark.own_relay
 def test_followers_on_both_sides_re_establish_a_lost_session_and_deliver_once(
         pair: tuple[Agent, Agent], relay: RelayProcess) -> None:
     alice, bob = pair
@@ -413,6 +417,7 @@ def added(tmp_path: Path, relay: RelayProcess) -> tuple[Agent, Agent, str]:
     return alice, bob, bob_fp
 
 
+@pytest.mark.own_relay
 def test_verify_before_any_session_shows_the_card_on_the_relay_and_takes_no_key(
         tmp_path: Path, relay: RelayProcess) -> None:
     alice, bob, bob_fp = added(tmp_path, relay)
@@ -429,6 +434,7 @@ def test_verify_before_any_session_shows_the_card_on_the_relay_and_takes_no_key(
     assert alice.ok("verify", "bob", "--json").json()["ratchet_card_from"] == "session"
 
 
+@pytest.mark.own_relay
 def test_a_relay_serving_a_forged_card_fails_verify_with_a_pin_mismatch(
         relay: RelayProcess, tmp_path: Path) -> None:
     alice, bob, bob_fp = added(tmp_path, relay)
@@ -527,6 +533,7 @@ class Thief:
         return "(duplicate)" if opened.duplicate else unwrap(outer, opened.plaintext).text
 
 
+@pytest.mark.own_relay
 def test_a_stolen_current_key_folder_cannot_open_earlier_mail_the_relay_kept(
         relay: RelayProcess, tmp_path: Path) -> None:
     """Alice writes to bob (whose keys are under a passphrase) in the session her acceptance of
@@ -598,6 +605,7 @@ def fallback_on_relay(relay: RelayProcess, fp: str) -> str:
         return str(db.execute("SELECT fallback FROM ratchet_cards WHERE fp = ?", (fp,)).fetchone()[0])
 
 
+@pytest.mark.own_relay
 def test_a_pre_key_message_on_the_fallback_key_opens_with_a_stolen_account_until_it_is_rotated_twice(
         relay: RelayProcess, tmp_path: Path) -> None:
     """The limit the README names. With no one-time key of bob's left, alice's new session
@@ -709,6 +717,7 @@ class FolderThief(Thief):
         return ways + [f"in-flight record {n}" for n, r in enumerate(records) if outer.id.encode() in r]
 
 
+@pytest.mark.own_relay
 def test_a_folder_copied_right_after_receive_opens_none_of_the_mail_it_took(
         relay: RelayProcess, tmp_path: Path) -> None:
     """The relay records every blob; bob (under a passphrase) takes alice's mail with `talk
@@ -746,6 +755,7 @@ def test_a_folder_copied_right_after_receive_opens_none_of_the_mail_it_took(
     assert not any(i.encode() in kept for i in ids)
 
 
+@pytest.mark.own_relay
 def test_a_folder_copied_right_after_a_follower_page_opens_none_of_it(
         relay: RelayProcess, tmp_path: Path) -> None:
     record_deposits(relay)
@@ -767,6 +777,7 @@ def test_a_folder_copied_right_after_a_follower_page_opens_none_of_it(
         bob.run("stop")
 
 
+@pytest.mark.own_relay
 def test_a_relay_holding_a_stolen_folder_cannot_have_mail_that_arrived_sent_again(
         relay: RelayProcess, tmp_path: Path) -> None:
     """A thief with bob's folder (passphrase too) and the relay answers in bob's name that he

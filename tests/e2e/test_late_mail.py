@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import sqlite3
 
+import pytest
+
 from follower.relay.client import RelayClient
 from follower.send.outbox import Outbox
 from keys.encoding import b64d
@@ -27,6 +29,7 @@ def held_back(relay: RelayProcess, agent: Agent, name: str, msg_id: str) -> tupl
     return entry.to, entry.tag, blob
 
 
+@pytest.mark.own_relay
 def test_a_message_held_back_across_ten_turns_is_delivered_once_and_nothing_is_quarantined(
         pair: tuple[Agent, Agent], relay: RelayProcess) -> None:
     alice, bob = pair

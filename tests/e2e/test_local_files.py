@@ -104,6 +104,7 @@ def mail_waiting(relay: RelayProcess, agent: Agent) -> int:
         return int(db.execute("SELECT COUNT(*) FROM mail WHERE fp = ?", (fp,)).fetchone()[0])
 
 
+@pytest.mark.own_relay
 def test_a_planted_spool_link_is_refused_and_the_mail_waits_on_the_relay(
     tmp_path: Path, relay: RelayProcess, pair: tuple[Agent, Agent]
 ) -> None:

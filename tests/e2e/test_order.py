@@ -82,6 +82,7 @@ def follower(pair: tuple[Agent, Agent]) -> Iterator[Agent]:
     bob.run("stop")
 
 
+@pytest.mark.own_relay
 def test_a_replayed_blob_is_shown_once_by_receive_and_by_the_follower(
         pair: tuple[Agent, Agent], relay: RelayProcess, follower: Agent) -> None:
     alice, bob = pair
@@ -130,6 +131,7 @@ def test_two_receives_at_once_print_each_message_once(
     assert set(printed) == set(sent) and max(printed.values()) == 1
 
 
+@pytest.mark.own_relay
 def test_a_dropped_message_shows_as_a_gap_until_it_comes(
         pair: tuple[Agent, Agent], relay: RelayProcess) -> None:
     alice, bob = pair
@@ -152,6 +154,7 @@ def test_a_dropped_message_shows_as_a_gap_until_it_comes(
     assert bob.ok("receive").lines() == []
 
 
+@pytest.mark.own_relay
 def test_a_message_dropped_while_the_follower_waits_is_on_the_next_spool_line(
         pair: tuple[Agent, Agent], relay: RelayProcess, follower: Agent) -> None:
     alice, bob = pair
@@ -181,6 +184,7 @@ def _craft(alice: Agent, bob: Agent, text: str, when: datetime, seq: int | None)
         seal(inner, me.box_secret, peer)
 
 
+@pytest.mark.own_relay
 def test_stale_and_future_dated_mail_is_refused_and_later_mail_flows(
         pair: tuple[Agent, Agent], relay: RelayProcess) -> None:
     alice, bob = pair
@@ -252,6 +256,7 @@ def test_a_store_carried_over_from_seen_log_keeps_its_ids(
     assert (folder / "seen.log").exists() and oct((folder / "channels.db").stat().st_mode & 0o777) == "0o600"
 
 
+@pytest.mark.own_relay
 def test_a_follower_killed_between_spool_and_store_leaves_nothing_to_show_twice(
         pair: tuple[Agent, Agent], relay: RelayProcess, follower: Agent) -> None:
     alice, bob = pair

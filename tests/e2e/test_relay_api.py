@@ -31,7 +31,7 @@ from keys.wire import (
 )
 from relay.app import JSON_LIMIT, create_app
 from relay.sqlite_store import SqliteStore
-from tests.conftest import TALK, RelayProcess, free_port
+from tests.conftest import TALK, RelayClock, RelayProcess, free_port
 from tests.e2e.relay_calls import (
     Reply,
     ack,
@@ -704,12 +704,13 @@ def test_max_mailbox_must_be_positive(tmp_path: Path) -> None:
 
 
 def test_undelivered_mail_expires_and_is_purged(tmp_path: Path) -> None:
-    with relay_with(tmp_path, "--ttl", "1", "--purge-interval", "0.2") as relay:
+    clock = RelayClock(tmp_path / "relay-clock")
+    with relay_with(tmp_path, "--ttl", "60", "--purge-interval", "0.2", env=clock.env) as relay:
         alice = publish(relay)
         tag = new_tag()
         mail_id = deposit(relay, alice.fingerprint, tag, b"short-lived")
         assert waiting(relay, alice, [tag]) == {mail_id: b"short-lived"}
-        time.sleep(1.5)
+        clock.advance(61)  # past the TTL on the relay's clock, which decides expiry
         assert fetch(relay, alice, [tag]) == {"messages": [], "more": False, "deleted": 0}
         deadline = time.monotonic() + 5
         while mail_rows(relay.db) and time.monotonic() < deadline:

@@ -5,14 +5,16 @@ from __future__ import annotations
 import json
 import sqlite3
 import time
+from datetime import UTC, datetime
 from pathlib import Path
 
+import pytest
 from nacl.public import PublicKey
 
 from follower.relay.client import RelayClient
 from keys import keystore
 from keys.envelope import new_message, seal
-from tests.conftest import Agent, RelayProcess, befriend, free_port, make_agent
+from tests.conftest import Agent, RelayClock, RelayProcess, befriend, free_port, make_agent, wait_for
 from tests.faults import DyingProxy
 
 
@@ -32,6 +34,7 @@ def fingerprint(agent: Agent) -> str:
     return str(agent.ok("id", "--json").json()["fingerprint"])
 
 
+@pytest.mark.own_relay
 def test_conversation_both_ways_leaves_nothing_readable_on_the_relay(
     pair: tuple[Agent, Agent], relay: RelayProcess
 ) -> None:
@@ -68,6 +71,7 @@ def _only_as_mailbox(relay: RelayProcess, fp: str) -> bool:
     return bool(senders[0] == 0)
 
 
+@pytest.mark.own_relay
 def test_relay_restart_keeps_undelivered_mail(pair: tuple[Agent, Agent], relay: RelayProcess) -> None:
     alice, bob = pair
     alice.ok("send", "bob", "survives a restart")
@@ -76,7 +80,9 @@ def test_relay_restart_keeps_undelivered_mail(pair: tuple[Agent, Agent], relay: 
 
 
 def test_undelivered_mail_expires(tmp_path: Path) -> None:
-    relay = RelayProcess(tmp_path / "r.db", free_port(), ["--ttl", "2", "--purge-interval", "0.2"])
+    clock = RelayClock(tmp_path / "relay-clock")
+    relay = RelayProcess(tmp_path / "r.db", free_port(), ["--ttl", "60", "--purge-interval", "0.2"],
+                         env=clock.env)
     relay.start()
     try:
         alice = make_agent(tmp_path, relay, "alice", None)
@@ -84,13 +90,14 @@ def test_undelivered_mail_expires(tmp_path: Path) -> None:
         befriend(alice, bob)
         alice.ok("send", "bob", "short-lived")
         assert len(mail_rows(relay)) == 1
-        time.sleep(3)
-        assert mail_rows(relay) == []
+        clock.advance(61)  # past the TTL on the relay's clock; purges run every 0.2 s
+        wait_for(lambda: mail_rows(relay) == [], 5, "the purge of expired mail")
         assert bob.ok("receive").out == ""
     finally:
         relay.stop()
 
 
+@pytest.mark.own_relay
 def test_tampered_ciphertext_is_refused_and_nothing_else_is_lost(
     pair: tuple[Agent, Agent], relay: RelayProcess
 ) -> None:
@@ -113,6 +120,7 @@ def test_tampered_ciphertext_is_refused_and_nothing_else_is_lost(
     assert bob.ok("receive").out == ""
 
 
+@pytest.mark.own_relay
 def test_mail_from_an_unpinned_sender_is_never_shown(
     tmp_path: Path, pair: tuple[Agent, Agent], relay: RelayProcess
 ) -> None:
@@ -147,6 +155,7 @@ def _swap_bundle(relay: RelayProcess, victim_fp: str, impostor_fp: str) -> None:
         db.execute("UPDATE bundles SET bundle = ? WHERE fp = ?", (impostor, victim_fp))
 
 
+@pytest.mark.own_relay
 def test_pin_mismatch_on_add_and_verify(
     tmp_path: Path, pair: tuple[Agent, Agent], relay: RelayProcess
 ) -> None:
@@ -168,6 +177,7 @@ def test_pin_mismatch_on_add_and_verify(
     assert len(relay_mail) == 1 and relay_mail[0][0] == fingerprint(bob)
 
 
+@pytest.mark.own_relay
 def test_pin_mismatch_on_join_sends_nothing(
     tmp_path: Path, alice: Agent, bob: Agent, relay: RelayProcess
 ) -> None:
@@ -187,6 +197,7 @@ def test_pin_mismatch_on_join_sends_nothing(
     bob.ok("join", code)  # the code was not spent by the refused attempt
 
 
+@pytest.mark.own_relay
 def test_oversize_message_is_refused_before_sending(
     pair: tuple[Agent, Agent], relay: RelayProcess
 ) -> None:
@@ -210,8 +221,11 @@ def test_invite_codes_are_single_use_mortal_and_revocable(
     r = carol.run("join", revoked)
     assert r.code == 1 and "revoked" in r.err
 
-    short = alice.ok("invite", "--expires", "0.00002", "--json").json()["code"]
-    time.sleep(2.2)
+    # 0.000001 days is 86 ms: the code's expiry, whole seconds, is at most that far ahead.
+    short_invite = alice.ok("invite", "--expires", "0.000001", "--json").json()
+    short = short_invite["code"]
+    expires = datetime.strptime(short_invite["expires"], "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC).timestamp()
+    wait_for(lambda: time.time() >= expires, 5, "the invite's expiry")
     r = carol.run("join", short)
     assert r.code == 1 and "expired" in r.err
 
@@ -235,6 +249,7 @@ def test_wrong_passphrase_is_a_clear_error(tmp_path: Path, pair: tuple[Agent, Ag
     assert json.loads(before)["private"]["protection"] == "argon2id-secretbox"
 
 
+@pytest.mark.own_relay
 def test_relay_down_is_exit_3_for_receive_and_queued_for_send(
     pair: tuple[Agent, Agent], relay: RelayProcess
 ) -> None:
@@ -247,6 +262,7 @@ def test_relay_down_is_exit_3_for_receive_and_queued_for_send(
     assert r.code == 0 and r.json()["state"] == "queued" and "cannot reach the relay" in r.err
 
 
+@pytest.mark.own_relay
 def test_relay_dying_between_two_acks_loses_nothing_and_repeats_nothing(
     pair: tuple[Agent, Agent], relay: RelayProcess
 ) -> None:

@@ -13,6 +13,8 @@ import json
 import signal
 import subprocess
 
+import pytest
+
 from tests.conftest import TALK, Agent, RelayProcess, wait_for
 
 
@@ -26,6 +28,7 @@ def caller(agent: Agent, *args: str) -> list[str]:
     return ids
 
 
+@pytest.mark.own_relay
 def test_relay_down_send_queues_and_a_retrying_caller_delivers_once(
     pair: tuple[Agent, Agent], relay: RelayProcess
 ) -> None:
@@ -44,6 +47,7 @@ def test_relay_down_send_queues_and_a_retrying_caller_delivers_once(
     assert alice.ok("status", queued["id"], "--json").json()["state"] in ("stored", "delivered")
 
 
+@pytest.mark.own_relay
 def test_a_queued_message_goes_with_the_next_receive(pair: tuple[Agent, Agent], relay: RelayProcess) -> None:
     alice, bob = pair
     relay.stop()
@@ -54,6 +58,7 @@ def test_a_queued_message_goes_with_the_next_receive(pair: tuple[Agent, Agent], 
     assert [(m["id"], m["text"]) for m in got] == [(sent["id"], "queued")]
 
 
+@pytest.mark.own_relay
 def test_a_queued_message_goes_with_the_follower(pair: tuple[Agent, Agent], relay: RelayProcess) -> None:
     alice, bob = pair
     relay.stop()
@@ -72,6 +77,7 @@ def test_a_queued_message_goes_with_the_follower(pair: tuple[Agent, Agent], rela
         alice.run("stop")
 
 
+@pytest.mark.own_relay
 def test_a_final_refusal_leaves_nothing_queued(pair: tuple[Agent, Agent], relay: RelayProcess) -> None:
     alice, _ = pair
     relay.stop()
@@ -108,6 +114,7 @@ def test_ctrl_c_while_waiting_prints_the_id(pair: tuple[Agent, Agent]) -> None:
     assert "Traceback" not in err
 
 
+@pytest.mark.own_relay
 def test_a_wait_cut_short_by_the_relay_still_names_the_sent_message(
     pair: tuple[Agent, Agent], relay: RelayProcess
 ) -> None:

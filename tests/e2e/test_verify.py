@@ -100,6 +100,7 @@ def test_verify_of_an_accepted_contact_only_records_the_check(pair: tuple[Agent,
     assert [e["action"] for e in trust_log(alice, "alice")] == ["verified"]
 
 
+@pytest.mark.own_relay
 def test_a_failed_verify_records_nothing(tmp_path: Path, relay: RelayProcess) -> None:
     alice, bob = added_pair(tmp_path, relay)
     carol = make_agent(tmp_path, relay, "carol", None)

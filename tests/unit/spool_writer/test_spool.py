@@ -27,38 +27,10 @@ from spool_writer.record import SpoolRecord
 from spool_writer.sessions import register
 from spool_writer.spool import Spool
 from tests.conftest import REPO
+from tests.unit.spool_writer.writers import PAGE, killed_writer
 
 ENV = {**os.environ, "PYTHONPATH": str(REPO)}
-
-WRITER = """
-import sys
-from pathlib import Path
-from spool_writer.spool import Spool
-root, tag, count, max_bytes, gens = Path(sys.argv[1]), sys.argv[2], *map(int, sys.argv[3:6])
-spool = Spool(root, max_bytes=max_bytes, generations=gens)
-print("ready", flush=True)
-for i in range(count):
-    print(i, flush=True)  # before the call: the parent must redeliver every id it printed
-    spool.deliver({"id": f"{tag}-{i}", "from": "f" * 32, "name": tag, "text": f"message {i} " + "x" * 60,
-                   "ts": "2024-01-01T00:00:00Z", "kind": "chat"})
-"""
-
-# The same, in batches of 20 as the follower delivers a fetched page (`Spool.batch`).
-BATCH_WRITER = """
-import sys
-from pathlib import Path
-from spool_writer.spool import Spool
-root, tag, count, max_bytes, gens = Path(sys.argv[1]), sys.argv[2], *map(int, sys.argv[3:6])
-spool = Spool(root, max_bytes=max_bytes, generations=gens)
-print("ready", flush=True)
-for start in range(0, count, 20):
-    with spool.batch():
-        for i in range(start, start + 20):
-            print(i, flush=True)
-            spool.deliver({"id": f"{tag}-{i}", "from": "f" * 32, "name": tag, "text": f"m {i} " + "x" * 60,
-                           "ts": "2024-01-01T00:00:00Z", "kind": "chat"})
-"""
-
+WRITERS = "tests.unit.spool_writer.writers"
 
 def message(msg_id: str, text: str = "hello") -> SpoolRecord:
     return {"id": msg_id, "from": "a" * 32, "name": "alice", "text": text,
@@ -162,7 +134,7 @@ def test_a_torn_last_line_is_sealed_into_a_line_of_its_own_before_the_next_appen
 
 def test_eight_processes_appending_at_once_lose_and_tear_nothing(tmp_path: Path) -> None:
     root = tmp_path / "spool"
-    writers = [subprocess.Popen([sys.executable, "-c", WRITER, str(root), f"w{n}", "1000", "65536", "1000"],
+    writers = [subprocess.Popen([sys.executable, "-m", WRITERS, str(root), f"w{n}", "1000", "65536", "1000"],
                                 env=ENV, stdout=subprocess.DEVNULL) for n in range(8)]
     assert [w.wait(timeout=300) for w in writers] == [0] * 8
     inbox = root / "inbox.ndjson"
@@ -172,21 +144,6 @@ def test_eight_processes_appending_at_once_lose_and_tear_nothing(tmp_path: Path)
     assert len(ids) == 8000 and len(set(ids)) == 8000
     for n in range(8):  # each writer's lines stay in its order across generations
         assert [int(i.split("-")[1]) for i in ids if i.startswith(f"w{n}-")] == list(range(1000))
-
-
-def killed_writer(root: Path, writer: str, tag: str, max_bytes: int, rng: random.Random) -> int:
-    """Run `writer` into the spool at `root` and SIGKILL it at a random moment; how many
-    deliveries it had started (each one may or may not have reached the disk)."""
-    child = subprocess.Popen([sys.executable, "-c", writer, str(root), tag, "100000", str(max_bytes),
-                              "10000"], env=ENV, stdout=subprocess.PIPE, text=True)
-    assert child.stdout is not None
-    assert child.stdout.readline() == "ready\n"
-    time.sleep(rng.uniform(0.001, 0.05))  # the fault lands wherever the writer is by then
-    child.send_signal(signal.SIGKILL)
-    assert child.wait() == -signal.SIGKILL
-    started = [int(n) for n in child.stdout.read().split()]
-    child.stdout.close()
-    return max(started, default=-1) + 1
 
 
 def again(tag: str, i: int) -> SpoolRecord:
@@ -212,7 +169,7 @@ def test_sigkill_anywhere_in_deliver_then_redelivery_leaves_each_id_once(
     rng = random.Random(7)
     expected: list[str] = []
     for rnd in range(30):
-        for i in range(killed_writer(root, WRITER, f"r{rnd}", 4096, rng)):
+        for i in range(killed_writer(root, f"r{rnd}", 4096, 1, rng)):
             parent.deliver(again(f"r{rnd}", i))
             expected.append(f"r{rnd}-{i}")
     assert len(expected) > 30
@@ -230,8 +187,8 @@ def test_sigkill_anywhere_in_a_batch_then_redelivery_of_the_page_leaves_each_id_
     rng = random.Random(11)
     expected: list[str] = []
     for rnd in range(20):
-        started = killed_writer(root, BATCH_WRITER, f"r{rnd}", 8192, rng)
-        page_end = -(-started // 20) * 20  # the page in flight comes whole
+        started = killed_writer(root, f"r{rnd}", 8192, PAGE, rng)
+        page_end = -(-started // PAGE) * PAGE  # the page in flight comes whole
         with parent.batch():
             for i in range(page_end):
                 parent.deliver(again(f"r{rnd}", i))

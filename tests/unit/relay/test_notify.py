@@ -1,0 +1,48 @@
+"""relay.notify: the in-process hub wakes each open stream of a mailbox, and only those."""
+
+from __future__ import annotations
+
+import asyncio
+
+from relay.notify import QUEUE_DEPTH, LocalHub
+
+
+def test_a_deposit_wakes_every_stream_of_its_mailbox_and_no_other() -> None:
+    async def scenario() -> None:
+        hub = LocalHub()
+        a1, a2, b = hub.subscribe("a"), hub.subscribe("a"), hub.subscribe("b")
+        assert (hub.streams("a"), hub.streams("b"), hub.streams("c")) == (2, 1, 0)
+        await hub.publish("a", "tag1")
+        assert (a1.get_nowait(), a2.get_nowait()) == ("tag1", "tag1")
+        assert b.empty()
+        await hub.publish("nobody", "tag2")  # no stream open: nothing to wake, nothing kept
+        assert sorted(hub.mailboxes()) == ["a", "b"]
+
+    asyncio.run(scenario())
+
+
+def test_a_slow_stream_holds_at_most_a_full_queue_of_wake_ups() -> None:
+    async def scenario() -> None:
+        hub = LocalHub()
+        queue = hub.subscribe("a")
+        for i in range(QUEUE_DEPTH + 10):
+            await hub.publish("a", f"t{i}")  # never blocks nor raises on a full queue
+        assert queue.qsize() == QUEUE_DEPTH
+
+    asyncio.run(scenario())
+
+
+def test_unsubscribing_the_last_stream_forgets_the_mailbox() -> None:
+    async def scenario() -> None:
+        hub = LocalHub()
+        one, two = hub.subscribe("a"), hub.subscribe("a")
+        hub.unsubscribe("a", one)
+        assert hub.streams("a") == 1 and hub.mailboxes() == ["a"]
+        hub.unsubscribe("a", two)
+        hub.unsubscribe("a", two)  # twice, or for a mailbox never seen: harmless
+        hub.unsubscribe("zzz", one)
+        assert hub.streams("a") == 0 and hub.mailboxes() == []
+        await hub.publish("a", "late")
+        assert one.empty() and two.empty()
+
+    asyncio.run(scenario())
