@@ -22,11 +22,16 @@ from typing import Any, Protocol
 
 from alarms.wiring import Wiring
 
-__all__ = ["Done", "Host", "Option", "Request"]
+__all__ = ["DaemonHost", "Done", "DoorOption", "Host", "Option", "Request"]
 
 # One host-specific option of `talk install HOST` / `talk uninstall HOST`:
 # (flag, Request field it fills: "where" (a path) or "program", help text).
 Option = tuple[str, str, str]
+# One option of a daemon door's `talk alarm HOST` / `talk alarm stop HOST`: (flag, kind, metavar
+# ("" for the default), help text). Kind: "text", "required" (text that must be given), "number",
+# "path", or "switch" (off unless given). Its value reaches the door under the flag's name without
+# the dashes, "-" as "_". Plain tuples: a host's package imports nothing at the top.
+DoorOption = tuple[str, str, str, str]
 
 
 @dataclass(frozen=True)
@@ -94,3 +99,20 @@ class Host(Protocol):
 
     def render_status(self, report: Mapping[str, Any]) -> list[str]:
         """A daemon door's lines in `talk status`, from the report `door_status` filled its key of."""
+
+
+class DaemonHost(Host, Protocol):
+    """A host whose door is a daemon that `talk alarm HOST` starts and `talk alarm stop HOST`
+    stops (`alarms.registry.daemon_hosts` finds them: those whose package has `start_door`)."""
+
+    ALARM_HELP: str  # what `talk alarm NAME` does, for its --help
+    STOP_HELP: str
+    ALARM_OPTIONS: tuple[DoorOption, ...]
+    STOP_OPTIONS: tuple[DoorOption, ...]
+
+    def start_door(self, folder: Path, given: Mapping[str, Any]) -> Done | int:
+        """Start the door for the identity in `folder` (or say the one running); `given` holds
+        ALARM_OPTIONS by key. An int: the door ran in this process (--foreground), its exit status."""
+
+    def stop_door(self, folder: Path, given: Mapping[str, Any]) -> Done:
+        """Stop the identity's door (or doors, as STOP_OPTIONS narrow it); its mail stays."""

@@ -14,9 +14,9 @@ from typing import TYPE_CHECKING, cast
 from durable.errors import UserError
 
 if TYPE_CHECKING:
-    from alarms.door import Host
+    from alarms.door import DaemonHost, Host
 
-__all__ = ["NAMES", "OTHER", "agent_host", "author_env", "host_of", "hosts", "parse_host"]
+__all__ = ["NAMES", "OTHER", "agent_host", "author_env", "daemon_hosts", "host_of", "hosts", "parse_host"]
 
 NAMES = ("claude", "codex", "copilot", "gemini", "opencode", "pi", "qwen")
 OTHER = "other"  # a session registered by a door that does not know its host (`talk mcp --host other`)
@@ -32,6 +32,11 @@ def host_of(name: str) -> Host:
 
 def hosts() -> list[Host]:
     return [host_of(name) for name in NAMES]
+
+
+def daemon_hosts() -> list[DaemonHost]:
+    """The hosts whose door is a daemon (`alarms.door.DaemonHost`): `talk alarm` starts those."""
+    return [cast("DaemonHost", host) for host in hosts() if hasattr(host, "start_door")]
 
 
 def parse_host(value: str) -> str:

@@ -16,7 +16,7 @@ if TYPE_CHECKING:
     from pathlib import Path
     from typing import Any
 
-    from alarms.door import Done, Option, Request
+    from alarms.door import Done, DoorOption, Option, Request
     from alarms.wiring import Wiring
 
 NAME = "opencode"
@@ -29,6 +29,17 @@ INSTALL_HELP = (
 )
 UNINSTALL_HELP = "Stop every opencode door of this identity (their mail stays)."
 OPTIONS: tuple[Option, ...] = ()
+ALARM_HELP = "Start the opencode alarm: new mail becomes a turn of an opencode session (prompt_async)."
+STOP_HELP = "Stop the opencode alarm of one session (default: every opencode alarm of this identity)."
+
+_SESSION: DoorOption = ("--session", "text", "ID", "opencode session id (default: create one titled 'talk').")
+ALARM_OPTIONS: tuple[DoorOption, ...] = (
+    ("--url", "required", "URL", "The opencode server, e.g. http://127.0.0.1:4096."),
+    _SESSION,
+    ("--pid", "number", "PID", "Pid the session lives with (default: the opencode server's)."),
+    ("--foreground", "switch", "", "Run in this terminal instead of detaching."),
+)
+STOP_OPTIONS: tuple[DoorOption, ...] = (_SESSION,)
 
 
 def install_doors(request: Request) -> Done:
@@ -69,3 +80,15 @@ def render_status(report: Mapping[str, Any]) -> list[str]:
     from alarms.hosts.opencode.status import render_alarm
 
     return [render_alarm(row) for row in report.get("alarms", [])]
+
+
+def start_door(folder: Path, given: Mapping[str, Any]) -> Done | int:
+    from alarms.hosts.opencode.alarm import start
+
+    return start(folder, given)
+
+
+def stop_door(folder: Path, given: Mapping[str, Any]) -> Done:
+    from alarms.hosts.opencode.alarm import stop
+
+    return stop(folder, given)

@@ -16,7 +16,7 @@ if TYPE_CHECKING:
     from pathlib import Path
     from typing import Any
 
-    from alarms.door import Done, Option, Request
+    from alarms.door import Done, DoorOption, Option, Request
     from alarms.wiring import Wiring
 
 NAME = "qwen"
@@ -35,6 +35,12 @@ OPTIONS: tuple[Option, ...] = (
     ("--qwen-home", "where", "Qwen Code's home (default: QWEN_HOME or ~/.qwen)."),
     ("--qwen-bin", "program", "The qwen program (default: on PATH)."),
 )
+ALARM_HELP = "Start the Qwen Code door now (its SessionStart hook, from `talk install qwen`, also does)."
+STOP_HELP = "Stop the Qwen Code door (mail stays in its outbox and the spool)."
+ALARM_OPTIONS: tuple[DoorOption, ...] = (
+    ("--qwen-home", "path", "", "Qwen Code's home (default: the one `talk install qwen` used)."),
+)
+STOP_OPTIONS: tuple[DoorOption, ...] = ()
 
 
 def install_doors(request: Request) -> Done:
@@ -76,3 +82,15 @@ def render_status(report: Mapping[str, Any]) -> list[str]:
 
     value = report.get("qwen_door")
     return [render_door(value)] if value else []
+
+
+def start_door(folder: Path, given: Mapping[str, Any]) -> Done:
+    from alarms.hosts.qwen.alarm import start
+
+    return start(folder, given)
+
+
+def stop_door(folder: Path, given: Mapping[str, Any]) -> Done:
+    from alarms.hosts.qwen.alarm import stop
+
+    return stop(folder, given)
