@@ -24,7 +24,7 @@ from typing import Any, Generic, Protocol, TypeVar
 
 from durable.errors import UserError
 from durable.files import read_json, write_json
-from spool_writer.cursor import RECENT, CursorState, Taken, load_state, lock_path, read_new
+from spool_writer.cursor import RECENT, CursorState, load_state, lock_path, read_new
 from spool_writer.layout import flocked, generations
 from spool_writer.record import SpoolRecord
 
@@ -33,19 +33,17 @@ __all__ = ["StateFile", "Take", "taking"]
 
 @dataclass
 class Take:
-    """What one take under the cursor's lock read: the cursor as it was, and what follows it."""
+    """What one take under the cursor's lock read: the cursor as it was, where it goes, and the
+    records in between."""
 
     cursor: CursorState
-    taken: Taken | None  # None: no spool file to read
+    after: CursorState | None  # None: no spool file to read
+    records: list[SpoolRecord]
 
     @property
     def moved(self) -> bool:
         """Whether the cursor moves when the take ends (there was something new to read)."""
-        return self.taken is not None and self.taken.state != self.cursor
-
-    @property
-    def records(self) -> list[SpoolRecord]:
-        return self.taken.records if self.taken is not None else []
+        return self.after is not None and self.after != self.cursor
 
 
 @contextmanager
@@ -61,10 +59,11 @@ def taking(spool_file: Path, cursor_file: Path, keep: int = RECENT) -> Iterator[
     with flocked(lock_path(cursor_file)) as fd:
         os.utime(fd)  # read now, even if nothing was new: `talk gc` must not retire the session
         cursor = load_state(cursor_file)
-        take = Take(cursor, read_new(spool_file, cursor, keep))
+        taken = read_new(spool_file, cursor, keep)
+        take = Take(cursor, None, []) if taken is None else Take(cursor, taken.state, taken.records)
         yield take
-        if take.taken is not None and take.moved:
-            write_json(cursor_file, take.taken.state.to_json())
+        if take.after is not None and take.moved:
+            write_json(cursor_file, take.after.to_json())
 
 
 class Saved(Protocol):
