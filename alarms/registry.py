@@ -2,7 +2,7 @@
 read them from here instead of keeping lists of their own.
 
 Lazy: naming a host imports only its package's `__init__` (constants and functions that import
-the rest when called), never its doors or its install code.
+the rest when called) and `alarms.host_face`, never its doors or its install code.
 """
 
 from __future__ import annotations
@@ -24,10 +24,12 @@ ANY_AGENT_ENV = "AI_AGENT"  # the variable more and more hosts set for their too
 
 
 def host_of(name: str) -> Host:
-    """The host `name` (one of NAMES), as its package presents it."""
+    """The host `name` (one of NAMES): its package, with what every host does alike."""
+    from alarms.host_face import Face
+
     if name not in NAMES:
         raise KeyError(name)
-    return cast("Host", importlib.import_module(f"alarms.hosts.{name}"))
+    return cast("Host", Face(importlib.import_module(f"alarms.hosts.{name}")))
 
 
 def hosts() -> list[Host]:

@@ -4,8 +4,9 @@
 Delivered: a prompt the server stored and the session then took (`verdict`); one the server
 lost or left stranded is posted again.
 
-This module is the host's face (`alarms.door.Host`): constants, and functions that import the
-rest when called. It imports nothing at the top, because hooks load it on every turn.
+This module is the host's face (`alarms.door.HostPackage`; `alarms.host_face` does the rest):
+constants, and functions that import the rest when called. It imports nothing at the top,
+because hooks load it on every turn.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ if TYPE_CHECKING:
     from pathlib import Path
     from typing import Any
 
-    from alarms.door import Done, DoorOption, Option, Request
+    from alarms.door import Done, DoorOption, Option
     from alarms.wiring import Wiring
 
 NAME = "opencode"
@@ -28,6 +29,7 @@ INSTALL_HELP = (
     "(nothing to install)."
 )
 UNINSTALL_HELP = "Stop every opencode door of this identity (their mail stays)."
+WAKES = "talk alarm opencode (prompt_async)"  # for `talk status`
 OPTIONS: tuple[Option, ...] = ()
 ALARM_HELP = "Start the opencode alarm: new mail becomes a turn of an opencode session (prompt_async)."
 STOP_HELP = "Stop the opencode alarm of one session (default: every opencode alarm of this identity)."
@@ -42,32 +44,10 @@ ALARM_OPTIONS: tuple[DoorOption, ...] = (
 STOP_OPTIONS: tuple[DoorOption, ...] = (_SESSION,)
 
 
-def install_doors(request: Request) -> Done:
-    from alarms.hosts.opencode.install import install as run
-
-    return run(request)
-
-
-def uninstall_doors(request: Request) -> Done:
-    from alarms.hosts.opencode.install import uninstall as run
-
-    return run(request)
-
-
 def wiring(identity: Path | None) -> Wiring:
     from alarms.hosts.opencode.install import wiring as judge
 
     return judge(identity)
-
-
-def paths() -> list[Path]:
-    from alarms.hosts.opencode.install import paths as written
-
-    return written()
-
-
-def wakes(identity: Path | None) -> str:
-    return "talk alarm opencode (prompt_async)"
 
 
 def door_status(identity: Path) -> tuple[str, Any] | None:

@@ -4,8 +4,9 @@ a SessionStart hook; and talk's MCP server (`alarms/hosts/qwen/`).
 Delivered: a message Qwen's receipt says it delivered to the session; "held" waits for the
 user's review in /peers, "dropped" is sent again or given up as Qwen says.
 
-This module is the host's face (`alarms.door.Host`): constants, and functions that import the
-rest when called. It imports nothing at the top, because hooks load it on every turn.
+This module is the host's face (`alarms.door.HostPackage`; `alarms.host_face` does the rest):
+constants, and functions that import the rest when called. It imports nothing at the top,
+because hooks load it on every turn.
 """
 
 from __future__ import annotations
@@ -16,8 +17,7 @@ if TYPE_CHECKING:
     from pathlib import Path
     from typing import Any
 
-    from alarms.door import Done, DoorOption, Option, Request
-    from alarms.wiring import Wiring
+    from alarms.door import Done, DoorOption, Option
 
 NAME = "qwen"
 TITLE = "Qwen Code"
@@ -31,6 +31,7 @@ UNINSTALL_HELP = (
     "Take talk out of Qwen Code: the hook, the MCP server, the policy install set, an old "
     "controller grant."
 )
+WAKES = "the Qwen door (Qwen's inbox socket, as a peer: never as the user)"  # for `talk status`
 OPTIONS: tuple[Option, ...] = (
     ("--qwen-home", "where", "Qwen Code's home (default: QWEN_HOME or ~/.qwen)."),
     ("--qwen-bin", "program", "The qwen program (default: on PATH)."),
@@ -41,34 +42,6 @@ ALARM_OPTIONS: tuple[DoorOption, ...] = (
     ("--qwen-home", "path", "", "Qwen Code's home (default: the one `talk install qwen` used)."),
 )
 STOP_OPTIONS: tuple[DoorOption, ...] = ()
-
-
-def install_doors(request: Request) -> Done:
-    from alarms.hosts.qwen.install import install as run
-
-    return run(request)
-
-
-def uninstall_doors(request: Request) -> Done:
-    from alarms.hosts.qwen.install import uninstall as run
-
-    return run(request)
-
-
-def wiring(identity: Path | None) -> Wiring:
-    from alarms.hosts.qwen.install import wiring as judge
-
-    return judge()
-
-
-def paths() -> list[Path]:
-    from alarms.hosts.qwen.install import paths as written
-
-    return written()
-
-
-def wakes(identity: Path | None) -> str:
-    return "the Qwen door (Qwen's inbox socket, as a peer: never as the user)"
 
 
 def door_status(identity: Path) -> tuple[str, Any] | None:

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from alarms.door import DaemonHost, Host
+from alarms.door import DaemonHost, HostPackage
 from alarms.hosts import claude, codex, copilot, gemini, opencode, pi, qwen
 from alarms.registry import NAMES, OTHER, agent_host, daemon_hosts, host_of, parse_host
 from durable.errors import UserError
@@ -36,7 +36,7 @@ def test_the_registry_names_each_host_package_once_and_each_meets_the_contract()
     assert len(set(NAMES)) == len(NAMES) and OTHER not in NAMES
     found = {p.parent.name for p in (ROOT / "alarms" / "hosts").glob("*/__init__.py")}
     assert found == set(NAMES)
-    typed: list[Host] = [claude, codex, copilot, gemini, opencode, pi, qwen]  # mypy checks the contract
+    typed: list[HostPackage] = [claude, codex, copilot, gemini, opencode, pi, qwen]  # mypy checks them
     assert [h.NAME for h in typed] == list(NAMES) == [host_of(n).NAME for n in NAMES]
     daemons: list[DaemonHost] = [opencode, qwen]  # mypy checks the daemon doors' part too
     assert [h.NAME for h in daemon_hosts()] == [h.NAME for h in daemons]
