@@ -19,10 +19,10 @@ from alarms.door import Done, DoorOption
 from talk.help_format import TalkTyper
 from talk.options import Json, User
 from talk.output import result
+from talk.typed_command import keyword, typed
 
 __all__ = ["alarm_app"]
 
-KEYWORD = inspect.Parameter.KEYWORD_ONLY
 KINDS: dict[str, type] = {"text": str, "required": str, "number": int, "path": Path}
 
 alarm_app = TalkTyper(no_args_is_help=True)
@@ -40,13 +40,12 @@ def _parameter(option: DoorOption) -> inspect.Parameter:
     flag, kind, metavar, help_text = option
     key = flag.lstrip("-").replace("-", "_")
     if kind == "switch":
-        return inspect.Parameter(key, KEYWORD, default=False, annotation=Annotated[
-            bool, typer.Option(f"{flag}/--no-{flag.lstrip('-')}", help=help_text)])
+        return keyword(key, Annotated[bool, typer.Option(f"{flag}/--no-{flag.lstrip('-')}", help=help_text)],
+                       False)
+    info = typer.Option(flag, help=help_text, metavar=metavar or None)
     if kind == "required":
-        return inspect.Parameter(key, KEYWORD, annotation=Annotated[
-            str, typer.Option(flag, help=help_text, metavar=metavar or None)])
-    return inspect.Parameter(key, KEYWORD, default=None, annotation=Annotated[
-        KINDS[kind] | None, typer.Option(flag, help=help_text, metavar=metavar or None)])
+        return keyword(key, Annotated[str, info])
+    return keyword(key, Annotated[KINDS[kind] | None, info], None)
 
 
 def command(name: str, run: Callable[[Path, Mapping[str, Any]], Done | int],
@@ -59,14 +58,9 @@ def command(name: str, run: Callable[[Path, Mapping[str, Any]], Done | int],
             raise typer.Exit(done)
         result(done.data, done.said, bool(given.get("as_json")))
 
-    params = [_parameter(option) for option in options]
-    params += [inspect.Parameter("user", KEYWORD, default=None, annotation=User),
-               inspect.Parameter("as_json", KEYWORD, default=False, annotation=Json)]
-    handler.__signature__ = inspect.Signature(params, return_annotation=None)  # type: ignore[attr-defined]
-    handler.__annotations__ = {p.name: p.annotation for p in params} | {"return": None}
-    handler.__doc__ = doc
-    handler.__name__ = f"{name}_alarm"
-    return handler
+    params = [*(_parameter(option) for option in options), keyword("user", User, None),
+              keyword("as_json", Json, False)]
+    return typed(handler, params, doc, f"{name}_alarm")
 
 
 def register() -> None:
