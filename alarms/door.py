@@ -2,9 +2,12 @@
 
 A *host* is an agent program (Claude Code, Codex, ...); a *door* is one way peer mail enters a
 session of it. A hook (a short process the host starts on its turns), a monitor, a daemon and an
-extension are kinds of door. Each host's package, `alarms/hosts/<host>/`, meets `Host` in its
-`__init__`, which imports nothing at the top: hooks load it on every turn, and `alarms.registry`
-loads it for the CLI. Its functions import the host's `install` (and status) modules when called.
+extension are kinds of door. Each host's package, `alarms/hosts/<host>/`, meets `HostPackage` in
+its `__init__`, which imports nothing at the top: hooks load it on every turn, and
+`alarms.registry` loads it for the CLI. `alarms.host_face` makes it a `Host`: what every host does
+alike (install, uninstall and `talk doctor`'s look, through the package's `install` module) is
+written there once; the package has a function of its own only where it differs. A host whose
+door is a daemon meets `DaemonHost` too.
 
 What *delivered* means differs per host, so each host's `__init__` docstring says it: when the
 door counts a message as handed to the model (`durable.receipt_states.Receipt.DELIVERED`).
@@ -22,11 +25,16 @@ from typing import Any, Protocol
 
 from alarms.wiring import Wiring
 
-__all__ = ["Done", "Host", "Option", "Request"]
+__all__ = ["DaemonHost", "Done", "DoorOption", "Host", "HostPackage", "Option", "Request"]
 
 # One host-specific option of `talk install HOST` / `talk uninstall HOST`:
 # (flag, Request field it fills: "where" (a path) or "program", help text).
 Option = tuple[str, str, str]
+# One option of a daemon door's `talk alarm HOST` / `talk alarm stop HOST`: (flag, kind, metavar
+# ("" for the default), help text). Kind: "text", "required" (text that must be given), "number",
+# "path", or "switch" (off unless given). Its value reaches the door under the flag's name without
+# the dashes, "-" as "_". Plain tuples: a host's package imports nothing at the top.
+DoorOption = tuple[str, str, str, str]
 
 
 @dataclass(frozen=True)
@@ -61,8 +69,11 @@ class Done:
     failure: str | None = None
 
 
-class Host(Protocol):
-    """One agent host, as its package `alarms/hosts/<host>/` presents it."""
+class HostPackage(Protocol):
+    """What a host's package `alarms/hosts/<host>/` says in its `__init__`. Besides: WAKES (the
+    line for `wakes`) or its own `wakes(identity)`; its own `wiring(identity)` where the identity
+    matters; `door_status` and `render_status` for a daemon door; its `install` module has
+    `install`, `uninstall`, `paths` and `wiring()` (`alarms.host_face`)."""
 
     NAME: str  # `talk install NAME`, and the host a session registers under in the spool
     TITLE: str  # how people call it: "Claude Code"
@@ -71,6 +82,10 @@ class Host(Protocol):
     OPTIONS: tuple[Option, ...]  # host-specific options of `talk install/uninstall NAME`
     INSTALL_HELP: str  # what `talk install NAME` does, for its --help
     UNINSTALL_HELP: str
+
+
+class Host(HostPackage, Protocol):
+    """One agent host, as talk uses it (`alarms.registry.host_of`)."""
 
     # Not plain `install`: the package's `install` module, once imported, would take that name.
     def install_doors(self, request: Request) -> Done:
@@ -94,3 +109,22 @@ class Host(Protocol):
 
     def render_status(self, report: Mapping[str, Any]) -> list[str]:
         """A daemon door's lines in `talk status`, from the report `door_status` filled its key of."""
+
+
+class DaemonHost(Protocol):
+    """A host whose door is a daemon that `talk alarm HOST` starts and `talk alarm stop HOST`
+    stops, as its package says (`alarms.registry.daemon_hosts` finds them: those with `start_door`)."""
+
+    NAME: str
+    TITLE: str
+    ALARM_HELP: str  # what `talk alarm NAME` does, for its --help
+    STOP_HELP: str
+    ALARM_OPTIONS: tuple[DoorOption, ...]
+    STOP_OPTIONS: tuple[DoorOption, ...]
+
+    def start_door(self, folder: Path, given: Mapping[str, Any]) -> Done | int:
+        """Start the door for the identity in `folder` (or say the one running); `given` holds
+        ALARM_OPTIONS by key. An int: the door ran in this process (--foreground), its exit status."""
+
+    def stop_door(self, folder: Path, given: Mapping[str, Any]) -> Done:
+        """Stop the identity's door (or doors, as STOP_OPTIONS narrow it); its mail stays."""

@@ -1,11 +1,12 @@
 """Exactly-once hand-over for doors whose output the host writes into its own transcript.
 
 The hook and monitor doors move the session's cursor *before* they print (a Stop hook must
-never see the same mail twice, or it would block forever). Alone, that is at-most-once: an
+never see the same mail twice, or it would block forever). Alone, that is at-most-once: a
 door killed between the cursor's save and the host reading its output loses the batch. So,
-under the cursor's lock and before the cursor is saved (like `alarms.hosts.opencode.outbox`), the
-batch's ids go into `sessions/SID.pending.json` with when and by whom they were taken. Every
-later door run for the session first reconciles that file against the host's transcript:
+under the cursor's lock and before the cursor is saved (`alarms.outbox.taking`, as every door
+takes mail), the batch's ids go into `sessions/SID.pending.json` with when and by whom they were
+taken. Every later door run for the session first reconciles that file against the host's
+transcript:
 
 - every id's marker (`id MSGID`, which every framed message carries) appears in the
   transcript after the batch was taken: delivered, forget it;
@@ -45,11 +46,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from alarms.outbox import taking
 from durable.files import read_json, write_json
 from durable.receipt_states import Receipt
 from spool_writer import handed as handed_log
 from spool_writer import process
-from spool_writer.cursor import RECENT, load_state, lock_path, message_of, read_new
+from spool_writer.cursor import lock_path, message_of
 from spool_writer.layout import SpoolLayout, flocked, generations
 from spool_writer.peek import PENDING_SUFFIX as SUFFIX
 from spool_writer.record import SpoolRecord
@@ -151,6 +153,9 @@ def missing(batch: PendingBatch, seen: Seen) -> list[str]:
 
 
 def load(path: Path) -> list[PendingBatch]:
+    """The session's pending batches. Unlike a daemon door's `alarms.outbox.StateFile`, which
+    stops its door when damaged, a damaged file here reads as empty: a hook runs inside the
+    host's turn and must never stop it, so those batches fall back to at-most-once."""
     data = read_json(path, None)
     if not isinstance(data, dict):
         return []
@@ -161,6 +166,7 @@ def load(path: Path) -> list[PendingBatch]:
 
 
 def save(path: Path, batches: Sequence[PendingBatch]) -> None:
+    """Also unlike a `StateFile`: nothing pending leaves no file at all."""
     if batches:
         write_json(path, {"v": VERSION, "batches": [b.to_json() for b in batches]})
     else:
@@ -227,20 +233,16 @@ def take(layout: SpoolLayout, sid: str, transcript: str | None, *, record: bool,
     what they earn (default: all; `delivered` for OUTPUT, nothing yet for INBOX); the rest is
     released under the same lock.
     """
-    spool_file, cursor_file = layout.session_file(sid), layout.cursor_file(sid)
-    if not (spool_file.exists() or generations(spool_file)):
-        return []
+    spool_file = layout.session_file(sid)
     path = Path(pending_file(str(layout.sessions_dir), sid))
-    with flocked(lock_path(cursor_file)) as fd:
-        os.utime(fd)  # read now, even if nothing was new: `talk gc` must not retire the session
+    with taking(spool_file, layout.cursor_file(sid)) as take:
+        if take is None:
+            return []
         batches = load(path)
         kept, again, shown = reconciled(batches, transcript if reconcile else None)
-        cursor = load_state(cursor_file)
-        taken = read_new(spool_file, cursor, RECENT)
-        fresh = taken.records if taken is not None else []
         out = records_by_id(spool_file, again)
         known = {r["id"] for r in out}
-        out += [r for r in fresh if r["id"] not in known]
+        out += [r for r in take.records if r["id"] not in known]
         everything = (len(out), Receipt.DELIVERED if door == OUTPUT else None)
         n, earned = everything if fit is None or not out else fit(out)
         out, rest = out[:n], out[n:]
@@ -256,8 +258,6 @@ def take(layout: SpoolLayout, sid: str, transcript: str | None, *, record: bool,
         handed_log.record(layout.handed, records_by_id(spool_file, shown) if shown else [], sid)
         if earned is not None:
             handed_log.record(layout.handed, out, sid, earned)
-        if taken is not None and taken.state != cursor:
-            write_json(cursor_file, taken.state.to_json())
     return out
 
 

@@ -2,7 +2,7 @@
 read them from here instead of keeping lists of their own.
 
 Lazy: naming a host imports only its package's `__init__` (constants and functions that import
-the rest when called), never its doors or its install code.
+the rest when called) and `alarms.host_face`, never its doors or its install code.
 """
 
 from __future__ import annotations
@@ -14,9 +14,9 @@ from typing import TYPE_CHECKING, cast
 from durable.errors import UserError
 
 if TYPE_CHECKING:
-    from alarms.door import Host
+    from alarms.door import DaemonHost, Host
 
-__all__ = ["NAMES", "OTHER", "agent_host", "author_env", "host_of", "hosts", "parse_host"]
+__all__ = ["NAMES", "OTHER", "agent_host", "author_env", "daemon_hosts", "host_of", "hosts", "parse_host"]
 
 NAMES = ("claude", "codex", "copilot", "gemini", "opencode", "pi", "qwen")
 OTHER = "other"  # a session registered by a door that does not know its host (`talk mcp --host other`)
@@ -24,14 +24,21 @@ ANY_AGENT_ENV = "AI_AGENT"  # the variable more and more hosts set for their too
 
 
 def host_of(name: str) -> Host:
-    """The host `name` (one of NAMES), as its package presents it."""
+    """The host `name` (one of NAMES): its package, with what every host does alike."""
+    from alarms.host_face import Face
+
     if name not in NAMES:
         raise KeyError(name)
-    return cast("Host", importlib.import_module(f"alarms.hosts.{name}"))
+    return cast("Host", Face(importlib.import_module(f"alarms.hosts.{name}")))
 
 
 def hosts() -> list[Host]:
     return [host_of(name) for name in NAMES]
+
+
+def daemon_hosts() -> list[DaemonHost]:
+    """The hosts whose door is a daemon (`alarms.door.DaemonHost`): `talk alarm` starts those."""
+    return [cast("DaemonHost", host) for host in hosts() if hasattr(host, "start_door")]
 
 
 def parse_host(value: str) -> str:

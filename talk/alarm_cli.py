@@ -1,33 +1,33 @@
-"""`talk alarm opencode|qwen` and `talk alarm stop opencode|qwen`: start and stop daemon doors.
+"""`talk alarm HOST` and `talk alarm stop HOST`: start and stop daemon doors, one pair of commands
+per host in `alarms.registry.daemon_hosts`.
 
-Options and output only: starting, finding and stopping the doors is `alarms.hosts.opencode.install`
-and `alarms.hosts.qwen.daemon`'s.
+Each host's package says what its commands do and which options they take
+(`alarms.door.DaemonHost`); this module only turns that into typer commands and prints what they
+return. The options every one shares: --user and --json.
 """
 
 from __future__ import annotations
 
+import inspect
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
+from alarms.door import Done, DoorOption
 from talk.help_format import TalkTyper
 from talk.options import Json, User
 from talk.output import result
+from talk.typed_command import keyword, typed
 
-alarm_app = TalkTyper(
-    help="Daemon doors: bring mail into agent sessions as it arrives (opencode, Qwen Code).",
-    no_args_is_help=True,
-)
+__all__ = ["alarm_app"]
+
+KINDS: dict[str, type] = {"text": str, "required": str, "number": int, "path": Path}
+
+alarm_app = TalkTyper(no_args_is_help=True)
 stop_app = TalkTyper(help="Stop a daemon door.", no_args_is_help=True)
 alarm_app.add_typer(stop_app, name="stop")
-
-Url = Annotated[str, typer.Option(
-    "--url", metavar="URL", help="The opencode server, e.g. http://127.0.0.1:4096.")]
-SessionOpt = Annotated[
-    str | None, typer.Option(
-        "--session", metavar="ID", help="opencode session id (default: create one titled 'talk').")
-]
 
 
 def _folder(user: str | None) -> Path:
@@ -36,92 +36,43 @@ def _folder(user: str | None) -> Path:
     return open_account(user, None, None).folder
 
 
-@alarm_app.command("opencode")
-def opencode(
-    url: Url,
-    session: SessionOpt = None,
-    pid: Annotated[
-        int | None, typer.Option(
-            "--pid", metavar="PID", help="Pid the session lives with (default: the opencode server's).")
-    ] = None,
-    foreground: Annotated[bool, typer.Option(help="Run in this terminal instead of detaching.")] = False,
-    user: User = None, as_json: Json = False,
-) -> None:
-    """Start the opencode alarm: new mail becomes a turn of an opencode session (prompt_async)."""
-    from alarms.hosts.opencode.api import split_url
-    from durable.errors import UserError
-    from spool_writer.layout import check_sid
-
-    try:
-        split_url(url)
-    except ValueError as exc:
-        raise UserError(str(exc)) from exc
-    url = url.rstrip("/")
-    from alarms.hosts.opencode.install import live_door, new_session, spawn
-
-    folder = _folder(user)
-    live = live_door(folder, url, check_sid(session) if session else None)
-    if live is not None:
-        _report(live["pid"], live["session"], url, False,
-                f"opencode alarm already running for session {live['session']} (pid {live['pid']})", as_json)
-        return
-    sid = session or new_session(url)
-    if foreground:
-        from alarms.hosts.opencode.daemon import run
-
-        raise typer.Exit(run(folder, url, sid, pid, foreground=True))
-    child = spawn(folder, url, sid, pid)
-    _report(child, sid, url, True, f"opencode alarm for session {sid} at {url} (pid {child})", as_json)
+def _parameter(option: DoorOption) -> inspect.Parameter:
+    flag, kind, metavar, help_text = option
+    key = flag.lstrip("-").replace("-", "_")
+    if kind == "switch":
+        return keyword(key, Annotated[bool, typer.Option(f"{flag}/--no-{flag.lstrip('-')}", help=help_text)],
+                       False)
+    info = typer.Option(flag, help=help_text, metavar=metavar or None)
+    if kind == "required":
+        return keyword(key, Annotated[str, info])
+    return keyword(key, Annotated[KINDS[kind] | None, info], None)
 
 
-def _report(pid: int, sid: str, url: str, started: bool, human: str, as_json: bool) -> None:
-    result({"pid": pid, "session": sid, "url": url, "started": started}, human, as_json)
+def command(name: str, run: Callable[[Path, Mapping[str, Any]], Done | int],
+            options: tuple[DoorOption, ...], doc: str) -> Callable[..., None]:
+    """A typer command for host `name`'s door: its own options, then --user and --json."""
+
+    def handler(**given: Any) -> None:
+        done = run(_folder(given.pop("user", None)), given)
+        if isinstance(done, int):  # the door ran in this terminal until it stopped
+            raise typer.Exit(done)
+        result(done.data, done.said, bool(given.get("as_json")))
+
+    params = [*(_parameter(option) for option in options), keyword("user", User, None),
+              keyword("as_json", Json, False)]
+    return typed(handler, params, doc, f"{name}_alarm")
 
 
-@alarm_app.command("qwen")
-def qwen(
-    qwen_home: Annotated[
-        Path | None,
-        typer.Option("--qwen-home", help="Qwen Code's home (default: the one `talk install qwen` used)."),
-    ] = None,
-    user: User = None, as_json: Json = False,
-) -> None:
-    """Start the Qwen Code door now (its SessionStart hook, from `talk install qwen`, also does)."""
-    from alarms.hosts.qwen.daemon import ensure, installed_home, require_installed
-    from alarms.hosts.qwen.registry import qwen_home as default_home
+def register() -> None:
+    """A start and a stop command per daemon door, in the registry's order."""
+    from alarms.registry import daemon_hosts
 
-    folder = _folder(user)
-    require_installed(folder)  # refuse early, with the fix
-    home = qwen_home or installed_home(folder) or default_home()
-    pid = ensure(folder, home.expanduser().resolve())
-    result({"pid": pid}, f"Qwen door running (pid {pid})", as_json)
+    hosts = daemon_hosts()
+    for host in hosts:
+        alarm_app.command(host.NAME)(command(host.NAME, host.start_door, host.ALARM_OPTIONS, host.ALARM_HELP))
+        stop_app.command(host.NAME)(command(host.NAME, host.stop_door, host.STOP_OPTIONS, host.STOP_HELP))
+    titles = ", ".join(host.TITLE for host in hosts)
+    alarm_app.info.help = f"Daemon doors: bring mail into agent sessions as it arrives ({titles})."
 
 
-@stop_app.command("qwen")
-def stop_qwen(user: User = None, as_json: Json = False) -> None:
-    """Stop the Qwen Code door (mail stays in its outbox and the spool)."""
-    from alarms.hosts.qwen.status import running_pid
-    from durable import daemon
-
-    folder = _folder(user)
-    pid = running_pid(folder)
-    if pid is None or pid <= 0:
-        result({"stopped": None}, "no Qwen door is running", as_json)
-        return
-    daemon.stop([pid], lambda: running_pid(folder) is not None, "Qwen door")
-    result({"stopped": pid}, f"stopped the Qwen door (pid {pid})", as_json)
-
-
-@stop_app.command("opencode")
-def stop_opencode(session: SessionOpt = None, user: User = None, as_json: Json = False) -> None:
-    """Stop the opencode alarm of one session (default: every opencode alarm of this identity)."""
-    from alarms.hosts.opencode.install import stop_doors
-
-    stopped = stop_doors(_folder(user), session)
-    if not stopped:
-        result({"stopped": []}, "no opencode alarm is running", as_json)
-        return
-    rows = stopped
-    result({"stopped": stopped},
-           "\n".join(f"stopped the opencode alarm of session {r['session']} (pid {r['pid']})" for r in rows),
-           as_json)
+register()

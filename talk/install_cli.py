@@ -20,10 +20,9 @@ from alarms.door import Done, Request
 from talk.help_format import TalkTyper
 from talk.options import Json, User
 from talk.output import result, warn
+from talk.typed_command import keyword, typed
 
 __all__ = ["install_app", "uninstall_app"]
-
-KEYWORD = inspect.Parameter.KEYWORD_ONLY
 
 install_app = TalkTyper(help="Install talk's doors into an agent host (hooks, plugin, extension).",
                         no_args_is_help=True)
@@ -51,9 +50,9 @@ def show(done: Done, as_json: bool) -> None:
 
 
 def _option(flag: str, field: str, help_text: str) -> inspect.Parameter:
-    typed: Any = (Annotated[Path | None, typer.Option(flag, help=help_text)] if field == "where" else
-                  Annotated[str | None, typer.Option(flag, metavar="PROGRAM", help=help_text)])
-    return inspect.Parameter(field, KEYWORD, default=None, annotation=typed)
+    kind: Any = (Annotated[Path | None, typer.Option(flag, help=help_text)] if field == "where" else
+                 Annotated[str | None, typer.Option(flag, metavar="PROGRAM", help=help_text)])
+    return keyword(field, kind, None)
 
 
 def command(name: str, run: Callable[[Request], Done], doc: str, with_user: bool) -> Callable[..., None]:
@@ -69,13 +68,9 @@ def command(name: str, run: Callable[[Request], Done], doc: str, with_user: bool
 
     params = [_option(*option) for option in host.OPTIONS]
     if with_user:
-        params.append(inspect.Parameter("user", KEYWORD, default=None, annotation=User))
-    params.append(inspect.Parameter("as_json", KEYWORD, default=False, annotation=Json))
-    handler.__signature__ = inspect.Signature(params, return_annotation=None)  # type: ignore[attr-defined]
-    handler.__annotations__ = {p.name: p.annotation for p in params} | {"return": None}
-    handler.__doc__ = doc
-    handler.__name__ = f"{name}_command"
-    return handler
+        params.append(keyword("user", User, None))
+    params.append(keyword("as_json", Json, False))
+    return typed(handler, params, doc, f"{name}_command")
 
 
 def register() -> None:

@@ -6,9 +6,10 @@ at SessionStart, UserPromptSubmit, PostToolUse and Stop hand on what the monitor
 Delivered: a message the inbox socket accepted, or one a hook printed and the session's
 transcript then shows (`alarms.handover` reconciles a batch with the transcript).
 
-This module is the host's face (`alarms.door.Host`): constants, and functions that import the
-rest when called. It imports nothing at the top but its face's loader (`durable.faces`, which
-needs only `sys`), because hooks load it on every turn; `__all__` lists the modules others import.
+This module is the host's face (`alarms.door.HostPackage`; `alarms.host_face` does the rest):
+constants, and functions that import the rest when called. It imports nothing at the top but
+its face's loader (`durable.faces`, which needs only `sys`), because hooks load it on every
+turn; `__all__` lists what others read of it.
 """
 
 from __future__ import annotations
@@ -17,12 +18,9 @@ from durable.faces import face
 
 TYPE_CHECKING = False  # not typing.TYPE_CHECKING: hooks import this package on every turn
 if TYPE_CHECKING:
-    from collections.abc import Mapping
     from pathlib import Path
-    from typing import Any
 
-    from alarms.door import Done, Option, Request
-    from alarms.wiring import Wiring
+    from alarms.door import Option
 
 __all__ = (
     "AUTHOR_ENV",
@@ -53,40 +51,8 @@ OPTIONS: tuple[Option, ...] = (
 )
 
 
-def install_doors(request: Request) -> Done:
-    from alarms.hosts.claude.install import install as run
-
-    return run(request)
-
-
-def uninstall_doors(request: Request) -> Done:
-    from alarms.hosts.claude.install import uninstall as run
-
-    return run(request)
-
-
-def wiring(identity: Path | None) -> Wiring:
-    from alarms.hosts.claude.install import wiring as judge
-
-    return judge()
-
-
-def paths() -> list[Path]:
-    from alarms.hosts.claude.install import paths as written
-
-    return written()
-
-
 def wakes(identity: Path | None) -> str:
     from alarms.hosts.claude.install import session_door
     from alarms.hosts.claude.install import wiring as plugin_wiring
 
     return session_door(plugin_wiring())
-
-
-def door_status(identity: Path) -> tuple[str, Any] | None:
-    return None
-
-
-def render_status(report: Mapping[str, Any]) -> list[str]:
-    return []

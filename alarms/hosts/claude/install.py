@@ -26,7 +26,7 @@ from typing import Any
 
 from alarms.door import Done, Request
 from alarms.host_config import read_config
-from alarms.host_files import copy_file, copy_tree, tighten, tree, write_file
+from alarms.host_files import copy_tree, tighten, tree, write_file
 from alarms.hosts.claude import NAME as HOST
 from alarms.wiring import State, Wiring, guarded, missing_program
 from durable.errors import UserError
@@ -47,7 +47,8 @@ def plugin_source() -> Path:
 
 
 def monitor_source() -> Path:
-    """alarms/claude_monitor.sh, the plugin's monitor launcher (the path the design card names)."""
+    """alarms/claude_monitor.sh, where the design card names the monitor: it runs the plugin's
+    own launcher (`MONITOR`), the one source, which a marketplace install gets with the folder."""
     return Path(__file__).resolve().parents[2] / "claude_monitor.sh"
 
 
@@ -71,16 +72,13 @@ def marketplace(description: str) -> dict[str, Any]:
 def copy_plugin(target: Path, python: str, home: Path, user: str | None) -> Path:
     """Copy the plugin to `target` (replacing talk's files there) and record the interpreter."""
     source = plugin_source()
-    if not ((source / ".claude-plugin" / "plugin.json").is_file() and monitor_source().is_file()):
+    if not ((source / ".claude-plugin" / "plugin.json").is_file() and (source / MONITOR).is_file()):
         raise UserError(f"talk's Claude Code plugin is missing from {source.parent}; reinstall talk "
                         "(pip install --force-reinstall talk-mailbox)")
     if target.resolve() == source:
         raise UserError(f"{target} is the plugin shipped with talk; choose another --dir")
     copy_tree(source, target, skip=lambda p: p.name == "__pycache__" or p.suffix == ".pyc",
               executable=lambda rel: str(rel) in EXECUTABLES)
-    # The plugin folder holds a copy of the launcher for installs from the repository's
-    # marketplace; what talk installs is the adapter itself.
-    copy_file(monitor_source(), target / MONITOR, executable=True)
     write_file(target / ENV_FILE, env_text(python, home, user).encode())
     manifest = json.loads((source / ".claude-plugin" / "plugin.json").read_text())
     write_file(target / ".claude-plugin" / "marketplace.json",

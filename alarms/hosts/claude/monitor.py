@@ -27,6 +27,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from alarms import handover, mailbox
+from alarms.door_stdio import emit_stdout, teller
 from alarms.hosts.claude import NAME as HOST
 from alarms.hosts.claude.inbox import DoorError, InboxDoor, find_door, hand_on
 from alarms.hosts.claude.session import claude_pid, session_id, transcript_path
@@ -105,14 +106,7 @@ def connect(sid: str, pid: int, alive: Alive) -> SessionMail | None:
     return mailbox.connect(sid, HOST, pid, alive, say, RETRY_S)
 
 
-def say(message: str) -> None:
-    sys.stderr.write(f"talk monitor: {message}\n")
-    sys.stderr.flush()
-
-
-def emit_stdout(line: str) -> None:
-    sys.stdout.write(line + "\n")
-    sys.stdout.flush()
+say = teller("monitor")
 
 
 def idle(alive: Alive) -> None:

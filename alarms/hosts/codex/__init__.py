@@ -4,9 +4,10 @@ that starts a turn in an idle TUI session (`alarms/hosts/codex/`).
 Delivered: a batch the hook printed and Codex's rollout file then shows (`alarms.handover`); a
 payload without a rollout (an ephemeral thread) counts the print as the hand-over.
 
-This module is the host's face (`alarms.door.Host`): constants, and functions that import the
-rest when called. It imports nothing at the top but its face's loader (`durable.faces`, which
-needs only `sys`), because hooks load it on every turn; `__all__` lists the modules others import.
+This module is the host's face (`alarms.door.HostPackage`; `alarms.host_face` does the rest):
+constants, and functions that import the rest when called. It imports nothing at the top but
+its face's loader (`durable.faces`, which needs only `sys`), because hooks load it on every
+turn; `__all__` lists what others read of it.
 """
 
 from __future__ import annotations
@@ -15,12 +16,7 @@ from durable.faces import face
 
 TYPE_CHECKING = False  # not typing.TYPE_CHECKING: hooks import this package on every turn
 if TYPE_CHECKING:
-    from collections.abc import Mapping
-    from pathlib import Path
-    from typing import Any
-
-    from alarms.door import Done, Option, Request
-    from alarms.wiring import Wiring
+    from alarms.door import Option
 
 __all__ = (
     "AUTHOR_ENV",
@@ -50,43 +46,8 @@ INSTALL_HELP = (
     "and at the end of a turn)."
 )
 UNINSTALL_HELP = "Take talk's hooks out of Codex's hooks.json, leaving the rest as it was."
+WAKES = "Codex hooks (SessionStart, UserPromptSubmit, PostToolUse, Stop)"  # for `talk status`
 OPTIONS: tuple[Option, ...] = (
     ("--codex-home", "where", "Codex's home folder (default: CODEX_HOME or ~/.codex)."),
     ("--codex-bin", "program", "The codex program, to record trust (default: on PATH)."),
 )
-
-
-def install_doors(request: Request) -> Done:
-    from alarms.hosts.codex.install import install as run
-
-    return run(request)
-
-
-def uninstall_doors(request: Request) -> Done:
-    from alarms.hosts.codex.install import uninstall as run
-
-    return run(request)
-
-
-def wiring(identity: Path | None) -> Wiring:
-    from alarms.hosts.codex.install import wiring as judge
-
-    return judge()
-
-
-def paths() -> list[Path]:
-    from alarms.hosts.codex.install import paths as written
-
-    return written()
-
-
-def wakes(identity: Path | None) -> str:
-    return "Codex hooks (SessionStart, UserPromptSubmit, PostToolUse, Stop)"
-
-
-def door_status(identity: Path) -> tuple[str, Any] | None:
-    return None
-
-
-def render_status(report: Mapping[str, Any]) -> list[str]:
-    return []

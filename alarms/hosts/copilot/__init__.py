@@ -4,9 +4,10 @@ environment that we know of.
 
 Delivered: a batch the hook printed and the session's events file then shows (`alarms.handover`).
 
-This module is the host's face (`alarms.door.Host`): constants, and functions that import the
-rest when called. It imports nothing at the top but its face's loader (`durable.faces`, which
-needs only `sys`), because hooks load it on every turn; `__all__` lists the modules others import.
+This module is the host's face (`alarms.door.HostPackage`; `alarms.host_face` does the rest):
+constants, and functions that import the rest when called. It imports nothing at the top but
+its face's loader (`durable.faces`, which needs only `sys`), because hooks load it on every
+turn; `__all__` lists what others read of it.
 """
 
 from __future__ import annotations
@@ -15,12 +16,7 @@ from durable.faces import face
 
 TYPE_CHECKING = False  # not typing.TYPE_CHECKING: hooks import this package on every turn
 if TYPE_CHECKING:
-    from collections.abc import Mapping
-    from pathlib import Path
-    from typing import Any
-
-    from alarms.door import Done, Option, Request
-    from alarms.wiring import Wiring
+    from alarms.door import Option
 
 __all__ = (
     "AUTHOR_ENV",
@@ -49,42 +45,7 @@ INSTALL_HELP = (
     "end of a turn) and its MCP server."
 )
 UNINSTALL_HELP = "Take talk's hooks and MCP server out of Copilot CLI's config, leaving the rest as it was."
+WAKES = "Copilot CLI hooks (sessionStart, userPromptSubmitted, postToolUse, agentStop)"  # for `talk status`
 OPTIONS: tuple[Option, ...] = (
     ("--copilot-home", "where", "Copilot CLI's home folder (default: COPILOT_HOME or ~/.copilot)."),
 )
-
-
-def install_doors(request: Request) -> Done:
-    from alarms.hosts.copilot.install import install as run
-
-    return run(request)
-
-
-def uninstall_doors(request: Request) -> Done:
-    from alarms.hosts.copilot.install import uninstall as run
-
-    return run(request)
-
-
-def wiring(identity: Path | None) -> Wiring:
-    from alarms.hosts.copilot.install import wiring as judge
-
-    return judge()
-
-
-def paths() -> list[Path]:
-    from alarms.hosts.copilot.install import paths as written
-
-    return written()
-
-
-def wakes(identity: Path | None) -> str:
-    return "Copilot CLI hooks (sessionStart, userPromptSubmitted, postToolUse, agentStop)"
-
-
-def door_status(identity: Path) -> tuple[str, Any] | None:
-    return None
-
-
-def render_status(report: Mapping[str, Any]) -> list[str]:
-    return []

@@ -4,9 +4,10 @@ server (`alarms/hosts/gemini/`).
 Delivered: a batch the hook printed whole (BeforeAgent, AfterAgent; AfterTool only what fits
 under Gemini CLI's cut of a tool's result) and the session's transcript then shows.
 
-This module is the host's face (`alarms.door.Host`): constants, and functions that import the
-rest when called. It imports nothing at the top but its face's loader (`durable.faces`, which
-needs only `sys`), because hooks load it on every turn; `__all__` lists the modules others import.
+This module is the host's face (`alarms.door.HostPackage`; `alarms.host_face` does the rest):
+constants, and functions that import the rest when called. It imports nothing at the top but
+its face's loader (`durable.faces`, which needs only `sys`), because hooks load it on every
+turn; `__all__` lists what others read of it.
 """
 
 from __future__ import annotations
@@ -15,12 +16,7 @@ from durable.faces import face
 
 TYPE_CHECKING = False  # not typing.TYPE_CHECKING: hooks import this package on every turn
 if TYPE_CHECKING:
-    from collections.abc import Mapping
-    from pathlib import Path
-    from typing import Any
-
-    from alarms.door import Done, Option, Request
-    from alarms.wiring import Wiring
+    from alarms.door import Option
 
 __all__ = (
     "AUTHOR_ENV",
@@ -53,43 +49,8 @@ UNINSTALL_HELP = (
     "Remove talk's Gemini CLI hooks and MCP server, leaving the rest of settings.json as it "
     "was."
 )
+WAKES = "Gemini CLI hooks (BeforeAgent, AfterTool, AfterAgent)"  # for `talk status`
 OPTIONS: tuple[Option, ...] = (
     ("--settings", "where",
      "Gemini CLI's settings.json (default: ~/.gemini/settings.json, under GEMINI_CLI_HOME if set)."),
 )
-
-
-def install_doors(request: Request) -> Done:
-    from alarms.hosts.gemini.install import install as run
-
-    return run(request)
-
-
-def uninstall_doors(request: Request) -> Done:
-    from alarms.hosts.gemini.install import uninstall as run
-
-    return run(request)
-
-
-def wiring(identity: Path | None) -> Wiring:
-    from alarms.hosts.gemini.install import wiring as judge
-
-    return judge()
-
-
-def paths() -> list[Path]:
-    from alarms.hosts.gemini.install import paths as written
-
-    return written()
-
-
-def wakes(identity: Path | None) -> str:
-    return "Gemini CLI hooks (BeforeAgent, AfterTool, AfterAgent)"
-
-
-def door_status(identity: Path) -> tuple[str, Any] | None:
-    return None
-
-
-def render_status(report: Mapping[str, Any]) -> list[str]:
-    return []

@@ -4,11 +4,15 @@
 Delivered: a prompt the server stored and the session then took (`verdict`); one the server
 lost or left stranded is posted again.
 
-This module is the host's face (`alarms.door.Host`): constants, and functions that import the
-rest when called. It imports nothing at the top, because hooks load it on every turn.
+This module is the host's face (`alarms.door.HostPackage`; `alarms.host_face` does the rest):
+constants, and functions that import the rest when called. It imports nothing at the top but
+its face's loader (`durable.faces`, which needs only `sys`), because hooks load it on every
+turn; `__all__` lists what others read of it.
 """
 
 from __future__ import annotations
+
+from durable.faces import face
 
 TYPE_CHECKING = False  # not typing.TYPE_CHECKING: hooks import this package on every turn
 if TYPE_CHECKING:
@@ -16,7 +20,7 @@ if TYPE_CHECKING:
     from pathlib import Path
     from typing import Any
 
-    from alarms.door import Done, Option, Request
+    from alarms.door import Done, DoorOption, Option
     from alarms.wiring import Wiring
 
 __all__ = (
@@ -38,6 +42,7 @@ __all__ = (
     "wakes",
     "wiring",
 )
+__getattr__ = face(__name__, __all__)
 
 NAME = "opencode"
 TITLE = "opencode"
@@ -48,35 +53,25 @@ INSTALL_HELP = (
     "(nothing to install)."
 )
 UNINSTALL_HELP = "Stop every opencode door of this identity (their mail stays)."
+WAKES = "talk alarm opencode (prompt_async)"  # for `talk status`
 OPTIONS: tuple[Option, ...] = ()
+ALARM_HELP = "Start the opencode alarm: new mail becomes a turn of an opencode session (prompt_async)."
+STOP_HELP = "Stop the opencode alarm of one session (default: every opencode alarm of this identity)."
 
-
-def install_doors(request: Request) -> Done:
-    from alarms.hosts.opencode.install import install as run
-
-    return run(request)
-
-
-def uninstall_doors(request: Request) -> Done:
-    from alarms.hosts.opencode.install import uninstall as run
-
-    return run(request)
+_SESSION: DoorOption = ("--session", "text", "ID", "opencode session id (default: create one titled 'talk').")
+ALARM_OPTIONS: tuple[DoorOption, ...] = (
+    ("--url", "required", "URL", "The opencode server, e.g. http://127.0.0.1:4096."),
+    _SESSION,
+    ("--pid", "number", "PID", "Pid the session lives with (default: the opencode server's)."),
+    ("--foreground", "switch", "", "Run in this terminal instead of detaching."),
+)
+STOP_OPTIONS: tuple[DoorOption, ...] = (_SESSION,)
 
 
 def wiring(identity: Path | None) -> Wiring:
     from alarms.hosts.opencode.install import wiring as judge
 
     return judge(identity)
-
-
-def paths() -> list[Path]:
-    from alarms.hosts.opencode.install import paths as written
-
-    return written()
-
-
-def wakes(identity: Path | None) -> str:
-    return "talk door opencode (prompt_async)"
 
 
 def door_status(identity: Path) -> tuple[str, Any] | None:
@@ -89,3 +84,15 @@ def render_status(report: Mapping[str, Any]) -> list[str]:
     from alarms.hosts.opencode.status import render_alarm
 
     return [render_alarm(row) for row in report.get("alarms", [])]
+
+
+def start_door(folder: Path, given: Mapping[str, Any]) -> Done | int:
+    from alarms.hosts.opencode.alarm import start
+
+    return start(folder, given)
+
+
+def stop_door(folder: Path, given: Mapping[str, Any]) -> Done:
+    from alarms.hosts.opencode.alarm import stop
+
+    return stop(folder, given)

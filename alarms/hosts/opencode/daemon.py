@@ -41,12 +41,12 @@ from __future__ import annotations
 import argparse
 import logging
 import os
-import signal
 import sys
 import threading
 import time
 from pathlib import Path
 
+from alarms.door_daemon import serve
 from alarms.framing import frame
 from alarms.handover import records_by_id
 from alarms.hosts.opencode.api import OpencodeClient, OpencodeError, OpencodeRefused, OpencodeUntrusted
@@ -65,7 +65,6 @@ from alarms.hosts.opencode.verdict import WINDOW, PromptVerdict, verdict
 from alarms.mailbox import SessionMail
 from durable.backoff import Backoff
 from durable.daemon import setup_logging
-from durable.locks import hold_for_life
 from durable.receipt_states import Receipt
 from spool_writer import handed as handed_log
 from spool_writer.record import SpoolRecord
@@ -316,15 +315,8 @@ def run(folder: Path, url: str, sid: str | None, pid: int | None, foreground: bo
 
     files = AlarmFiles(folder, check_sid(sid))
     setup_logging(files.log, foreground)
-    lock = hold_for_life(files.lock)
-    if lock is None:
-        log.info("another door already serves session %s; exiting", sid)
-        return 0
-    door = OpencodeDoor(folder, client, sid, pid)
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, lambda *_: door.halt())
-    door.run()
-    return 0
+    return serve(files, lambda: OpencodeDoor(folder, client, sid, pid), log,
+                 f"another door already serves session {sid}")
 
 
 def main(argv: list[str] | None = None) -> None:

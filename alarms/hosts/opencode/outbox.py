@@ -25,17 +25,14 @@ check.
 from __future__ import annotations
 
 import hashlib
-import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from durable.errors import UserError
-from durable.files import read_json, write_json
+from alarms.outbox import StateFile, taking
 from spool_writer import handed as handed_log
-from spool_writer.cursor import CursorReader, load_state, lock_path, read_new
-from spool_writer.layout import flocked, generations
+from spool_writer.cursor import CursorReader
 from spool_writer.record import SpoolRecord
 
 RECENT = 512
@@ -120,26 +117,13 @@ def settled(state: PromptOutboxState, message_id: str) -> PromptOutboxState:
     return PromptOutboxState(state.pending, state.recent, state.delivered, posted)
 
 
-class PromptOutbox:
-    """The on-disk outbox of one session's door; one process uses it at a time (the door lock)."""
+class PromptOutbox(StateFile[PromptOutboxState]):
+    """The on-disk outbox of one session's door; one process uses it at a time (the door lock).
+    Taking mail is `alarms.outbox.taking`; what differs from the other doors is what is kept:
+    one pending prompt, and the posted ones awaiting their verdict."""
 
     def __init__(self, path: Path) -> None:
-        self.path = path
-
-    def load(self) -> PromptOutboxState:
-        data = read_json(self.path, None)
-        if data is None:
-            return PromptOutboxState()
-        try:
-            return PromptOutboxState.from_json(data)
-        except (KeyError, TypeError, ValueError, AttributeError) as exc:
-            raise UserError(
-                f"{self.path} is damaged ({exc!r}); its mail may not have reached opencode: read it, "
-                "then move it aside and start the door again"
-            ) from exc
-
-    def save(self, state: PromptOutboxState) -> None:
-        write_json(self.path, state.to_json())
+        super().__init__(path, PromptOutboxState, PromptOutboxState.from_json, "opencode")
 
     def fill(self, reader: CursorReader, make: Callable[[list[SpoolRecord]], Prompt]) -> PromptOutboxState:
         """Move new spool records into the outbox as one batch made by `make(records)`.
@@ -148,19 +132,13 @@ class PromptOutbox:
         Call only when nothing is pending.
         """
         state = self.load()
-        if not (reader.spool_file.exists() or generations(reader.spool_file)):
-            return state
-        with flocked(lock_path(reader.state_file)) as fd:
-            os.utime(fd)  # read now, even if nothing was new: `talk gc` must not retire the session
-            cursor = load_state(reader.state_file)
-            taken = read_new(reader.spool_file, cursor, reader.keep)
-            if taken is None or taken.state == cursor:
+        with taking(reader.spool_file, reader.state_file, reader.keep) as take:
+            if take is None or not take.moved:
                 return state
-            records = fresh(taken.records, state)
+            records = fresh(take.records, state)
             if records and reader.handed is not None:
                 handed_log.record(reader.handed, records, reader.sid)
             if records:
                 state = PromptOutboxState(make(records), state.recent, state.delivered, state.posted)
                 self.save(state)
-            write_json(reader.state_file, taken.state.to_json())
         return state

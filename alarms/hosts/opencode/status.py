@@ -19,6 +19,7 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
+from alarms.door_daemon import DaemonFiles
 from alarms.hosts.opencode import NAME as HOST
 from alarms.hosts.opencode.outbox import PromptOutbox
 from alarms.mailbox import SessionMail
@@ -40,29 +41,11 @@ class DoorState(StrEnum):
     STOPPED = "stopped"
 
 
-@dataclass(frozen=True)
-class AlarmFiles:
-    folder: Path
-    sid: str
+class AlarmFiles(DaemonFiles):
+    """The files of the door for opencode session `sid` (`alarms.door_daemon.DaemonFiles`)."""
 
-    def _path(self, suffix: str) -> Path:
-        return self.folder / f"{PREFIX}{self.sid}{suffix}"
-
-    @property
-    def lock(self) -> Path:
-        return self._path(".lock")
-
-    @property
-    def status(self) -> Path:
-        return self._path(".json")
-
-    @property
-    def outbox(self) -> Path:
-        return self._path(".outbox.json")
-
-    @property
-    def log(self) -> Path:
-        return self._path(".log")
+    def __init__(self, folder: Path, sid: str) -> None:
+        super().__init__(folder, f"{HOST}-{sid}")
 
 
 @dataclass
@@ -98,8 +81,7 @@ def start_log(folder: Path) -> Path:
 
 def running_pid(folder: Path, sid: str) -> int | None:
     """The live alarm's pid for session `sid`, or None; -1 if alive but its status is unreadable."""
-    files = AlarmFiles(folder, sid)
-    return daemon.running_pid(files.lock, files.status)
+    return AlarmFiles(folder, sid).running_pid()
 
 
 def alarm_status(folder: Path) -> list[dict[str, Any]]:

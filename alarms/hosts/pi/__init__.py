@@ -4,9 +4,10 @@
 Delivered: a message the extension saw whole in a model request (pi's `context` event); only
 then does the door move the session's cursor and write the sender's receipt.
 
-This module is the host's face (`alarms.door.Host`): constants, and functions that import the
-rest when called. It imports nothing at the top but its face's loader (`durable.faces`, which
-needs only `sys`), because hooks load it on every turn; `__all__` lists the modules others import.
+This module is the host's face (`alarms.door.HostPackage`; `alarms.host_face` does the rest):
+constants, and functions that import the rest when called. It imports nothing at the top but
+its face's loader (`durable.faces`, which needs only `sys`), because hooks load it on every
+turn; `__all__` lists what others read of it.
 """
 
 from __future__ import annotations
@@ -15,12 +16,7 @@ from durable.faces import face
 
 TYPE_CHECKING = False  # not typing.TYPE_CHECKING: hooks import this package on every turn
 if TYPE_CHECKING:
-    from collections.abc import Mapping
-    from pathlib import Path
-    from typing import Any
-
-    from alarms.door import Done, Option, Request
-    from alarms.wiring import Wiring
+    from alarms.door import Option
 
 __all__ = (
     "AUTHOR_ENV",
@@ -46,42 +42,7 @@ AUTHOR_ENV: tuple[str, ...] = ("PI_CODING_AGENT",)
 PROCESS_NAMES: tuple[str, ...] = ("pi",)
 INSTALL_HELP = "Install talk's pi extension: peer mail starts or joins a turn in each pi session."
 UNINSTALL_HELP = "Remove talk's pi extension and its MCP server entry."
+WAKES = "talk's pi extension (a turn per message, or joined to the running one)"  # for `talk status`
 OPTIONS: tuple[Option, ...] = (
     ("--agent-dir", "where", "pi's agent folder (default: $PI_CODING_AGENT_DIR, else ~/.pi/agent)."),
 )
-
-
-def install_doors(request: Request) -> Done:
-    from alarms.hosts.pi.install import install as run
-
-    return run(request)
-
-
-def uninstall_doors(request: Request) -> Done:
-    from alarms.hosts.pi.install import uninstall as run
-
-    return run(request)
-
-
-def wiring(identity: Path | None) -> Wiring:
-    from alarms.hosts.pi.install import wiring as judge
-
-    return judge()
-
-
-def paths() -> list[Path]:
-    from alarms.hosts.pi.install import paths as written
-
-    return written()
-
-
-def wakes(identity: Path | None) -> str:
-    return "talk's pi extension (a turn per message, or joined to the running one)"
-
-
-def door_status(identity: Path) -> tuple[str, Any] | None:
-    return None
-
-
-def render_status(report: Mapping[str, Any]) -> list[str]:
-    return []

@@ -40,6 +40,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from alarms import mailbox
+from alarms.door_stdio import emit_stdout, teller
 from alarms.framing import frame
 from alarms.hosts.pi import NAME as HOST
 from durable.files import write_json
@@ -141,14 +142,7 @@ class Lines:
         return parse_records(whole)
 
 
-def say(message: str) -> None:
-    sys.stderr.write(f"talk pi door: {message}\n")
-    sys.stderr.flush()
-
-
-def emit_stdout(line: str) -> None:
-    sys.stdout.write(line + "\n")
-    sys.stdout.flush()
+say = teller("pi door")
 
 
 def serve(door: Door, lines: Lines, alive: Callable[[], bool], poll: float = POLL_S) -> None:

@@ -4,11 +4,15 @@ a SessionStart hook; and talk's MCP server (`alarms/hosts/qwen/`).
 Delivered: a message Qwen's receipt says it delivered to the session; "held" waits for the
 user's review in /peers, "dropped" is sent again or given up as Qwen says.
 
-This module is the host's face (`alarms.door.Host`): constants, and functions that import the
-rest when called. It imports nothing at the top, because hooks load it on every turn.
+This module is the host's face (`alarms.door.HostPackage`; `alarms.host_face` does the rest):
+constants, and functions that import the rest when called. It imports nothing at the top but
+its face's loader (`durable.faces`, which needs only `sys`), because hooks load it on every
+turn; `__all__` lists what others read of it.
 """
 
 from __future__ import annotations
+
+from durable.faces import face
 
 TYPE_CHECKING = False  # not typing.TYPE_CHECKING: hooks import this package on every turn
 if TYPE_CHECKING:
@@ -16,8 +20,7 @@ if TYPE_CHECKING:
     from pathlib import Path
     from typing import Any
 
-    from alarms.door import Done, Option, Request
-    from alarms.wiring import Wiring
+    from alarms.door import Done, DoorOption, Option
 
 __all__ = (
     "AUTHOR_ENV",
@@ -38,6 +41,7 @@ __all__ = (
     "wakes",
     "wiring",
 )
+__getattr__ = face(__name__, __all__)
 
 NAME = "qwen"
 TITLE = "Qwen Code"
@@ -51,38 +55,17 @@ UNINSTALL_HELP = (
     "Take talk out of Qwen Code: the hook, the MCP server, the policy install set, an old "
     "controller grant."
 )
+WAKES = "the Qwen door (Qwen's inbox socket, as a peer: never as the user)"  # for `talk status`
 OPTIONS: tuple[Option, ...] = (
     ("--qwen-home", "where", "Qwen Code's home (default: QWEN_HOME or ~/.qwen)."),
     ("--qwen-bin", "program", "The qwen program (default: on PATH)."),
 )
-
-
-def install_doors(request: Request) -> Done:
-    from alarms.hosts.qwen.install import install as run
-
-    return run(request)
-
-
-def uninstall_doors(request: Request) -> Done:
-    from alarms.hosts.qwen.install import uninstall as run
-
-    return run(request)
-
-
-def wiring(identity: Path | None) -> Wiring:
-    from alarms.hosts.qwen.install import wiring as judge
-
-    return judge()
-
-
-def paths() -> list[Path]:
-    from alarms.hosts.qwen.install import paths as written
-
-    return written()
-
-
-def wakes(identity: Path | None) -> str:
-    return "the Qwen door (Qwen's inbox socket, as a peer: never as the user)"
+ALARM_HELP = "Start the Qwen Code door now (its SessionStart hook, from `talk install qwen`, also does)."
+STOP_HELP = "Stop the Qwen Code door (mail stays in its outbox and the spool)."
+ALARM_OPTIONS: tuple[DoorOption, ...] = (
+    ("--qwen-home", "path", "", "Qwen Code's home (default: the one `talk install qwen` used)."),
+)
+STOP_OPTIONS: tuple[DoorOption, ...] = ()
 
 
 def door_status(identity: Path) -> tuple[str, Any] | None:
@@ -96,3 +79,15 @@ def render_status(report: Mapping[str, Any]) -> list[str]:
 
     value = report.get("qwen_door")
     return [render_door(value)] if value else []
+
+
+def start_door(folder: Path, given: Mapping[str, Any]) -> Done:
+    from alarms.hosts.qwen.alarm import start
+
+    return start(folder, given)
+
+
+def stop_door(folder: Path, given: Mapping[str, Any]) -> Done:
+    from alarms.hosts.qwen.alarm import stop
+
+    return stop(folder, given)

@@ -36,7 +36,6 @@ import errno
 import logging
 import os
 import queue
-import signal
 import socket
 import sys
 import threading
@@ -45,6 +44,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from alarms.door_daemon import serve
 from alarms.framing import frame
 from alarms.hosts.qwen import NAME as HOST
 from alarms.hosts.qwen import frames as frames
@@ -54,7 +54,6 @@ from alarms.hosts.qwen.registry import QwenSession, qwen_home, scan
 from alarms.hosts.qwen.status import DoorFiles, running_pid
 from alarms.mailbox import SessionMail
 from durable import daemon
-from durable.locks import hold_for_life
 from spool_writer import handed as handed_log
 
 __all__ = ["ensure", "installed_home", "main", "require_installed"]
@@ -298,14 +297,7 @@ def run(folder: Path, home: Path, foreground: bool = False) -> int:
     files = DoorFiles(folder)
     daemon.setup_logging(files.log, foreground)
     require_installed(folder)
-    if hold_for_life(files.lock) is None:
-        log.info("another Qwen door already runs for %s; exiting", folder)
-        return 0
-    door = QwenDoor(folder, home)
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, lambda *_: door.halt())
-    door.run()
-    return 0
+    return serve(files, lambda: QwenDoor(folder, home), log, f"another Qwen door already runs for {folder}")
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -29,17 +29,14 @@ which repeats its earlier verdict instead of queueing it twice. What each answer
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from alarms.hosts.qwen import frames as f
-from durable.errors import UserError
-from durable.files import read_json, write_json
-from spool_writer.cursor import load_state, lock_path, read_new
-from spool_writer.layout import SpoolLayout, flocked, generations
+from alarms.outbox import StateFile, taking
+from spool_writer.layout import SpoolLayout
 from spool_writer.record import SpoolRecord
 
 VERSION = 1
@@ -224,39 +221,21 @@ def retire(state: OutboxState, live: Sequence[str], now: float) -> OutboxState:
     return state
 
 
-class QwenOutbox:
-    """The outbox file; one door uses it at a time (the door's liveness lock)."""
+class QwenOutbox(StateFile[OutboxState]):
+    """The outbox file; one door uses it at a time (the door's liveness lock). Taking mail is
+    `alarms.outbox.taking`; what differs from the other doors is what is kept: batches, each
+    until Qwen's receipts settle it (the module docstring)."""
 
     def __init__(self, path: Path) -> None:
-        self.path = path
-
-    def load(self) -> OutboxState:
-        data = read_json(self.path, None)
-        if data is None:
-            return OutboxState()
-        try:
-            return OutboxState.from_json(data)
-        except (KeyError, TypeError, ValueError, AttributeError) as exc:
-            raise UserError(f"{self.path} is damaged ({exc!r}); its mail may not have reached Qwen Code: "
-                            "read it, then move it aside and start the door again") from exc
-
-    def save(self, state: OutboxState) -> None:
-        write_json(self.path, state.to_json())
+        super().__init__(path, OutboxState, OutboxState.from_json, "Qwen Code")
 
     def fill(self, layout: SpoolLayout, sid: str, state: OutboxState,
              text_of: Callable[[list[SpoolRecord]], str]) -> OutboxState:
         """Take the session's new mail into the outbox (saved) before its cursor moves."""
-        spool_file, cursor_file = layout.session_file(sid), layout.cursor_file(sid)
-        if not (spool_file.exists() or generations(spool_file)):
-            return state
-        with flocked(lock_path(cursor_file)) as fd:
-            os.utime(fd)  # read now, even if nothing was new: `talk gc` must not retire the session
-            cursor = load_state(cursor_file)
-            taken = read_new(spool_file, cursor)
-            if taken is None or taken.state == cursor:
+        with taking(layout.session_file(sid), layout.cursor_file(sid)) as take:
+            if take is None or not take.moved:
                 return state
-            new = add(state, sid, taken.records, text_of)
+            new = add(state, sid, take.records, text_of)
             if new != state:
                 self.save(new)
-            write_json(cursor_file, taken.state.to_json())
         return new

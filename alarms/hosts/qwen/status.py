@@ -16,34 +16,20 @@ The door (`alarms.hosts.qwen.daemon`) writes them; `talk status` and `talk alarm
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from alarms.door_daemon import DaemonFiles
 from durable import daemon
 
 __all__ = ["DoorFiles", "door_status", "render_door", "running_pid"]
 
 
-@dataclass(frozen=True)
-class DoorFiles:
-    folder: Path
+class DoorFiles(DaemonFiles):
+    """The door's files (`alarms.door_daemon.DaemonFiles`), and what `talk install qwen` keeps."""
 
-    @property
-    def lock(self) -> Path:
-        return self.folder / "alarm-qwen.lock"
-
-    @property
-    def status(self) -> Path:
-        return self.folder / "alarm-qwen.json"
-
-    @property
-    def outbox(self) -> Path:
-        return self.folder / "alarm-qwen.outbox.json"
-
-    @property
-    def log(self) -> Path:
-        return self.folder / "alarm-qwen.log"
+    def __init__(self, folder: Path) -> None:
+        super().__init__(folder, "qwen")
 
     @property
     def install(self) -> Path:
@@ -55,8 +41,7 @@ class DoorFiles:
 
 
 def running_pid(folder: Path) -> int | None:
-    files = DoorFiles(folder)
-    return daemon.running_pid(files.lock, files.status)
+    return DoorFiles(folder).running_pid()
 
 
 def door_status(folder: Path) -> dict[str, Any] | None:

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from alarms.door import Host
+from alarms.door import DaemonHost, HostPackage
 from alarms.hosts import claude, codex, copilot, gemini, opencode, pi, qwen
-from alarms.registry import NAMES, OTHER, agent_host, host_of, parse_host
+from alarms.registry import NAMES, OTHER, agent_host, daemon_hosts, host_of, parse_host
 from durable.errors import UserError
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -28,8 +28,6 @@ MAY_NAME_HOSTS = {
     "alarms/claude_hook.py", "alarms/claude_monitor.py", "alarms/claude_monitor.sh", "alarms/pi_door.py",
     "alarms/copilot_hook.py", "alarms/codex_hook.py", "alarms/gemini_hook.py",
     "alarms/qwen.py", "alarms/opencode.py",
-    # `talk alarm opencode|qwen`: the daemon doors' start and stop commands, host by host
-    "talk/alarm_cli.py",
 }
 # A host's name as a word; "opencode-mesh" is the task protocol's name, not the host.
 HOST_WORD = re.compile(r"\b(" + "|".join(NAMES) + r")\b(?!-mesh)")
@@ -39,8 +37,10 @@ def test_the_registry_names_each_host_package_once_and_each_meets_the_contract()
     assert len(set(NAMES)) == len(NAMES) and OTHER not in NAMES
     found = {p.parent.name for p in (ROOT / "alarms" / "hosts").glob("*/__init__.py")}
     assert found == set(NAMES)
-    typed: list[Host] = [claude, codex, copilot, gemini, opencode, pi, qwen]  # mypy checks the contract
+    typed: list[HostPackage] = [claude, codex, copilot, gemini, opencode, pi, qwen]  # mypy checks them
     assert [h.NAME for h in typed] == list(NAMES) == [host_of(n).NAME for n in NAMES]
+    daemons: list[DaemonHost] = [opencode, qwen]  # mypy checks the daemon doors' part too
+    assert [h.NAME for h in daemon_hosts()] == [h.NAME for h in daemons]
 
 
 def test_a_host_name_is_checked_where_a_person_gives_one() -> None:

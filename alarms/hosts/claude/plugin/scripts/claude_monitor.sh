@@ -8,17 +8,12 @@
 # a literal "${...}", CLAUDE_CODE_SESSION_ID from the environment is used. Without either,
 # the monitor idles quietly until its session ends: push is off, `talk log` still works.
 #
-# alarms/claude_monitor.sh is the launcher; alarms/hosts/claude/plugin/scripts/claude_monitor.sh is a
-# byte-for-byte copy of it, because a plugin installed from the repository's marketplace gets the
-# plugin folder and nothing else. `talk install claude` copies alarms/claude_monitor.sh into the
-# plugin it installs, and a test keeps the two the same.
+# This file is the launcher (alarms/claude_monitor.sh, where the design names it, runs it): it
+# sits in the plugin folder because a plugin installed from the repository's marketplace gets that
+# folder and nothing else.
 set -u
-here="$(dirname "${BASH_SOURCE[0]}")"
-# talk_python.sh sits beside the plugin's copy; from alarms/ it is inside the plugin folder.
-for lib in "$here/talk_python.sh" "$here/hosts/claude/plugin/scripts/talk_python.sh"; do
-    # shellcheck source=hosts/claude/plugin/scripts/talk_python.sh
-    if [ -r "$lib" ]; then . "$lib"; break; fi
-done
+# shellcheck source=talk_python.sh
+. "$(dirname "${BASH_SOURCE[0]}")/talk_python.sh"
 
 idle() {
     echo "talk monitor: $1; not watching for mail in this session" >&2
