@@ -30,7 +30,7 @@ __all__ = ["DaemonHost", "Done", "DoorOption", "Host", "HostPackage", "Option", 
 # One host-specific option of `talk install HOST` / `talk uninstall HOST`:
 # (flag, Request field it fills: "where" (a path) or "program", help text).
 Option = tuple[str, str, str]
-# One option of a daemon door's `talk alarm HOST` / `talk alarm stop HOST`: (flag, kind, metavar
+# One option of a daemon door's `talk door HOST` / `talk door stop HOST`: (flag, kind, metavar
 # ("" for the default), help text). Kind: "text", "required" (text that must be given), "number",
 # "path", or "switch" (off unless given). Its value reaches the door under the flag's name without
 # the dashes, "-" as "_". Plain tuples: a host's package imports nothing at the top.
@@ -112,19 +112,19 @@ class Host(HostPackage, Protocol):
 
 
 class DaemonHost(Protocol):
-    """A host whose door is a daemon that `talk alarm HOST` starts and `talk alarm stop HOST`
+    """A host whose door is a daemon that `talk door HOST` starts and `talk door stop HOST`
     stops, as its package says (`alarms.registry.daemon_hosts` finds them: those with `start_door`)."""
 
     NAME: str
     TITLE: str
-    ALARM_HELP: str  # what `talk alarm NAME` does, for its --help
+    START_HELP: str  # what `talk door NAME` does, for its --help
     STOP_HELP: str
-    ALARM_OPTIONS: tuple[DoorOption, ...]
+    START_OPTIONS: tuple[DoorOption, ...]
     STOP_OPTIONS: tuple[DoorOption, ...]
 
     def start_door(self, folder: Path, given: Mapping[str, Any]) -> Done | int:
         """Start the door for the identity in `folder` (or say the one running); `given` holds
-        ALARM_OPTIONS by key. An int: the door ran in this process (--foreground), its exit status."""
+        START_OPTIONS by key. An int: the door ran in this process (--foreground), its exit status."""
 
     def stop_door(self, folder: Path, given: Mapping[str, Any]) -> Done:
         """Stop the identity's door (or doors, as STOP_OPTIONS narrow it); its mail stays."""

@@ -11,9 +11,9 @@ import typer
 from alarms.registry import NAMES as HOST_NAMES
 from alarms.registry import OTHER as OTHER_HOST
 from talk import conversation_cli
-from talk.alarm_cli import alarm_app
 from talk.command_specs import MODE, PEER, TASK, TIMEOUT, WAIT
 from talk.doctor import doctor
+from talk.door_cli import door_app
 from talk.follow_cli import follow, quarantine, status, stop
 from talk.group_cli import group_app
 from talk.help_format import TalkTyper
@@ -581,8 +581,8 @@ app.command()(purge)
 # The doors: how mail enters agent sessions, host by host (alarms.registry).
 app.add_typer(install_app, name="install")
 app.add_typer(uninstall_app, name="uninstall")
-app.add_typer(alarm_app, name="door")
-app.add_typer(alarm_app, name="alarm", hidden=True)  # its name before "door"; scripts may still say it
+app.add_typer(door_app, name="door")
+app.add_typer(door_app, name="alarm", hidden=True)  # its name before "door"; scripts may still say it
 
 
 def mcp_command(

@@ -395,9 +395,6 @@ def test_a_face_loads_no_module_until_one_is_asked_for(package: str) -> None:
     assert set(loaded) <= {package, "durable", "durable.faces"}, loaded
 
 
-# Faces declared (their `__all__`) whose `__getattr__ = face(__name__, __all__)` line is still to be
-# written: until then their modules are imported by name. Take a package off once it has the line.
-LOADER_TO_COME: set[str] = set()
 
 
 @pytest.mark.parametrize("package", FACED)
@@ -405,19 +402,16 @@ def test_each_face_matches_its_modules(package: str) -> None:
     src = read_sources(ROOT)
     for pkg in sorted(p for p in src.packages if inside(p, package)):
         loaded = importlib.import_module(pkg)
-        assert hasattr(loaded, "__getattr__") != (pkg in LOADER_TO_COME), f"{pkg}: update LOADER_TO_COME"
+        assert hasattr(loaded, "__getattr__"), f"{pkg} declares a face without its loader (durable.faces)"
         # a public name is a module, or one the `__init__` defines itself (an agent host's contract)
         public = [m for m in src.alls[pkg] or () if f"{pkg}.{m}" in src.modules]
         missing = [m for m in src.alls[pkg] or () if m not in public and m not in vars(loaded)]
         assert not missing, f"{pkg}'s face names modules it does not have: {missing}"
         for name in public:
-            lazily = pkg not in LOADER_TO_COME  # then the face's __getattr__ imports it
-            module = getattr(loaded, name) if lazily else importlib.import_module(f"{pkg}.{name}")
+            module = getattr(loaded, name)  # the face's __getattr__ imports it
             assert module.__name__ == f"{pkg}.{name}"
             shown = src.alls[module.__name__]
             assert shown is not None, f"{module.__name__} is public in {pkg} but declares no __all__"
-            if module.__name__ in LOADER_TO_COME:
-                continue  # its modules are checked in its own turn
             absent = [n for n in shown if not hasattr(module, n)]
             assert not absent, f"{module.__name__}.__all__ names what it does not define: {absent}"
 

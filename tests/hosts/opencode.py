@@ -176,12 +176,12 @@ class Rig:
         outbox empty, every batch it posted confirmed, and bob's spool read to the end. A second
         delivery of something would have been posted by then, so `delivered_once` after this is a
         fair check of "once"."""
-        from alarms.hosts.opencode.status import alarm_status
+        from alarms.hosts.opencode.status import session_doors
 
         def quiet() -> bool:
             status = http_json("GET", f"{self.opencode.url}/session/status", timeout=10)
             busy = status.get(self.sid, {}).get("type") == "busy"
-            rows = [r for r in alarm_status(self.bob.home / "bob") if r["session"] == self.sid]
+            rows = [r for r in session_doors(self.bob.home / "bob") if r["session"] == self.sid]
             return not busy and all(r["outbox"] == r["waiting"] == r["unsettled"] == 0 for r in rows)
 
         wait_for(quiet, timeout, "opencode idle, the alarm's outbox empty and the spool read")

@@ -13,7 +13,7 @@ from alarms.hosts.opencode.outbox import (
     PromptOutbox,
     new_prompt,
 )
-from alarms.hosts.opencode.status import AlarmFiles, alarm_status, running_pid
+from alarms.hosts.opencode.status import SessionDoorFiles, running_pid, session_doors
 from durable.receipt_states import Receipt
 from spool_writer.cursor import CursorReader
 from spool_writer.layout import SpoolLayout
@@ -30,13 +30,13 @@ def test_without_opencode_the_alarm_says_what_to_do_and_waits_keeping_the_mail(b
     folder = bob.home / "bob"
     try:
         assert started["started"] is True and running_pid(folder, "ses_later") == started["pid"]
-        wait_for(lambda: any(r["state"] == "waiting for opencode" for r in alarm_status(folder)), 10,
+        wait_for(lambda: any(r["state"] == "waiting for opencode" for r in session_doors(folder)), 10,
                  "the alarm to report opencode down")
-        [row] = alarm_status(folder)
+        [row] = session_doors(folder)
         assert "did not answer" in row["last_error"] and "mail is kept" in row["last_error"]
         assert alarm(bob, "opencode", "--url", url, "--session", "ses_later")["started"] is False
         assert alarm(bob, "stop", "opencode")["stopped"] == [{"session": "ses_later", "pid": started["pid"]}]
-        assert alarm_status(folder)[0]["running"] is False
+        assert session_doors(folder)[0]["running"] is False
     finally:
         kill9(int(started["pid"]))
 
@@ -50,7 +50,7 @@ def test_mail_reaches_the_model_exactly_once_and_earns_written_then_delivered(ri
     wait_for(lambda: rig.spooled(text), 20, "the message in bob's spool")
     rig.model.wait_for(text, 30)
     assert rig.alarm_pids[0] == running_pid(rig.bob.home / "bob", rig.sid)
-    [row] = [r for r in alarm_status(rig.bob.home / "bob") if r["session"] == rig.sid]
+    [row] = [r for r in session_doors(rig.bob.home / "bob") if r["session"] == rig.sid]
     assert row["running"] and row["delivered"] >= 2 and row["outbox"] == 0
     assert rig.opencode.proc is not None and row["host_pid"] == rig.opencode.proc.pid
     again = alarm(rig.bob, "opencode", "--url", rig.opencode.url)
@@ -96,7 +96,7 @@ def test_mail_sent_while_opencode_is_down_arrives_once_when_it_is_back(rig: Rig)
     rig.settled()
     for text in texts:
         rig.delivered_once(text)
-    [row] = [r for r in alarm_status(rig.bob.home / "bob") if r["session"] == rig.sid]
+    [row] = [r for r in session_doors(rig.bob.home / "bob") if r["session"] == rig.sid]
     assert rig.opencode.proc is not None and row["host_pid"] == rig.opencode.proc.pid  # registered again
 
 
@@ -137,7 +137,7 @@ def test_a_crash_before_the_post_or_after_the_204_is_healed_by_the_outbox(rig: R
     folder = rig.bob.home / "bob"
     layout = SpoolLayout(folder / "spool")
     reader = CursorReader(layout.session_file(rig.sid), layout.cursor_file(rig.sid))
-    outbox = PromptOutbox(AlarmFiles(folder, rig.sid).outbox)
+    outbox = PromptOutbox(SessionDoorFiles(folder, rig.sid).outbox)
     alarm(rig.bob, "stop", "opencode")
     for label, post_first in (("CRASH-BEFORE-POST", False), ("CRASH-AFTER-204", True)):
         text = marker(label)

@@ -18,7 +18,7 @@ import pytest
 from alarms.framing import frame
 from alarms.hosts.opencode.api import OpencodeClient
 from alarms.hosts.opencode.outbox import PromptOutbox, accepted, new_prompt
-from alarms.hosts.opencode.status import AlarmFiles, alarm_status
+from alarms.hosts.opencode.status import SessionDoorFiles, session_doors
 from spool_writer.cursor import CursorReader
 from spool_writer.layout import SpoolLayout
 from tests.conftest import wait_for
@@ -52,7 +52,7 @@ def stored(r: Rig, text: str) -> bool:
 
 
 def row(r: Rig) -> dict[str, Any]:
-    [found] = [x for x in alarm_status(r.bob.home / "bob") if x["session"] == r.sid]
+    [found] = [x for x in session_doors(r.bob.home / "bob") if x["session"] == r.sid]
     return found
 
 
@@ -120,7 +120,7 @@ def test_a_batch_opencode_stored_unanswered_or_never_stored_is_posted_again_once
     folder = rig.bob.home / "bob"
     layout = SpoolLayout(folder / "spool")
     reader = CursorReader(layout.session_file(rig.sid), layout.cursor_file(rig.sid))
-    outbox = PromptOutbox(AlarmFiles(folder, rig.sid).outbox)
+    outbox = PromptOutbox(SessionDoorFiles(folder, rig.sid).outbox)
     wait_for(lambda: settled_and_idle(rig), 60, "the warm-up run to end")
     alarm(rig.bob, "stop", "opencode")
     for label, store in (("STRANDED", True), ("NEVER-STORED", False)):

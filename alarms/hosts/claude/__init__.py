@@ -30,13 +30,7 @@ __all__ = (
     "PROCESS_NAMES",
     "TITLE",
     "UNINSTALL_HELP",
-    "door_status",
-    "install_doors",
-    "paths",
-    "render_status",
-    "uninstall_doors",
     "wakes",
-    "wiring",
 )
 __getattr__ = face(__name__, __all__)
 

@@ -26,14 +26,8 @@ __all__ = (
     "PROCESS_NAMES",
     "TITLE",
     "UNINSTALL_HELP",
-    "door_status",
+    "WAKES",
     "hook",
-    "install_doors",
-    "paths",
-    "render_status",
-    "uninstall_doors",
-    "wakes",
-    "wiring",
 )
 __getattr__ = face(__name__, __all__)
 

@@ -29,17 +29,20 @@ __all__ = (
     "NAME",
     "OPTIONS",
     "PROCESS_NAMES",
+    "START_HELP",
+    "START_OPTIONS",
+    "STOP_HELP",
+    "STOP_OPTIONS",
     "TITLE",
     "UNINSTALL_HELP",
+    "WAKES",
     "api",
     "daemon",
     "door_status",
     "install",
-    "install_doors",
-    "paths",
     "render_status",
-    "uninstall_doors",
-    "wakes",
+    "start_door",
+    "stop_door",
     "wiring",
 )
 __getattr__ = face(__name__, __all__)
@@ -53,13 +56,13 @@ INSTALL_HELP = (
     "(nothing to install)."
 )
 UNINSTALL_HELP = "Stop every opencode door of this identity (their mail stays)."
-WAKES = "talk alarm opencode (prompt_async)"  # for `talk status`
+WAKES = "talk door opencode (prompt_async)"  # for `talk status`
 OPTIONS: tuple[Option, ...] = ()
-ALARM_HELP = "Start the opencode alarm: new mail becomes a turn of an opencode session (prompt_async)."
-STOP_HELP = "Stop the opencode alarm of one session (default: every opencode alarm of this identity)."
+START_HELP = "Start the opencode door: new mail becomes a turn of an opencode session (prompt_async)."
+STOP_HELP = "Stop the opencode door of one session (default: every opencode door of this identity)."
 
 _SESSION: DoorOption = ("--session", "text", "ID", "opencode session id (default: create one titled 'talk').")
-ALARM_OPTIONS: tuple[DoorOption, ...] = (
+START_OPTIONS: tuple[DoorOption, ...] = (
     ("--url", "required", "URL", "The opencode server, e.g. http://127.0.0.1:4096."),
     _SESSION,
     ("--pid", "number", "PID", "Pid the session lives with (default: the opencode server's)."),
@@ -75,24 +78,24 @@ def wiring(identity: Path | None) -> Wiring:
 
 
 def door_status(identity: Path) -> tuple[str, Any] | None:
-    from alarms.hosts.opencode.status import alarm_status
+    from alarms.hosts.opencode.status import session_doors
 
-    return "alarms", alarm_status(identity)
+    return "alarms", session_doors(identity)
 
 
 def render_status(report: Mapping[str, Any]) -> list[str]:
-    from alarms.hosts.opencode.status import render_alarm
+    from alarms.hosts.opencode.status import render_door
 
-    return [render_alarm(row) for row in report.get("alarms", [])]
+    return [render_door(row) for row in report.get("alarms", [])]
 
 
 def start_door(folder: Path, given: Mapping[str, Any]) -> Done | int:
-    from alarms.hosts.opencode.alarm import start
+    from alarms.hosts.opencode.control import start
 
     return start(folder, given)
 
 
 def stop_door(folder: Path, given: Mapping[str, Any]) -> Done:
-    from alarms.hosts.opencode.alarm import stop
+    from alarms.hosts.opencode.control import stop
 
     return stop(folder, given)

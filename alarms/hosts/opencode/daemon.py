@@ -60,7 +60,7 @@ from alarms.hosts.opencode.outbox import (
     settled,
 )
 from alarms.hosts.opencode.procnet import pid_listening_on
-from alarms.hosts.opencode.status import HOST, AlarmFiles, AlarmStatus, DoorState, start_log
+from alarms.hosts.opencode.status import HOST, DoorState, SessionDoorFiles, SessionDoorStatus, start_log
 from alarms.hosts.opencode.verdict import WINDOW, PromptVerdict, verdict
 from alarms.mailbox import SessionMail
 from durable.backoff import Backoff
@@ -117,7 +117,7 @@ class OpencodeDoor:
     def __init__(self, folder: Path, client: OpencodeClient, sid: str, given_pid: int | None) -> None:
         from spool_writer.cursor import CursorReader
 
-        self.files = AlarmFiles(folder, sid)
+        self.files = SessionDoorFiles(folder, sid)
         self.client = client
         self.sid = sid
         self.given_pid = given_pid
@@ -129,7 +129,7 @@ class OpencodeDoor:
         self.outbox = PromptOutbox(self.files.outbox)
         self.registered: tuple[int, int | None] | None = None  # (pid, start time)
         self.failures = 0
-        self.status = AlarmStatus(pid=os.getpid(), url=client.url, session=sid, since=time.time())
+        self.status = SessionDoorStatus(pid=os.getpid(), url=client.url, session=sid, since=time.time())
         self.stop = threading.Event()
         self.wake = threading.Event()  # set on stop and on every change of the session's state
         self.events = EventFollower(client, sid, self.wake, self.stop)
@@ -313,7 +313,7 @@ def run(folder: Path, url: str, sid: str | None, pid: int | None, foreground: bo
             return 1
     from spool_writer.layout import check_sid
 
-    files = AlarmFiles(folder, check_sid(sid))
+    files = SessionDoorFiles(folder, check_sid(sid))
     setup_logging(files.log, foreground)
     return serve(files, lambda: OpencodeDoor(folder, client, sid, pid), log,
                  f"another door already serves session {sid}")

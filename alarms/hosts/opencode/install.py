@@ -26,9 +26,9 @@ START = "talk door opencode --url URL"
 
 def live_door(folder: Path, url: str, sid: str | None) -> dict[str, Any] | None:
     """The running door serving `sid` (or, with no sid, the server `url`), if any."""
-    from alarms.hosts.opencode.status import alarm_status
+    from alarms.hosts.opencode.status import session_doors
 
-    for row in alarm_status(folder):
+    for row in session_doors(folder):
         if row["running"] and (row["session"] == sid if sid else row["url"] == url.rstrip("/")):
             return row
     return None
@@ -36,7 +36,7 @@ def live_door(folder: Path, url: str, sid: str | None) -> dict[str, Any] | None:
 
 def spawn(folder: Path, url: str, sid: str, pid: int | None, python: str = sys.executable) -> int:
     """Start the daemon in its own session and wait until it holds the liveness lock."""
-    from alarms.hosts.opencode.status import AlarmFiles, running_pid
+    from alarms.hosts.opencode.status import SessionDoorFiles, running_pid
     from durable import daemon
 
     argv = [python, "-m", "alarms.hosts.opencode.daemon", "--folder", str(folder), "--url", url,
@@ -44,7 +44,7 @@ def spawn(folder: Path, url: str, sid: str, pid: int | None, python: str = sys.e
     if pid is not None:
         argv += ["--pid", str(pid)]
     return daemon.spawn(argv, lambda child: running_pid(folder, sid) == child, "opencode door",
-                        AlarmFiles(folder, sid).log)
+                        SessionDoorFiles(folder, sid).log)
 
 
 def new_session(url: str) -> str:
@@ -60,10 +60,10 @@ def new_session(url: str) -> str:
 
 def stop_doors(folder: Path, session: str | None = None) -> list[dict[str, Any]]:
     """Stop the running opencode doors of an identity (or of one session); those stopped."""
-    from alarms.hosts.opencode.status import alarm_status, running_pid
+    from alarms.hosts.opencode.status import running_pid, session_doors
     from durable import daemon
 
-    rows = [r for r in alarm_status(folder) if r["running"] and (session is None or r["session"] == session)]
+    rows = [r for r in session_doors(folder) if r["running"] and (session is None or r["session"] == session)]
     if rows:
         daemon.stop([r["pid"] for r in rows], lambda: any(running_pid(folder, r["session"]) for r in rows),
                     "opencode door")
@@ -102,9 +102,9 @@ def wiring(folder: Path | None) -> Wiring:
     """The opencode doors of an identity, for `talk doctor`: one stopped while mail waits for its
     session is a problem, and so is one running that cannot deliver (opencode down, refusing, or
     not the user's own); one stopped with nothing waiting is a session that ended."""
-    from alarms.hosts.opencode.status import DoorState, alarm_status
+    from alarms.hosts.opencode.status import DoorState, session_doors
 
-    rows = alarm_status(folder) if folder is not None else []
+    rows = session_doors(folder) if folder is not None else []
     if not rows:
         return Wiring(HOST, State.ABSENT, f"no door started ({START} starts one)")
     stuck = [r for r in rows if not r["running"] and (r["outbox"] or r["waiting"] > 0)]

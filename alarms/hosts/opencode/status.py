@@ -27,7 +27,13 @@ from durable import daemon
 from durable.locks import held_by_other
 
 __all__ = [
-    "HOST", "AlarmFiles", "AlarmStatus", "DoorState", "alarm_status", "render_alarm", "running_pid",
+    "HOST",
+    "DoorState",
+    "SessionDoorFiles",
+    "SessionDoorStatus",
+    "render_door",
+    "running_pid",
+    "session_doors",
     "start_log",
 ]
 
@@ -41,7 +47,7 @@ class DoorState(StrEnum):
     STOPPED = "stopped"
 
 
-class AlarmFiles(DaemonFiles):
+class SessionDoorFiles(DaemonFiles):
     """The files of the door for opencode session `sid` (`alarms.door_daemon.DaemonFiles`)."""
 
     def __init__(self, folder: Path, sid: str) -> None:
@@ -49,7 +55,7 @@ class AlarmFiles(DaemonFiles):
 
 
 @dataclass
-class AlarmStatus:
+class SessionDoorStatus:
     pid: int = 0
     url: str = ""
     session: str = ""
@@ -65,7 +71,7 @@ class AlarmStatus:
     last_error_at: float | None = None
 
     @classmethod
-    def load(cls, path: Path) -> AlarmStatus | None:
+    def load(cls, path: Path) -> SessionDoorStatus | None:
         raw = daemon.load_status(path)
         if raw is None:
             return None
@@ -81,19 +87,19 @@ def start_log(folder: Path) -> Path:
 
 def running_pid(folder: Path, sid: str) -> int | None:
     """The live alarm's pid for session `sid`, or None; -1 if alive but its status is unreadable."""
-    return AlarmFiles(folder, sid).running_pid()
+    return SessionDoorFiles(folder, sid).running_pid()
 
 
-def alarm_status(folder: Path) -> list[dict[str, Any]]:
+def session_doors(folder: Path) -> list[dict[str, Any]]:
     """Every opencode door of an identity, for `talk status`: running or not, and its mail."""
     rows = []
     for path in sorted(folder.glob(f"{PREFIX}*.json")):
         if path.name.endswith(".outbox.json"):
             continue
-        status = AlarmStatus.load(path)
+        status = SessionDoorStatus.load(path)
         if status is None or not status.session:
             continue
-        files = AlarmFiles(folder, status.session)
+        files = SessionDoorFiles(folder, status.session)
         running = held_by_other(files.lock)
         outbox = PromptOutbox(files.outbox).load()
         pending = outbox.pending
@@ -105,8 +111,8 @@ def alarm_status(folder: Path) -> list[dict[str, Any]]:
     return rows
 
 
-def render_alarm(row: dict[str, Any]) -> str:
-    """One `alarm_status` row in words, for `talk status`."""
+def render_door(row: dict[str, Any]) -> str:
+    """One `session_doors` row in words, for `talk status`."""
     if not row["running"]:
         head = f"opencode door for session {row['session']}: not running"
         head += f" ({row['outbox']} message(s) in its outbox)" if row["outbox"] else ""

@@ -26,13 +26,7 @@ __all__ = (
     "PROCESS_NAMES",
     "TITLE",
     "UNINSTALL_HELP",
-    "door_status",
-    "install_doors",
-    "paths",
-    "render_status",
-    "uninstall_doors",
-    "wakes",
-    "wiring",
+    "WAKES",
 )
 __getattr__ = face(__name__, __all__)
 

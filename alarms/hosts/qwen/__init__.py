@@ -28,18 +28,20 @@ __all__ = (
     "NAME",
     "OPTIONS",
     "PROCESS_NAMES",
+    "START_HELP",
+    "START_OPTIONS",
+    "STOP_HELP",
+    "STOP_OPTIONS",
     "TITLE",
     "UNINSTALL_HELP",
+    "WAKES",
     "daemon",
     "door_status",
-    "install_doors",
-    "paths",
     "registry",
     "render_status",
+    "start_door",
     "status",
-    "uninstall_doors",
-    "wakes",
-    "wiring",
+    "stop_door",
 )
 __getattr__ = face(__name__, __all__)
 
@@ -60,9 +62,9 @@ OPTIONS: tuple[Option, ...] = (
     ("--qwen-home", "where", "Qwen Code's home (default: QWEN_HOME or ~/.qwen)."),
     ("--qwen-bin", "program", "The qwen program (default: on PATH)."),
 )
-ALARM_HELP = "Start the Qwen Code door now (its SessionStart hook, from `talk install qwen`, also does)."
+START_HELP = "Start the Qwen Code door now (its SessionStart hook, from `talk install qwen`, also does)."
 STOP_HELP = "Stop the Qwen Code door (mail stays in its outbox and the spool)."
-ALARM_OPTIONS: tuple[DoorOption, ...] = (
+START_OPTIONS: tuple[DoorOption, ...] = (
     ("--qwen-home", "path", "", "Qwen Code's home (default: the one `talk install qwen` used)."),
 )
 STOP_OPTIONS: tuple[DoorOption, ...] = ()
@@ -82,12 +84,12 @@ def render_status(report: Mapping[str, Any]) -> list[str]:
 
 
 def start_door(folder: Path, given: Mapping[str, Any]) -> Done:
-    from alarms.hosts.qwen.alarm import start
+    from alarms.hosts.qwen.control import start
 
     return start(folder, given)
 
 
 def stop_door(folder: Path, given: Mapping[str, Any]) -> Done:
-    from alarms.hosts.qwen.alarm import stop
+    from alarms.hosts.qwen.control import stop
 
     return stop(folder, given)

@@ -27,7 +27,13 @@ from alarms.hosts.opencode.outbox import (
     settled,
 )
 from alarms.hosts.opencode.procnet import listening_inodes, pid_listening_on
-from alarms.hosts.opencode.status import AlarmFiles, AlarmStatus, alarm_status, render_alarm, running_pid
+from alarms.hosts.opencode.status import (
+    SessionDoorFiles,
+    SessionDoorStatus,
+    render_door,
+    running_pid,
+    session_doors,
+)
 from alarms.hosts.opencode.verdict import PromptVerdict, verdict
 from durable.errors import UserError
 from spool_writer import lines
@@ -168,16 +174,17 @@ def test_a_crash_between_outbox_and_cursor_save_does_not_hand_mail_on_twice(
 
 
 def test_alarm_status_reports_a_dead_alarm_as_stopped_with_its_outbox(tmp_path: Path) -> None:
-    assert alarm_status(tmp_path) == []
-    files = AlarmFiles(tmp_path, "ses_x")
-    AlarmStatus(pid=123, url="http://127.0.0.1:1", session="ses_x", state="delivering").save(files.status)
+    assert session_doors(tmp_path) == []
+    files = SessionDoorFiles(tmp_path, "ses_x")
+    SessionDoorStatus(pid=123, url="http://127.0.0.1:1", session="ses_x",
+                      state="delivering").save(files.status)
     PromptOutbox(files.outbox).save(PromptOutboxState(new_prompt([record("a")], "x", 1)))
-    [row] = alarm_status(tmp_path)
+    [row] = session_doors(tmp_path)
     assert row["running"] is False and row["state"] == "stopped" and row["outbox"] == 1
     assert row["session"] == "ses_x" and row["host"] == "opencode"
     assert running_pid(tmp_path, "ses_x") is None
     assert "not running (1 message(s) in its outbox); start it with `talk door opencode --url " \
-        "http://127.0.0.1:1 --session ses_x`" in render_alarm(row)
+        "http://127.0.0.1:1 --session ses_x`" in render_door(row)
 
 
 def test_a_damaged_outbox_says_what_to_do(tmp_path: Path) -> None:

@@ -1,4 +1,4 @@
-"""`talk alarm HOST` and `talk alarm stop HOST`: start and stop daemon doors, one pair of commands
+"""`talk door HOST` and `talk door stop HOST`: start and stop daemon doors, one pair of commands
 per host in `alarms.registry.daemon_hosts`.
 
 Each host's package says what its commands do and which options they take
@@ -21,13 +21,13 @@ from talk.options import Json, User
 from talk.output import result
 from talk.typed_command import keyword, typed
 
-__all__ = ["alarm_app"]
+__all__ = ["door_app"]
 
 KINDS: dict[str, type] = {"text": str, "required": str, "number": int, "path": Path}
 
-alarm_app = TalkTyper(no_args_is_help=True)
+door_app = TalkTyper(no_args_is_help=True)
 stop_app = TalkTyper(help="Stop a daemon door.", no_args_is_help=True)
-alarm_app.add_typer(stop_app, name="stop")
+door_app.add_typer(stop_app, name="stop")
 
 
 def _folder(user: str | None) -> Path:
@@ -60,7 +60,7 @@ def command(name: str, run: Callable[[Path, Mapping[str, Any]], Done | int],
 
     params = [*(_parameter(option) for option in options), keyword("user", User, None),
               keyword("as_json", Json, False)]
-    return typed(handler, params, doc, f"{name}_alarm")
+    return typed(handler, params, doc, f"{name}_door")
 
 
 def register() -> None:
@@ -69,10 +69,10 @@ def register() -> None:
 
     hosts = daemon_hosts()
     for host in hosts:
-        alarm_app.command(host.NAME)(command(host.NAME, host.start_door, host.ALARM_OPTIONS, host.ALARM_HELP))
+        door_app.command(host.NAME)(command(host.NAME, host.start_door, host.START_OPTIONS, host.START_HELP))
         stop_app.command(host.NAME)(command(host.NAME, host.stop_door, host.STOP_OPTIONS, host.STOP_HELP))
     titles = ", ".join(host.TITLE for host in hosts)
-    alarm_app.info.help = f"Daemon doors: bring mail into agent sessions as it arrives ({titles})."
+    door_app.info.help = f"Daemon doors: bring mail into agent sessions as it arrives ({titles})."
 
 
 register()

@@ -1,4 +1,4 @@
-"""`talk alarm opencode` and `talk alarm stop opencode`: start and stop the door of an opencode
+"""`talk door opencode` and `talk door stop opencode`: start and stop the door of an opencode
 session (`alarms.door.DaemonHost`). What they print is said here; the CLI only prints it.
 """
 
@@ -33,14 +33,14 @@ def start(folder: Path, given: Mapping[str, Any]) -> Done | int:
     live = live_door(folder, url, check_sid(session) if session else None)
     if live is not None:
         return _started(live["pid"], live["session"], url, False,
-                        f"opencode alarm already running for session {live['session']} (pid {live['pid']})")
+                        f"opencode door already running for session {live['session']} (pid {live['pid']})")
     sid = session or new_session(url)
     if given.get("foreground"):
         from alarms.hosts.opencode.daemon import run
 
         return run(folder, url, sid, pid, foreground=True)
     child = spawn(folder, url, sid, pid)
-    return _started(child, sid, url, True, f"opencode alarm for session {sid} at {url} (pid {child})")
+    return _started(child, sid, url, True, f"opencode door for session {sid} at {url} (pid {child})")
 
 
 def stop(folder: Path, given: Mapping[str, Any]) -> Done:
@@ -48,6 +48,6 @@ def stop(folder: Path, given: Mapping[str, Any]) -> Done:
 
     stopped = stop_doors(folder, given.get("session"))
     if not stopped:
-        return Done({"stopped": []}, "no opencode alarm is running")
+        return Done({"stopped": []}, "no opencode door is running")
     return Done({"stopped": stopped}, "\n".join(
-        f"stopped the opencode alarm of session {r['session']} (pid {r['pid']})" for r in stopped))
+        f"stopped the opencode door of session {r['session']} (pid {r['pid']})" for r in stopped))

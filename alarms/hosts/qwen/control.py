@@ -1,4 +1,4 @@
-"""`talk alarm qwen` and `talk alarm stop qwen`: start and stop the Qwen Code door by hand
+"""`talk door qwen` and `talk door stop qwen`: start and stop the Qwen Code door by hand
 (`alarms.door.DaemonHost`; its SessionStart hook also starts it). What they print is said here.
 """
 
