@@ -5,11 +5,6 @@ the session's inbox socket (`inbox`), which starts a turn in an idle session; th
 at SessionStart, UserPromptSubmit, PostToolUse and Stop hand on what the monitor has not.
 Delivered: a message the inbox socket accepted, or one a hook printed and the session's
 transcript then shows (`alarms.handover` reconciles a batch with the transcript).
-
-This module is the host's face (`alarms.door.HostPackage`; `alarms.host_face` does the rest):
-constants, and functions that import the rest when called. It imports nothing at the top but
-its face's loader (`durable.faces`, which needs only `sys`), because hooks load it on every
-turn; `__all__` lists what others read of it.
 """
 
 from __future__ import annotations
@@ -22,16 +17,8 @@ if TYPE_CHECKING:
 
     from alarms.door import Option
 
-__all__ = (
-    "AUTHOR_ENV",
-    "INSTALL_HELP",
-    "NAME",
-    "OPTIONS",
-    "PROCESS_NAMES",
-    "TITLE",
-    "UNINSTALL_HELP",
-    "wakes",
-)
+__all__ = ("AUTHOR_ENV", "INSTALL_HELP", "NAME", "OPTIONS", "PROCESS_NAMES", "TITLE",
+           "UNINSTALL_HELP", "wakes")
 __getattr__ = face(__name__, __all__)
 
 NAME = "claude"

@@ -3,11 +3,6 @@ that starts a turn in an idle TUI session (`alarms/hosts/codex/`).
 
 Delivered: a batch the hook printed and Codex's rollout file then shows (`alarms.handover`); a
 payload without a rollout (an ephemeral thread) counts the print as the hand-over.
-
-This module is the host's face (`alarms.door.HostPackage`; `alarms.host_face` does the rest):
-constants, and functions that import the rest when called. It imports nothing at the top but
-its face's loader (`durable.faces`, which needs only `sys`), because hooks load it on every
-turn; `__all__` lists what others read of it.
 """
 
 from __future__ import annotations
@@ -18,17 +13,8 @@ TYPE_CHECKING = False  # not typing.TYPE_CHECKING: hooks import this package on 
 if TYPE_CHECKING:
     from alarms.door import Option
 
-__all__ = (
-    "AUTHOR_ENV",
-    "INSTALL_HELP",
-    "NAME",
-    "OPTIONS",
-    "PROCESS_NAMES",
-    "TITLE",
-    "UNINSTALL_HELP",
-    "WAKES",
-    "hook",
-)
+__all__ = ("AUTHOR_ENV", "INSTALL_HELP", "NAME", "OPTIONS", "PROCESS_NAMES", "TITLE",
+           "UNINSTALL_HELP", "WAKES", "hook")
 __getattr__ = face(__name__, __all__)
 
 NAME = "codex"

@@ -3,11 +3,6 @@ and talk's MCP server (`alarms/hosts/copilot/`). Copilot CLI sets no variable of
 environment that we know of.
 
 Delivered: a batch the hook printed and the session's events file then shows (`alarms.handover`).
-
-This module is the host's face (`alarms.door.HostPackage`; `alarms.host_face` does the rest):
-constants, and functions that import the rest when called. It imports nothing at the top but
-its face's loader (`durable.faces`, which needs only `sys`), because hooks load it on every
-turn; `__all__` lists what others read of it.
 """
 
 from __future__ import annotations
@@ -18,16 +13,8 @@ TYPE_CHECKING = False  # not typing.TYPE_CHECKING: hooks import this package on 
 if TYPE_CHECKING:
     from alarms.door import Option
 
-__all__ = (
-    "AUTHOR_ENV",
-    "INSTALL_HELP",
-    "NAME",
-    "OPTIONS",
-    "PROCESS_NAMES",
-    "TITLE",
-    "UNINSTALL_HELP",
-    "WAKES",
-)
+__all__ = ("AUTHOR_ENV", "INSTALL_HELP", "NAME", "OPTIONS", "PROCESS_NAMES", "TITLE",
+           "UNINSTALL_HELP", "WAKES")
 __getattr__ = face(__name__, __all__)
 
 NAME = "copilot"

@@ -3,11 +3,6 @@ server (`alarms/hosts/gemini/`).
 
 Delivered: a batch the hook printed whole (BeforeAgent, AfterAgent; AfterTool only what fits
 under Gemini CLI's cut of a tool's result) and the session's transcript then shows.
-
-This module is the host's face (`alarms.door.HostPackage`; `alarms.host_face` does the rest):
-constants, and functions that import the rest when called. It imports nothing at the top but
-its face's loader (`durable.faces`, which needs only `sys`), because hooks load it on every
-turn; `__all__` lists what others read of it.
 """
 
 from __future__ import annotations
@@ -18,17 +13,8 @@ TYPE_CHECKING = False  # not typing.TYPE_CHECKING: hooks import this package on 
 if TYPE_CHECKING:
     from alarms.door import Option
 
-__all__ = (
-    "AUTHOR_ENV",
-    "INSTALL_HELP",
-    "NAME",
-    "OPTIONS",
-    "PROCESS_NAMES",
-    "TITLE",
-    "UNINSTALL_HELP",
-    "WAKES",
-    "hook",
-)
+__all__ = ("AUTHOR_ENV", "INSTALL_HELP", "NAME", "OPTIONS", "PROCESS_NAMES", "TITLE",
+           "UNINSTALL_HELP", "WAKES", "hook")
 __getattr__ = face(__name__, __all__)
 
 NAME = "gemini"

@@ -3,11 +3,6 @@
 
 Delivered: a prompt the server stored and the session then took (`verdict`); one the server
 lost or left stranded is posted again.
-
-This module is the host's face (`alarms.door.HostPackage`; `alarms.host_face` does the rest):
-constants, and functions that import the rest when called. It imports nothing at the top but
-its face's loader (`durable.faces`, which needs only `sys`), because hooks load it on every
-turn; `__all__` lists what others read of it.
 """
 
 from __future__ import annotations
@@ -23,28 +18,9 @@ if TYPE_CHECKING:
     from alarms.door import Done, DoorOption, Option
     from alarms.wiring import Wiring
 
-__all__ = (
-    "AUTHOR_ENV",
-    "INSTALL_HELP",
-    "NAME",
-    "OPTIONS",
-    "PROCESS_NAMES",
-    "START_HELP",
-    "START_OPTIONS",
-    "STOP_HELP",
-    "STOP_OPTIONS",
-    "TITLE",
-    "UNINSTALL_HELP",
-    "WAKES",
-    "api",
-    "daemon",
-    "door_status",
-    "install",
-    "render_status",
-    "start_door",
-    "stop_door",
-    "wiring",
-)
+__all__ = ("AUTHOR_ENV", "INSTALL_HELP", "NAME", "OPTIONS", "PROCESS_NAMES", "START_HELP",
+           "START_OPTIONS", "STOP_HELP", "STOP_OPTIONS", "TITLE", "UNINSTALL_HELP", "WAKES", "api",
+           "daemon", "door_status", "install", "render_status", "start_door", "stop_door", "wiring")
 __getattr__ = face(__name__, __all__)
 
 NAME = "opencode"

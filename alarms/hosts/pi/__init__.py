@@ -3,11 +3,6 @@
 
 Delivered: a message the extension saw whole in a model request (pi's `context` event); only
 then does the door move the session's cursor and write the sender's receipt.
-
-This module is the host's face (`alarms.door.HostPackage`; `alarms.host_face` does the rest):
-constants, and functions that import the rest when called. It imports nothing at the top but
-its face's loader (`durable.faces`, which needs only `sys`), because hooks load it on every
-turn; `__all__` lists what others read of it.
 """
 
 from __future__ import annotations
@@ -18,16 +13,8 @@ TYPE_CHECKING = False  # not typing.TYPE_CHECKING: hooks import this package on 
 if TYPE_CHECKING:
     from alarms.door import Option
 
-__all__ = (
-    "AUTHOR_ENV",
-    "INSTALL_HELP",
-    "NAME",
-    "OPTIONS",
-    "PROCESS_NAMES",
-    "TITLE",
-    "UNINSTALL_HELP",
-    "WAKES",
-)
+__all__ = ("AUTHOR_ENV", "INSTALL_HELP", "NAME", "OPTIONS", "PROCESS_NAMES", "TITLE",
+           "UNINSTALL_HELP", "WAKES")
 __getattr__ = face(__name__, __all__)
 
 NAME = "pi"

@@ -3,11 +3,6 @@ a SessionStart hook; and talk's MCP server (`alarms/hosts/qwen/`).
 
 Delivered: a message Qwen's receipt says it delivered to the session; "held" waits for the
 user's review in /peers, "dropped" is sent again or given up as Qwen says.
-
-This module is the host's face (`alarms.door.HostPackage`; `alarms.host_face` does the rest):
-constants, and functions that import the rest when called. It imports nothing at the top but
-its face's loader (`durable.faces`, which needs only `sys`), because hooks load it on every
-turn; `__all__` lists what others read of it.
 """
 
 from __future__ import annotations
@@ -22,27 +17,10 @@ if TYPE_CHECKING:
 
     from alarms.door import Done, DoorOption, Option
 
-__all__ = (
-    "AUTHOR_ENV",
-    "INSTALL_HELP",
-    "NAME",
-    "OPTIONS",
-    "PROCESS_NAMES",
-    "START_HELP",
-    "START_OPTIONS",
-    "STOP_HELP",
-    "STOP_OPTIONS",
-    "TITLE",
-    "UNINSTALL_HELP",
-    "WAKES",
-    "daemon",
-    "door_status",
-    "registry",
-    "render_status",
-    "start_door",
-    "status",
-    "stop_door",
-)
+__all__ = ("AUTHOR_ENV", "INSTALL_HELP", "NAME", "OPTIONS", "PROCESS_NAMES", "START_HELP",
+           "START_OPTIONS", "STOP_HELP", "STOP_OPTIONS", "TITLE", "UNINSTALL_HELP", "WAKES",
+           "daemon", "door_status", "registry", "render_status", "start_door", "status",
+           "stop_door")
 __getattr__ = face(__name__, __all__)
 
 NAME = "qwen"
