@@ -1,5 +1,6 @@
 """Every agent host talk has a door into, in one place: the CLI, `talk doctor` and `talk status`
-read them from here instead of keeping lists of their own.
+read them from here instead of keeping lists of their own. The list itself is the face of
+`alarms.hosts` (its `__all__`, one name per host folder).
 
 Lazy: naming a host imports only its package's `__init__` (constants and functions that import
 the rest when called) and `alarms.host_face`, never its doors or its install code.
@@ -11,6 +12,7 @@ import importlib
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, cast
 
+from alarms import hosts as hosts_face
 from durable.errors import UserError
 
 if TYPE_CHECKING:
@@ -18,7 +20,9 @@ if TYPE_CHECKING:
 
 __all__ = ["NAMES", "OTHER", "agent_host", "author_env", "daemon_hosts", "host_of", "hosts", "parse_host"]
 
-NAMES = ("claude", "codex", "copilot", "gemini", "opencode", "pi", "qwen")
+# Every host: the face of `alarms.hosts`, which lists each host's folder once (importing it loads
+# no host). A new host is its folder and its name there.
+NAMES: tuple[str, ...] = tuple(hosts_face.__all__)
 OTHER = "other"  # a session registered by a door that does not know its host (`talk mcp --host other`)
 ANY_AGENT_ENV = "AI_AGENT"  # the variable more and more hosts set for their tools, whoever they are
 

@@ -20,11 +20,11 @@ from durable.errors import UserError
 ROOT = Path(__file__).resolve().parents[3]
 PRODUCTION = ("durable", "keys", "relay", "follower", "spool_writer", "alarms", "talk")
 
-# Files that may name a host outside alarms/hosts/<host>/: the registry, and the entry points installed
-# configs name by path or module (kept where those configs expect them).
+# Files that may name a host outside alarms/hosts/<host>/: the registry's one line (the face of
+# alarms.hosts, one name per host folder), and the entry points installed configs name by path or
+# module (kept where those configs expect them).
 MAY_NAME_HOSTS = {
-    "alarms/registry.py",
-    "alarms/hosts/__init__.py",  # the face of alarms.hosts: every host, as the registry loads each
+    "alarms/hosts/__init__.py",
     "alarms/claude_hook.py", "alarms/claude_monitor.py", "alarms/claude_monitor.sh", "alarms/pi_door.py",
     "alarms/copilot_hook.py", "alarms/codex_hook.py", "alarms/gemini_hook.py",
     "alarms/qwen.py", "alarms/opencode.py",
