@@ -1,4 +1,4 @@
-"""What every hook door runs on: the payload, the answer, the fast path, the error log.
+"""What every hook door runs on: the payload, the answer, the error log.
 
 A hook door (Codex, Gemini CLI, Copilot CLI) is a short process its host starts on each turn,
 with a JSON payload on stdin and one JSON object expected on stdout. This module is what they
