@@ -385,7 +385,7 @@ class Opencode:
             return f"listening on {self.url}" in (logs / "opencode.out").read_text(errors="replace")
 
         wait(listening, READY_S, "opencode serve to listen")
-        started = json.loads(rig.bob.ok(rig.deadline, "alarm", "opencode", "--url", self.url, "--json"))
+        started = json.loads(rig.bob.ok(rig.deadline, "door", "opencode", "--url", self.url, "--json"))
         self.sid = str(started["session"])
         wait(lambda: any(s["sid"] == self.sid and s["alive"] for s in rig.sessions()), READY_S,
              "the alarm to register the session", step=0.2)
@@ -407,7 +407,7 @@ class Opencode:
     def stop(self) -> None:
         if self.rig is not None:
             with contextlib.suppress(BenchError):
-                self.rig.bob.ok(Deadline(30), "alarm", "stop", "opencode")
+                self.rig.bob.ok(Deadline(30), "door", "stop", "opencode")
         if self.procs is not None:
             self.procs.stop()
 

@@ -166,7 +166,7 @@ def gather_status(folder: Path) -> dict[str, Any]:
     wakes = {name: by_name[name].wakes(folder) for name in {str(x.host) for x in found} if name in by_name}
     sessions = [
         {"sid": x.sid, "host": str(x.host), "pid": x.pid, "alive": x.alive, "spool": str(x.spool),
-         "unread": x.unread, "alarm": wakes.get(str(x.host), "none")}
+         "unread": x.unread, "door": wakes.get(str(x.host), "none")}
         for x in found
     ]
     daemon_doors = dict(filter(None, (host.door_status(folder) for host in by_name.values())))
@@ -279,7 +279,7 @@ def render_status(report: dict[str, Any]) -> str:
     for x in report["sessions"]:
         state = "live" if x["alive"] else "ended"
         lines.append(f"session {x['sid']} ({x['host']}, pid {x['pid']}, {state}): "
-                     f"{x['unread']} waiting in {x['spool']}\n  door: {x['alarm']}")
+                     f"{x['unread']} waiting in {x['spool']}\n  door: {x['door']}")
     if not report["sessions"]:
         lines.append("no sessions registered")
     for host in hosts():

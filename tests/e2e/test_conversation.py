@@ -1,6 +1,6 @@
 """The conversation protocol end to end: receipts, outbox, policy, held mail, tasks, hops, rates.
 
-Everything runs over a real relay with real `talk` processes and followers; the "alarm" that
+Everything runs over a real relay with real `talk` processes and followers; the "door" that
 hands mail to an agent is `alarms.mailbox.SessionMail.take`, the very call the Codex and Claude
 hooks make (so the hand-over log it writes is the one the real hosts write).
 """

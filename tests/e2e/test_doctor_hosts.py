@@ -224,7 +224,7 @@ def register_claude_session(agent: Agent) -> None:
 def alarm_of(agent: Agent) -> str:
     r: Result = agent.ok("status", "--json")
     (session,) = r.json()["sessions"]
-    return str(session["alarm"])
+    return str(session["door"])
 
 
 def test_status_names_what_wakes_a_claude_session(bob: Agent, home: Path) -> None:

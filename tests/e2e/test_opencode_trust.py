@@ -30,7 +30,7 @@ def state(alice: Agent, msg_id: str) -> str:
 
 
 def alarm_row(bob: Agent) -> dict[str, Any]:
-    (row,) = bob.ok("status", "--json").json()["alarms"]
+    (row,) = bob.ok("status", "--json").json()["opencode_doors"]
     return dict(row)
 
 

@@ -1,7 +1,7 @@
 """`talk show`: the conversation view, through the real `talk` with real followers and a relay.
 
 Mail moves as it does for agents: followers take it into the spool and send receipts back, and
-the "alarm" that hands a message to an agent is `alarms.mailbox.SessionMail.take`, the call the
+the "door" that hands a message to an agent is `alarms.mailbox.SessionMail.take`, the call the
 hosts' hooks make, so sent mail reaches "delivered" for real. Or, as a person starts, with
 `talk receive`, which prints the mail and never spools it.
 

@@ -56,13 +56,13 @@ def wiring(identity: Path | None) -> Wiring:
 def door_status(identity: Path) -> tuple[str, Any] | None:
     from alarms.hosts.opencode.status import session_doors
 
-    return "alarms", session_doors(identity)
+    return "opencode_doors", session_doors(identity)
 
 
 def render_status(report: Mapping[str, Any]) -> list[str]:
     from alarms.hosts.opencode.status import render_door
 
-    return [render_door(row) for row in report.get("alarms", [])]
+    return [render_door(row) for row in report.get("opencode_doors", [])]
 
 
 def start_door(folder: Path, given: Mapping[str, Any]) -> Done | int:
