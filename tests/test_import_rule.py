@@ -183,7 +183,8 @@ def attribute_uses(tree: ast.Module, modules: set[str]) -> Iterator[Found]:
                 continue
             parts = [*bound[value.id].split("."), *chain]
             depth = max(d for d in range(1, len(parts) + 1) if ".".join(parts[:d]) in modules or d == 1)
-            if depth < len(parts):
+            # a module's own metadata (`__all__`, `__file__`) is every module's, not a name it exports
+            if depth < len(parts) and not (parts[depth].startswith("__") and parts[depth].endswith("__")):
                 yield node.lineno, ".".join(parts[:depth]), (parts[depth],)
 
 
