@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from alarms.hosts.qwen import outbox as ob
 from alarms.hosts.qwen.status import DoorFiles, running_pid
 from tests.conftest import TALK, Agent, wait_for
 from tests.hosts.configs import FAKE_API_KEY
@@ -23,6 +24,11 @@ from tests.hosts.fake_model import FakeModel
 from tests.hosts.tmux import Tmux
 
 WARM_S = 90.0  # a fresh Qwen Code on a loaded machine can take a while to its first request
+# How long after the model has a message the door may take to have Qwen's `delivered` for it. On
+# a loaded machine Qwen can be busy long enough after taking a long message to lose its answer
+# (its own send times out); the door's copy after `RECEIPT_WAIT_S` is then answered `duplicate`,
+# and the one after Qwen's dedup window gets the verdict. Receipts are best-effort by design.
+SETTLE_S = ob.RECEIPT_WAIT_S + ob.DUPLICATE_WINDOW_S + 20.0
 MODEL = "fake-model"
 
 

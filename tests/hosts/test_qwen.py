@@ -19,7 +19,7 @@ from tests.hosts.fake_model import FakeModel
 from tests.hosts.npm import host_env
 from tests.hosts.opencode import kill9, marker
 from tests.hosts.procs import ProcessGroup
-from tests.hosts.qwen import WARM_S, QwenRig, install_qwen, qwen_env, write_qwen_settings
+from tests.hosts.qwen import SETTLE_S, WARM_S, QwenRig, install_qwen, qwen_env, write_qwen_settings
 from tests.hosts.tmux import Tmux
 
 TOOL_DONE = "QWEN_TOOL_DONE"
@@ -93,7 +93,7 @@ def test_mail_waiting_at_start_reaches_the_model_once_and_the_receipt_follows_qw
     _framed(seen["last_user_text"], text)
     wait_for(lambda: "Qwen answered delivered" in rig.door_log(), 30, "Qwen's delivered answer")
     wait_for(rig.receipt_delivered, 30, "alice's delivered receipt")
-    wait_for(rig.settled, 30, "the door to have nothing left to send")
+    wait_for(rig.settled, SETTLE_S, "the door to have nothing left to send")
     rig.delivered_once(text)
     assert rig.door_status()["counts"].get("delivered") == 1
     door = rig.bob.ok("status", "--json").json()["qwen_door"]
@@ -108,7 +108,7 @@ def test_an_idle_session_is_woken_once(rig: QwenRig) -> None:
     text = marker("IDLE-WAKE")
     rig.send(text)
     rig.model.wait_for(text, 60)
-    wait_for(rig.settled, 30, "the door to have nothing left to send")
+    wait_for(rig.settled, SETTLE_S, "the door to have nothing left to send")
     rig.delivered_once(text)
 
 
@@ -127,7 +127,7 @@ def test_mail_arriving_mid_turn_is_the_next_turn_once(rig: QwenRig, gate: Path) 
     assert seen["n"] > call["n"]
     done = rig.model.wait_for(TOOL_DONE, 30)
     assert seen["n"] > done["n"], "Qwen 0.24.4 queues peer mail for the turn after the running one"
-    wait_for(rig.settled, 30, "the door to have nothing left to send")
+    wait_for(rig.settled, SETTLE_S, "the door to have nothing left to send")
     rig.delivered_once(text)
 
 
@@ -140,7 +140,7 @@ def test_a_60_kb_message_arrives_whole_once(rig: QwenRig) -> None:
     rig.alice.ok("send", "bob", "-", stdin=text)
     seen = rig.model.wait_for(f"END-{head}", 90)
     assert f"> {text}" in seen["last_user_text"], "the long message did not arrive whole"
-    wait_for(rig.settled, 30, "the door to have nothing left to send")
+    wait_for(rig.settled, SETTLE_S, "the door to have nothing left to send")
     rig.delivered_once(head)
 
 
@@ -162,7 +162,7 @@ def test_kill_9_of_the_door_at_random_moments_loses_and_repeats_nothing(rig: Qwe
     assert killed >= 3
     for text in texts:
         rig.model.wait_for(text, 90)
-    wait_for(rig.settled, 60, "the door to have nothing left to send")
+    wait_for(rig.settled, SETTLE_S, "the door to have nothing left to send")
     for text in texts:
         rig.delivered_once(text)
 
@@ -299,7 +299,7 @@ def test_a_batch_written_before_a_crash_is_recognised_when_the_door_sends_it_aga
     wait_for(lambda: f"Qwen answered delivered for {batch.msg_id}" in rig.door_log(), 60,
              "Qwen's answer to the resent batch")
     wait_for(rig.receipt_delivered, 30, "alice's delivered receipt")
-    wait_for(rig.settled, 30, "the door to have nothing left to send")
+    wait_for(rig.settled, SETTLE_S, "the door to have nothing left to send")
     rig.delivered_once(text)
 
 
@@ -318,6 +318,6 @@ def test_mail_sent_while_qwen_is_down_reaches_the_next_session_once(rig: QwenRig
     rig.tmux = Tmux(rig.tmux.env, "qwen")
     rig.start()
     rig.model.wait_for(text, WARM_S)
-    wait_for(rig.settled, 30, "the door to have nothing left to send")
+    wait_for(rig.settled, SETTLE_S, "the door to have nothing left to send")
     rig.delivered_once(text)
     rig.delivered_once(warm)

@@ -96,15 +96,23 @@ class SendFailed(Exception):
 
 
 def send(ipc_path: str, data: bytes, timeout: float = SEND_TIMEOUT_S) -> None:
-    """Qwen's exchange: connect, one write, half-close, wait for it to close the connection."""
+    """Qwen's exchange: connect, one write, half-close, wait for it to close the connection.
+
+    Once the frame is written whole it is in Qwen's socket, which Qwen reads to the end even after
+    we close: a Qwen too busy to close within `timeout` (a long message on a loaded machine) has
+    the frame all the same, so that is not a failure: its answer follows, or the copy sent after
+    `RECEIPT_WAIT_S`. Sending it again a second later would only be answered `duplicate`."""
     conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     conn.settimeout(timeout)
     try:
         conn.connect(ipc_path)
         conn.sendall(data)
         conn.shutdown(socket.SHUT_WR)
-        while conn.recv(4096):
-            pass  # the receiver never writes here; wait for its close
+        try:
+            while conn.recv(4096):
+                pass  # the receiver never writes here; wait for its close
+        except TimeoutError:
+            log.info("Qwen took the frame but did not close within %.0f s; waiting for its answer", timeout)
     except OSError as exc:
         gone = exc.errno in (errno.ENOENT, errno.ECONNREFUSED)
         raise SendFailed(f"{ipc_path}: {'gone' if gone else exc}") from exc

@@ -20,7 +20,11 @@ which repeats its earlier verdict instead of queueing it twice. What each answer
 - `expired`: it waited too long or the session quit. Sent again under a new id.
 - `misaddressed`: the session id changed (`/clear`, `/resume`). Sent again under a new id to
   the session id read afresh.
-- `dropped`: turned away before any policy ran, leaving no trace. Sent again, same id, backing off.
+- `dropped`: turned away before any policy ran, leaving no trace. Sent again, same id, backing off;
+  for a `duplicate` (Qwen took this very text from us within its dedup window: it has it, and
+  answers every copy so until the window ends) once the window has passed, when a copy of a
+  settled id gets Qwen's earlier verdict. Backing off by seconds would only be answered
+  `duplicate` again, and stretch the wait past the window by up to the last step.
 - no answer within `RECEIPT_WAIT_S` (receipts are best-effort): sent again, same id, backing off.
 - the socket did not take the frame: tried again after `SEND_RETRY_S`, same id.
 
@@ -47,6 +51,9 @@ HELD_RECHECK_S = 60.0
 REFUSED_RETRY_S = 600.0
 EXPIRED_RETRY_S = 5.0
 DROP_CAP_S = 60.0
+# Qwen Code 0.24.4 answers `duplicate` to a text identical to the sender's last one it took, for
+# 30 s after it took it; that was before the answer came, so the window has passed by then + 30 s.
+DUPLICATE_WINDOW_S = 31.0
 KEEP_DELIVERED_S = 600.0
 MAX_BATCH_CHARS = 512 * 1024  # far under Qwen's 1 MiB line, whatever JSON escaping does
 
@@ -195,7 +202,8 @@ def apply(state: OutboxState, receipt: f.QwenReceipt, now: float) -> tuple[Outbo
         elif status == f.MISADDRESSED:
             state = _swap(state, batch, batch.anew(now))
         elif status == f.DROPPED:
-            wait = min(DROP_CAP_S, 2.0 ** (batch.drops + 1))
+            wait = (DUPLICATE_WINDOW_S if receipt.drop_reason == "duplicate"
+                    else min(DROP_CAP_S, 2.0 ** (batch.drops + 1)))
             state = _swap(state, batch, replace(batch, sends=0, next_at=now + wait, drops=batch.drops + 1))
     return state, queued
 

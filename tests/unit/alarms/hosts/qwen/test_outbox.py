@@ -98,6 +98,16 @@ def test_misaddressed_goes_again_at_once_under_a_new_id_and_dropped_backs_off_un
     assert back.msg_id == batch.msg_id and not ob.due(back, 101.0) and ob.due(back, 102.0)
 
 
+def test_a_duplicate_is_asked_again_once_qwens_dedup_window_has_passed_not_sooner() -> None:
+    state, batch = one("a")
+    dropped, _ = answer(ob.sent(state, batch, 1.0), f.DROPPED, batch, drop_reason="duplicate")
+    back = dropped.batches[0]
+    assert back.msg_id == batch.msg_id
+    assert not ob.due(back, 100.0 + ob.DUPLICATE_WINDOW_S - 1) and ob.due(back, 100.0 + ob.DUPLICATE_WINDOW_S)
+    delivered, queued = answer(ob.sent(dropped, back, 140.0), f.DELIVERED, back, now=140.0)
+    assert delivered.waiting() == 0 and [b.ids for b in queued] == [("a",)]
+
+
 def test_a_dropped_receipt_settles_every_id_it_names_and_noise_changes_nothing() -> None:
     state = ob.add(ob.OutboxState(), SID, [spool_message("a")], joined)
     big = spool_message("b")
