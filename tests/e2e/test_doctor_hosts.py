@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 from tests.conftest import Agent, Result
+from tests.e2e.host_homes import private_home
 
 HOSTS = ("claude", "codex", "pi", "qwen", "gemini", "copilot", "opencode")
 GONE = "/nonexistent/bin/python3"
@@ -24,15 +25,7 @@ GONE = "/nonexistent/bin/python3"
 @pytest.fixture
 def home(tmp_path: Path, bob: Agent) -> Path:
     """bob's HOME and every host's config folder in tmp_path; PATH without any host program."""
-    home = tmp_path / "home"
-    home.mkdir()
-    bob.extra_env.update(
-        HOME=str(home), CODEX_HOME=str(home / ".codex"), CLAUDE_CONFIG_DIR=str(home / ".claude"),
-        QWEN_HOME=str(home / ".qwen"), GEMINI_CLI_HOME=str(home), COPILOT_HOME=str(home / ".copilot"),
-        PI_CODING_AGENT_DIR=str(home / ".pi" / "agent"),
-        PATH=os.pathsep.join([str(Path(sys.executable).parent), "/usr/bin", "/bin"]),
-    )
-    return home
+    return private_home(tmp_path, bob)
 
 
 def doctor(agent: Agent) -> tuple[int, dict[str, dict[str, Any]]]:

@@ -9,7 +9,6 @@ rewrite them to the new paths in place.
 from __future__ import annotations
 
 import json
-import os
 import shlex
 import subprocess
 import sys
@@ -19,6 +18,7 @@ from typing import Any
 import pytest
 
 from tests.conftest import REPO, Agent
+from tests.e2e.host_homes import private_home
 
 PY = sys.executable
 OLD_HOOK_SCRIPTS = {"codex": REPO / "alarms" / "codex_hook.py", "gemini": REPO / "alarms" / "gemini_hook.py"}
@@ -38,15 +38,8 @@ def old_argv(host: str, talk_home: Path, event: str = "") -> list[str]:
 
 @pytest.fixture
 def home(tmp_path: Path, bob: Agent) -> Path:
-    home = tmp_path / "home"
-    home.mkdir()
-    bob.extra_env.update(
-        HOME=str(home), CODEX_HOME=str(home / ".codex"), CLAUDE_CONFIG_DIR=str(home / ".claude"),
-        QWEN_HOME=str(home / ".qwen"), GEMINI_CLI_HOME=str(home), COPILOT_HOME=str(home / ".copilot"),
-        PI_CODING_AGENT_DIR=str(home / ".pi" / "agent"), TALK_USER="bob",
-        PATH=os.pathsep.join([str(Path(sys.executable).parent), "/usr/bin", "/bin"]),
-    )
-    return home
+    """bob's HOME and every host's config folder in tmp_path; PATH without any host program."""
+    return private_home(tmp_path, bob, TALK_USER="bob")
 
 
 def write(path: Path, doc: Any) -> None:
