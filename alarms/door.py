@@ -18,14 +18,14 @@ Install code returns values (`Done`) and never prints: `talk install`/`talk unin
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
 from alarms.wiring import Wiring
 
-__all__ = ["DaemonHost", "Done", "DoorOption", "Host", "HostPackage", "Option", "Request"]
+__all__ = ["DaemonHost", "Done", "DoorOption", "Host", "HostPackage", "LaunchHost", "Option", "Request"]
 
 # One host-specific option of `talk install HOST` / `talk uninstall HOST`:
 # (flag, Request field it fills: "where" (a path) or "program", help text).
@@ -128,3 +128,18 @@ class DaemonHost(Protocol):
 
     def stop_door(self, folder: Path, given: Mapping[str, Any]) -> Done:
         """Stop the identity's door (or doors, as STOP_OPTIONS narrow it); its mail stays."""
+
+
+class LaunchHost(Protocol):
+    """A host whose best door must be opened when the session starts (a launch flag): `talk run
+    NAME ARGS…` starts the host with that door open and every other argument passed through
+    (`alarms.registry.launch_hosts` finds them: those with `run_session`). A session started
+    without it keeps the host's other doors."""
+
+    NAME: str
+    TITLE: str
+    RUN_HELP: str  # what `talk run NAME` does, for its --help
+
+    def run_session(self, folder: Path, args: Sequence[str], env: Mapping[str, str]) -> int:
+        """Run the host in this terminal with the door open for the identity in `folder`, `args`
+        passed to the host as given; the host's exit status. UserError when it cannot start."""

@@ -16,9 +16,10 @@ from alarms import hosts as hosts_face
 from durable.errors import UserError
 
 if TYPE_CHECKING:
-    from alarms.door import DaemonHost, Host
+    from alarms.door import DaemonHost, Host, LaunchHost
 
-__all__ = ["NAMES", "OTHER", "agent_host", "author_env", "daemon_hosts", "host_of", "hosts", "parse_host"]
+__all__ = ["NAMES", "OTHER", "agent_host", "author_env", "daemon_hosts", "host_of", "hosts", "launch_hosts",
+           "parse_host"]
 
 # Every host: the face of `alarms.hosts`, which lists each host's folder once (importing it loads
 # no host). A new host is its folder and its name there.
@@ -43,6 +44,11 @@ def hosts() -> list[Host]:
 def daemon_hosts() -> list[DaemonHost]:
     """The hosts whose door is a daemon (`alarms.door.DaemonHost`): `talk alarm` starts those."""
     return [cast("DaemonHost", host) for host in hosts() if hasattr(host, "start_door")]
+
+
+def launch_hosts() -> list[LaunchHost]:
+    """The hosts with a door that needs a launch flag (`alarms.door.LaunchHost`): `talk run` starts those."""
+    return [cast("LaunchHost", host) for host in hosts() if hasattr(host, "run_session")]
 
 
 def parse_host(value: str) -> str:

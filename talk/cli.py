@@ -21,6 +21,7 @@ from talk.install_cli import install_app, uninstall_app
 from talk.options import Json, PassFile, Relay, User, option
 from talk.output import LOUD_NO_PASSPHRASE, emit_json, result, warn
 from talk.purge import purge
+from talk.run_cli import run_app
 from talk.show_cli import show_command
 from talk.spool_cli import gc_command, log_command, session_app
 
@@ -583,6 +584,7 @@ app.add_typer(install_app, name="install")
 app.add_typer(uninstall_app, name="uninstall")
 app.add_typer(door_app, name="door")
 app.add_typer(door_app, name="alarm", hidden=True)  # its name before "door"; scripts may still say it
+app.add_typer(run_app, name="run")
 
 
 def mcp_command(
