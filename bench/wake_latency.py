@@ -10,8 +10,13 @@ and the host's alarm (Claude Code: `talk install claude` plugin, monitor and hoo
 which no outside event can run while it is idle; Qwen Code: `talk install qwen`, whose
 SessionStart hook starts the Qwen door; Copilot CLI: `talk install copilot` hooks, which nothing
 from outside can run in an idle session). Whatever doors the installed talk has are
-what is measured. Two modes per host:
+what is measured. Three modes per host:
 
+  first    mail waits in bob's spool before the host starts; the bench starts the session and
+           types nothing. The figure is the launch → the first model request carrying the
+           message: how soon a freshly started session is reachable (its own start-up included).
+           A host that is not reached before a first prompt shows `not_delivered` (watched for
+           --wait s, or its `idle_wait`), and the mail then goes with the first prompt.
   idle     the session sits idle after a first turn; alice sends; the figure is the start of
            `talk send` → the first model request carrying the message (target ≤ 1 s)
   midturn  a turn is busy in a shell tool call (the fake model answers RUN_TOOL with a call
@@ -66,7 +71,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))  # tests/hosts: the host programs, the fake model, their configs
 
 HOSTS = ("claude", "codex", "opencode", "pi", "gemini", "qwen", "copilot")
-MODES = ("idle", "midturn")
+MODES = ("idle", "midturn")  # repeated --runs times; "first" is once per host, at its start
 TARGET_S = 1.0
 OUTCOMES = ("woken", "at_boundary", "after_turn", "during_tool", "not_delivered")
 READY_S = 90.0  # a host's first start on a loaded 2-core machine
@@ -93,10 +98,12 @@ class Sample:
     def outcome(self) -> str:
         return outcome(self.mode, self.seen_n, self.boundary_n)
 
+    launched: float | None = None  # first: the host's start began
+
     @property
     def latency(self) -> float | None:
-        """idle: send → request; midturn: tool end → request."""
-        start = self.sent if self.mode == "idle" else self.tool_end
+        """first: launch → request; idle: send → request; midturn: tool end → request."""
+        start = {"first": self.launched, "idle": self.sent}.get(self.mode, self.tool_end)
         return None if self.seen is None or start is None else self.seen - start
 
 
@@ -104,7 +111,7 @@ def outcome(mode: str, seen_n: int | None, boundary_n: int | None) -> str:
     """Where the message reached the model, from request numbers."""
     if seen_n is None:
         return "not_delivered"
-    if mode == "idle":
+    if mode in ("first", "idle"):
         return "woken"
     if boundary_n is None or seen_n > boundary_n:
         return "after_turn"
@@ -125,6 +132,9 @@ def stats(values: list[float]) -> dict[str, float | None]:
 def summarize(samples: list[Sample]) -> dict[str, Any]:
     """One host's figures, keyed for the JSON line."""
     out: dict[str, Any] = {}
+    for first in (s for s in samples if s.mode == "first"):
+        out.update(first_s=None if first.latency is None else seconds(first.latency),
+                   first_outcome=first.outcome)
     idle = [s for s in samples if s.mode == "idle"]
     if idle:
         got = [s.latency for s in idle if s.latency is not None]
@@ -154,13 +164,13 @@ def result_line(results: dict[str, dict[str, Any]], runs: int, load: float) -> d
 
 def table(host: str, samples: list[Sample]) -> str:
     rows = []
-    for mode in MODES:
+    for mode in ("first", *MODES):
         mine = [s for s in samples if s.mode == mode]
         if not mine:
             continue
         got = [x for x in (s.latency for s in mine) if x is not None]
         st = stats(got)
-        what = "send → request" if mode == "idle" else "tool end → request"
+        what = {"first": "launch → request", "idle": "send → request"}.get(mode, "tool end → request")
         med = "-" if st["median"] is None else f"{st['median']:.2f}"
         p90 = "-" if st["p90"] is None else f"{st['p90']:.2f}"
         outcomes = ", ".join(f"{n} {k}" for k in OUTCOMES if (n := sum(s.outcome == k for s in mine)))
@@ -619,6 +629,19 @@ class Bench:
         self.rig.alice.ok(self.rig.deadline, "send", "bob", text)
         return sent
 
+    def first_run(self, model_url: str) -> Sample:
+        """Mail waiting before the session starts; launch → the model's first request with it."""
+        needle = f"FIRST-{uuid.uuid4().hex[:10]}"
+        watch = SpoolWatch(self.rig.folder / "spool", needle)
+        sample = Sample("first", self.send(f"waiting for you at start: {needle}"))
+        sample.spooled = watch.wait(self.wait_s)
+        watch.stop()
+        sample.launched = time.time()
+        self.host.start(self.rig, model_url)
+        if seen := self.request(carries(needle), getattr(self.host, "idle_wait", self.wait_s), needle):
+            sample.seen, sample.seen_n = seen["ts"], seen["n"]
+        return sample
+
     def first_turn(self) -> None:
         before = len(self.model.requests)
         self.host.prompt("hello, a first turn")
@@ -700,8 +723,10 @@ def run_host(name: str, relay: Relay, talk: str, root: Path, deadline: Deadline,
     try:
         with host_rig(name, relay, talk, root, deadline, host_bin) as rig, FakeModel() as model:
             try:
-                host.start(rig, model.url)
                 bench = Bench(rig, host, model, args.hold, args.wait, samples)
+                samples.append(first := bench.first_run(model.url))
+                lat = "-" if first.latency is None else f"{first.latency:.2f} s"
+                print(f"{name} first: {lat} ({first.outcome})", file=sys.stderr)
                 bench.first_turn()
                 for i in range(args.runs):
                     for mode in MODES if i % 2 == 0 else MODES[::-1]:
