@@ -77,6 +77,7 @@ class HostPackage(Protocol):
 
     NAME: str  # `talk install NAME`, and the host a session registers under in the spool
     TITLE: str  # how people call it: "Claude Code"
+    REACH: str  # when a just-started session can take mail: from its first second, or from when
     AUTHOR_ENV: tuple[str, ...]  # variables the host sets in its tools' environment: "runs inside it"
     PROCESS_NAMES: tuple[str, ...]  # the host program's process names (`alarms.mailbox.host_pid`)
     OPTIONS: tuple[Option, ...]  # host-specific options of `talk install/uninstall NAME`

@@ -172,9 +172,27 @@ def gather_status(folder: Path) -> dict[str, Any]:
     daemon_doors = dict(filter(None, (host.door_status(folder) for host in by_name.values())))
     return {"follower": follower, "sessions": sessions, "inbox": str(spool / "inbox.ndjson"),
             "inbox_waiting": count_lines(spool / "inbox.ndjson"), **daemon_doors,
+            "waiting_hosts": waiting_hosts(folder, sessions),
             "missing": missing_rows(folder),
             "quarantined": len(Quarantine(folder).lost()), "forward_secrecy": secrecy_rows(folder),
             "loop_guard": guard_report(folder)}
+
+
+def waiting_hosts(folder: Path, sessions: list[dict[str, Any]]) -> list[dict[str, str]]:
+    """The hosts talk is wired into that have no live session: when a new one can take mail."""
+    from alarms.registry import hosts
+    from alarms.wiring import State
+
+    live = {x["host"] for x in sessions if x["alive"]}
+    rows = []
+    for host in hosts():
+        if host.NAME in live:
+            continue
+        wiring = host.wiring(folder)
+        if wiring.state not in (State.ABSENT, State.UNWIRED):
+            rows.append({"host": host.NAME, "title": host.TITLE, "wiring": str(wiring.state),
+                         "reach": host.REACH})
+    return rows
 
 
 def guard_report(folder: Path) -> dict[str, Any]:
@@ -282,6 +300,8 @@ def render_status(report: dict[str, Any]) -> str:
                      f"{x['unread']} waiting in {x['spool']}\n  door: {x['door']}")
     if not report["sessions"]:
         lines.append("no sessions registered")
+    for row in report.get("waiting_hosts", []):
+        lines.append(f"{row['title']}: {row['wiring']}, no live session; a new one takes mail {row['reach']}")
     for host in hosts():
         lines += host.render_status(report)  # a daemon door's state, from its own key of the report
     lines += [render_missing(row) for row in report["missing"]]

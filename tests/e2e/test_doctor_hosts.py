@@ -228,3 +228,20 @@ def test_status_names_what_wakes_a_claude_session(bob: Agent, home: Path) -> Non
     enable_plugin(home, plugin)
     assert "monitor" in alarm_of(bob)
     assert "Claude Code plugin: its monitor" in bob.ok("status").out
+
+
+def test_status_says_when_a_wired_host_with_no_live_session_can_take_mail(bob: Agent, home: Path) -> None:
+    """A just-started session of some hosts cannot take mail before its first prompt: `talk
+    status` names, for each host talk is wired into and no session of which is live, when a new
+    session becomes reachable; a host talk is not wired into is not listed."""
+    from alarms.registry import host_of
+
+    assert bob.run("install", "gemini").code == 0
+    bob.run("install", "codex")  # no codex program: hooks written, not trusted (exit 1)
+    report = bob.ok("status", "--json").json()
+    rows = {row["host"]: row for row in report["waiting_hosts"]}
+    assert set(rows) == {"gemini", "codex"}, rows
+    for name, row in rows.items():
+        assert row["reach"] == host_of(name).REACH and row["wiring"] in ("wired", "untrusted"), row
+    said = bob.ok("status").out
+    assert f"Gemini CLI: wired, no live session; a new one takes mail {host_of('gemini').REACH}" in said

@@ -17,12 +17,16 @@ if TYPE_CHECKING:
 
     from alarms.door import Option
 
-__all__ = ("AUTHOR_ENV", "INSTALL_HELP", "NAME", "OPTIONS", "PROCESS_NAMES", "TITLE",
+__all__ = ("AUTHOR_ENV", "INSTALL_HELP", "NAME", "OPTIONS", "PROCESS_NAMES", "REACH", "TITLE",
            "UNINSTALL_HELP", "wakes")
 __getattr__ = face(__name__, __all__)
 
 NAME = "claude"
 TITLE = "Claude Code"
+# When a just-started session can take mail (`talk status`, `talk setup`).
+REACH = (
+    "from its first second: talk's plugin (its monitor) registers each session as it starts"
+)
 AUTHOR_ENV: tuple[str, ...] = ("CLAUDECODE",)
 PROCESS_NAMES: tuple[str, ...] = ("claude",)
 INSTALL_HELP = "Install the Claude Code plugin: peer mail starts a turn in each Claude Code session."

@@ -13,12 +13,17 @@ TYPE_CHECKING = False  # not typing.TYPE_CHECKING: hooks import this package on 
 if TYPE_CHECKING:
     from alarms.door import Option
 
-__all__ = ("AUTHOR_ENV", "INSTALL_HELP", "NAME", "OPTIONS", "PROCESS_NAMES", "TITLE",
+__all__ = ("AUTHOR_ENV", "INSTALL_HELP", "NAME", "OPTIONS", "PROCESS_NAMES", "REACH", "TITLE",
            "UNINSTALL_HELP", "WAKES", "hook")
 __getattr__ = face(__name__, __all__)
 
 NAME = "codex"
 TITLE = "Codex"
+# When a just-started session can take mail (`talk status`, `talk setup`).
+REACH = (
+    "a plain `codex` TUI from its first prompt: its hooks run then, and mail already waiting goes"
+    " with that prompt"
+)
 AUTHOR_ENV: tuple[str, ...] = ("CODEX_THREAD_ID", "CODEX_SANDBOX")
 PROCESS_NAMES: tuple[str, ...] = ("codex",)
 INSTALL_HELP = (

@@ -13,12 +13,17 @@ TYPE_CHECKING = False  # not typing.TYPE_CHECKING: hooks import this package on 
 if TYPE_CHECKING:
     from alarms.door import Option
 
-__all__ = ("AUTHOR_ENV", "INSTALL_HELP", "NAME", "OPTIONS", "PROCESS_NAMES", "TITLE",
+__all__ = ("AUTHOR_ENV", "INSTALL_HELP", "NAME", "OPTIONS", "PROCESS_NAMES", "REACH", "TITLE",
            "UNINSTALL_HELP", "WAKES")
 __getattr__ = face(__name__, __all__)
 
 NAME = "copilot"
 TITLE = "Copilot CLI"
+# When a just-started session can take mail (`talk status`, `talk setup`).
+REACH = (
+    "a plain `copilot` session from its first prompt, when its hooks first run; mail waiting goes"
+    " with that prompt"
+)
 AUTHOR_ENV: tuple[str, ...] = ()
 PROCESS_NAMES: tuple[str, ...] = ("copilot",)
 INSTALL_HELP = (

@@ -13,12 +13,17 @@ TYPE_CHECKING = False  # not typing.TYPE_CHECKING: hooks import this package on 
 if TYPE_CHECKING:
     from alarms.door import Option
 
-__all__ = ("AUTHOR_ENV", "INSTALL_HELP", "NAME", "OPTIONS", "PROCESS_NAMES", "TITLE",
+__all__ = ("AUTHOR_ENV", "INSTALL_HELP", "NAME", "OPTIONS", "PROCESS_NAMES", "REACH", "TITLE",
            "UNINSTALL_HELP", "WAKES", "hook")
 __getattr__ = face(__name__, __all__)
 
 NAME = "gemini"
 TITLE = "Gemini CLI"
+# When a just-started session can take mail (`talk status`, `talk setup`).
+REACH = (
+    "from its first prompt, and never while it waits for its user: no outside door can start a "
+    "turn, so mail goes with the next prompt"
+)
 AUTHOR_ENV: tuple[str, ...] = ("GEMINI_CLI",)
 PROCESS_NAMES: tuple[str, ...] = ("gemini", "gemini.js")
 INSTALL_HELP = (

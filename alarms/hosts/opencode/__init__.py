@@ -18,13 +18,19 @@ if TYPE_CHECKING:
     from alarms.door import Done, DoorOption, Option
     from alarms.wiring import Wiring
 
-__all__ = ("AUTHOR_ENV", "INSTALL_HELP", "NAME", "OPTIONS", "PROCESS_NAMES", "START_HELP",
+__all__ = ("AUTHOR_ENV", "INSTALL_HELP", "NAME", "OPTIONS", "PROCESS_NAMES", "REACH", "START_HELP",
            "START_OPTIONS", "STOP_HELP", "STOP_OPTIONS", "TITLE", "UNINSTALL_HELP", "WAKES", "api",
-           "daemon", "door_status", "install", "render_status", "start_door", "stop_door", "wiring")
+           "daemon", "door_status", "install", "render_status", "start_door", "stop_door",
+           "wiring")
 __getattr__ = face(__name__, __all__)
 
 NAME = "opencode"
 TITLE = "opencode"
+# When a just-started session can take mail (`talk status`, `talk setup`).
+REACH = (
+    "once `talk door opencode --url URL` is attached to `opencode serve`: from then on, idle or "
+    "busy"
+)
 AUTHOR_ENV: tuple[str, ...] = ("OPENCODE",)
 PROCESS_NAMES: tuple[str, ...] = ("opencode",)
 INSTALL_HELP = (

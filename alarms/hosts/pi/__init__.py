@@ -13,12 +13,16 @@ TYPE_CHECKING = False  # not typing.TYPE_CHECKING: hooks import this package on 
 if TYPE_CHECKING:
     from alarms.door import Option
 
-__all__ = ("AUTHOR_ENV", "INSTALL_HELP", "NAME", "OPTIONS", "PROCESS_NAMES", "TITLE",
+__all__ = ("AUTHOR_ENV", "INSTALL_HELP", "NAME", "OPTIONS", "PROCESS_NAMES", "REACH", "TITLE",
            "UNINSTALL_HELP", "WAKES")
 __getattr__ = face(__name__, __all__)
 
 NAME = "pi"
 TITLE = "pi"
+# When a just-started session can take mail (`talk status`, `talk setup`).
+REACH = (
+    "from its first second: talk's extension starts the door as the session starts"
+)
 AUTHOR_ENV: tuple[str, ...] = ("PI_CODING_AGENT",)
 PROCESS_NAMES: tuple[str, ...] = ("pi",)
 INSTALL_HELP = "Install talk's pi extension: peer mail starts or joins a turn in each pi session."

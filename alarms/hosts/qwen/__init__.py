@@ -17,7 +17,7 @@ if TYPE_CHECKING:
 
     from alarms.door import Done, DoorOption, Option
 
-__all__ = ("AUTHOR_ENV", "INSTALL_HELP", "NAME", "OPTIONS", "PROCESS_NAMES", "START_HELP",
+__all__ = ("AUTHOR_ENV", "INSTALL_HELP", "NAME", "OPTIONS", "PROCESS_NAMES", "REACH", "START_HELP",
            "START_OPTIONS", "STOP_HELP", "STOP_OPTIONS", "TITLE", "UNINSTALL_HELP", "WAKES",
            "daemon", "door_status", "registry", "render_status", "start_door", "status",
            "stop_door")
@@ -25,6 +25,10 @@ __getattr__ = face(__name__, __all__)
 
 NAME = "qwen"
 TITLE = "Qwen Code"
+# When a just-started session can take mail (`talk status`, `talk setup`).
+REACH = (
+    "from its first second: the SessionStart hook starts talk's door as the session starts"
+)
 AUTHOR_ENV: tuple[str, ...] = ("QWEN_CODE",)
 PROCESS_NAMES: tuple[str, ...] = ("qwen",)
 INSTALL_HELP = (
