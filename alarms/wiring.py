@@ -50,6 +50,11 @@ class Wiring:
     def status(self) -> str:
         return STATUS[self.state]
 
+    @property
+    def talk_written(self) -> bool:
+        """talk wrote something into this host (whole or not): neither absent nor never wired."""
+        return self.state not in (State.ABSENT, State.UNWIRED)
+
 
 def guarded(host: str, again: str, where: Path, judge: Callable[[], Wiring]) -> Wiring:
     """`judge()`, or UNREADABLE with the file named when a host's config cannot be read or has a

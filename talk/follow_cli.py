@@ -181,7 +181,6 @@ def gather_status(folder: Path) -> dict[str, Any]:
 def waiting_hosts(folder: Path, sessions: list[dict[str, Any]]) -> list[dict[str, str]]:
     """The hosts talk is wired into that have no live session: when a new one can take mail."""
     from alarms.registry import hosts
-    from alarms.wiring import State
 
     live = {x["host"] for x in sessions if x["alive"]}
     rows = []
@@ -189,7 +188,7 @@ def waiting_hosts(folder: Path, sessions: list[dict[str, Any]]) -> list[dict[str
         if host.NAME in live:
             continue
         wiring = host.wiring(folder)
-        if wiring.state not in (State.ABSENT, State.UNWIRED):
+        if wiring.talk_written:
             rows.append({"host": host.NAME, "title": host.TITLE, "wiring": str(wiring.state),
                          "reach": host.REACH})
     return rows
