@@ -36,7 +36,15 @@ from talk.config_snapshot import (
 )
 from talk.options import Json, User
 from talk.output import emit_json, result, say, warn
-from talk.setup_report import FollowerReport, HostReport, SetupReport, by_hand, render, to_json
+from talk.setup_report import (
+    FollowerReport,
+    HostReport,
+    SetupReport,
+    by_hand,
+    launch_command,
+    render,
+    to_json,
+)
 
 if TYPE_CHECKING:
     from alarms.door import Host, Request
@@ -94,7 +102,8 @@ def survey(folder: Path | None) -> list[HostReport]:
         reports.append(HostReport(
             host.NAME, host.TITLE, shutil.which(host.PROGRAM) is not None, wiring.state, wiring.detail,
             wiring.fix, host.wakes(folder), bool(host.paths()),
-            by_hand(host.NAME, required.get(host.NAME, []), host.NAME in launched),
+            by_hand(host.NAME, required.get(host.NAME, [])),
+            launch_command(host.NAME) if host.NAME in launched else "",
             tuple(s.sid for s in live if str(s.host) == host.NAME)))
     return reports
 
@@ -127,11 +136,12 @@ def _follower(folder: Path, user: str | None, ours: int | None) -> FollowerRepor
     if pid:
         whose = "started by talk setup" if pid == ours else "already running"
         return FollowerReport(True, pid, False, f"{whose} (pid {pid})")
+    account = open_account(user, None, None)
     try:
-        account = open_account(user, None, None)
         pid, _, said, _ = start_following(account, [], 30.0, True, None)
     except TalkError as exc:
-        return FollowerReport(False, None, False, f"not started: {exc.message}", "talk follow")
+        fix = "talk follow --passphrase-file PATH" if account.record.protected else "talk follow"
+        return FollowerReport(False, None, False, f"not started: {exc.message}", fix)
     return FollowerReport(True, pid, True, f"started: {said}")
 
 

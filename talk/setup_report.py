@@ -5,7 +5,8 @@ A host is *installed* for this user when its program is on PATH or its own folde
 wiring is not `State.ABSENT`). For each: the wiring after setup, what wakes its sessions, the live
 sessions registered now, and the one command for what is not done yet: the wiring's own fix, or
 the command that opens a door setup cannot open itself (a daemon the user starts against something
-only they know, as a server's URL; a host started through `talk run`).
+only they know, as a server's URL). A host whose best door opens at launch also gets the command
+that starts its sessions that way (`talk run HOST`).
 """
 
 from __future__ import annotations
@@ -16,7 +17,8 @@ from typing import Any
 
 from alarms.wiring import State
 
-__all__ = ["FollowerReport", "HostReport", "SetupReport", "by_hand", "needs_setup", "render", "to_json"]
+__all__ = ["FollowerReport", "HostReport", "SetupReport", "by_hand", "launch_command", "needs_setup",
+           "render", "to_json"]
 
 WIDTH = 13  # a host's title column: the longest title and a space
 
@@ -32,6 +34,7 @@ class HostReport:
     door: str  # what wakes its sessions (`Host.wakes`)
     installs: bool  # its install writes something (`Host.paths()`); else only a door to start
     start: str = ""  # the command that opens a door setup cannot open (by_hand)
+    launch: str = ""  # the command that starts a session with its launch door open (`talk run`)
     sessions: tuple[str, ...] = ()  # its live sessions' ids
     failure: str = ""  # what its install said when it would not run, or failed
 
@@ -77,15 +80,19 @@ class SetupReport:
     warnings: Sequence[str] = field(default_factory=tuple)
 
 
-def by_hand(name: str, required: Iterable[tuple[str, str, str]], launch: bool) -> str:
-    """The command that opens host `name`'s door when setup cannot: `talk door NAME` with each
-    option only the user knows (flag, metavar, help), or `talk run NAME`; "" when neither."""
+def by_hand(name: str, required: Iterable[tuple[str, str, str]]) -> str:
+    """The command that opens host `name`'s daemon door when setup cannot: `talk door NAME` with
+    each option only the user knows (flag, metavar, help); "" when there is none."""
     given = list(required)
-    if given:
-        flags = " ".join(f"{flag} {metavar}" for flag, metavar, _ in given)
-        told = "; ".join(f"{metavar}: {help_text.rstrip('.')}" for _, metavar, help_text in given)
-        return f"talk door {name} {flags}  ({told})"
-    return f"start its sessions with: talk run {name}" if launch else ""
+    if not given:
+        return ""
+    flags = " ".join(f"{flag} {metavar}" for flag, metavar, _ in given)
+    told = "; ".join(f"{metavar}: {help_text.rstrip('.')}" for _, metavar, help_text in given)
+    return f"talk door {name} {flags}  ({told})"
+
+
+def launch_command(name: str) -> str:
+    return f"talk run {name}"
 
 
 def needs_setup(hosts: Iterable[HostReport]) -> list[HostReport]:
@@ -114,6 +121,8 @@ def render(report: SetupReport) -> str:
     for h in shown:
         lines.append(f"{h.title:<{WIDTH}}{h.label:<16}{_sessions(h)}")
         lines.append(f"  door: {h.door}")
+        if h.launch:
+            lines.append(f"  start its sessions with: {h.launch}")
         if h.failure:
             lines.append(f"  failed: {h.failure}")
         if h.todo:
@@ -130,7 +139,8 @@ def render(report: SetupReport) -> str:
 def to_json(report: SetupReport) -> dict[str, Any]:
     hosts = [{"host": h.name, "title": h.title, "installed": h.installed, "on_path": h.on_path,
               "state": h.state.value, "detail": h.detail, "door": h.door, "sessions": list(h.sessions),
-              "failure": h.failure or None, "todo": h.todo or None} for h in report.hosts]
+              "failure": h.failure or None, "todo": h.todo or None, "launch": h.launch or None}
+             for h in report.hosts]
     f = report.follower
     follower = None if f is None else {"running": f.running, "pid": f.pid, "started": f.started,
                                        "said": f.said, "todo": f.fix or None}

@@ -144,3 +144,15 @@ def test_without_an_identity_setup_says_to_make_one(tmp_path: Path, bob: Agent) 
         r = nobody.run(*args)
         assert (r.code, r.out) == (1, ""), (args, r)
         assert r.err.count("\n") == 1 and "talk init NAME" in r.err and "Traceback" not in r.err, r.err
+
+
+def test_a_follower_that_cannot_start_alone_is_named_with_its_command(alice: Agent, tmp_path: Path) -> None:
+    private_home(tmp_path, alice)  # no host at all
+    alice.passphrase_file = None  # protected keys, and no file to read the passphrase from
+    data = setup(alice)
+    follower = data["follower"]
+    assert not follower["running"] and "cannot ask for the passphrase" in follower["said"], follower
+    assert follower["todo"] == "talk follow --passphrase-file PATH"
+    assert not any(h["installed"] for h in data["hosts"])
+    assert "no agent host found" in alice.ok("setup").out
+    assert "nothing to undo" not in alice.ok("setup", "--undo").out

@@ -3,7 +3,16 @@
 from __future__ import annotations
 
 from alarms.wiring import State
-from talk.setup_report import FollowerReport, HostReport, SetupReport, by_hand, needs_setup, render, to_json
+from talk.setup_report import (
+    FollowerReport,
+    HostReport,
+    SetupReport,
+    by_hand,
+    launch_command,
+    needs_setup,
+    render,
+    to_json,
+)
 
 
 def host(name: str, state: State, on_path: bool = True, **more: object) -> HostReport:
@@ -20,9 +29,8 @@ def test_a_host_is_installed_by_its_program_on_path_or_its_folder() -> None:
 
 def test_the_command_for_a_door_setup_cannot_open_is_given_not_guessed() -> None:
     url = ("--url", "URL", "The server, e.g. http://127.0.0.1:4096.")
-    assert by_hand("srv", [url], False) == "talk door srv --url URL  (URL: The server, e.g. http://127.0.0.1:4096)"
-    assert by_hand("tui", [], True) == "start its sessions with: talk run tui"
-    assert by_hand("hooks", [], False) == ""
+    assert by_hand("srv", [url]) == "talk door srv --url URL  (URL: The server, e.g. http://127.0.0.1:4096)"
+    assert by_hand("hooks", []) == ""
 
 
 def test_what_is_left_is_the_failure_then_the_wirings_fix_then_the_door_to_open() -> None:
@@ -43,14 +51,15 @@ def test_doctor_names_installed_hosts_setup_would_wire() -> None:
 
 
 def test_the_screen_and_the_json_say_the_same() -> None:
-    rows = [host("alpha", State.WIRED, sessions=("s1", "s2")),
+    rows = [host("alpha", State.WIRED, sessions=("s1", "s2"), launch=launch_command("alpha")),
             host("beta", State.INCOMPLETE, fix="beta enable talk"),
             host("gamma", State.ABSENT, on_path=False)]
     report = SetupReport("bob", rows, FollowerReport(True, 42, True, "started (pid 42)"), "/x/setup.json")
     screen = render(report)
     assert screen.splitlines()[:3] == ["talk setup for bob", "follower: started (pid 42)",
                                        "Alpha        wired           2 live: s1, s2"]
-    assert "  to do: beta enable talk" in screen and "no session yet" in screen
+    assert "  start its sessions with: talk run alpha" in screen and "  to do: beta enable talk" in screen
+    assert "no session yet" in screen
     assert "not found here: Gamma" in screen and "talk setup --undo" in screen
     data = to_json(report)
     assert [(h["host"], h["installed"], h["todo"]) for h in data["hosts"]] == [
