@@ -15,7 +15,8 @@ hooks run on every agent turn. Doors never decrypt nor talk to the relay, so the
 
 The face (`__all__`, see `durable.faces`), what the CLI uses: `registry` (every host, by name),
 `door` (the contract and its Request and Done), `host_files` (the permission check `talk doctor`
-runs), `framing` (what `talk mcp` shows the model), `mailbox` (a session's mail). `hosts` is public
+runs), `wiring` (the states of a host's wiring, which `talk setup` reports), `framing` (what `talk
+mcp` shows the model), `mailbox` (a session's mail). `hosts` is public
 on purpose, for what the registry does not serve: `talk alarm` starts, finds and stops the
 opencode and Qwen doors (their daemon and install modules), and the old entry points beside it
 run a host's door.
@@ -25,5 +26,5 @@ from __future__ import annotations
 
 from durable.faces import face
 
-__all__ = ("door", "framing", "host_files", "hosts", "mailbox", "registry")
+__all__ = ("door", "framing", "host_files", "hosts", "mailbox", "registry", "wiring")
 __getattr__ = face(__name__, __all__)

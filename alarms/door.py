@@ -80,6 +80,7 @@ class HostPackage(Protocol):
     REACH: str  # when a just-started session can take mail: from its first second, or from when
     AUTHOR_ENV: tuple[str, ...]  # variables the host sets in its tools' environment: "runs inside it"
     PROCESS_NAMES: tuple[str, ...]  # the host program's process names (`alarms.mailbox.host_pid`)
+    PROGRAM: str  # the host's program as found on PATH: `talk setup` takes it as the host being there
     OPTIONS: tuple[Option, ...]  # host-specific options of `talk install/uninstall NAME`
     INSTALL_HELP: str  # what `talk install NAME` does, for its --help
     UNINSTALL_HELP: str

@@ -22,6 +22,7 @@ from talk.options import Json, PassFile, Relay, User, option
 from talk.output import LOUD_NO_PASSPHRASE, emit_json, result, warn
 from talk.purge import purge
 from talk.run_cli import run_app
+from talk.setup_cli import setup
 from talk.show_cli import show_command
 from talk.spool_cli import gc_command, log_command, session_app
 
@@ -585,6 +586,7 @@ app.add_typer(uninstall_app, name="uninstall")
 app.add_typer(door_app, name="door")
 app.add_typer(door_app, name="alarm", hidden=True)  # its name before "door"; scripts may still say it
 app.add_typer(run_app, name="run")
+app.command()(setup)  # every installed host at once, as `talk install HOST` would
 
 
 def mcp_command(

@@ -4,6 +4,7 @@ problem the one command that fixes it.
 The checks only read: the identity and its relay (reachable, its clock, our published keys),
 the follower and its push stream, the registered sessions, the spool's size and the free disk,
 and talk's wiring in each agent host of `alarms.registry`, as each host judges it (`wiring`),
+which hosts installed here talk is not wired into at all (`talk setup` wires them),
 and whether another user could write into what those installs wrote (`alarms.host_files`): only
 `--fix` changes anything, taking others' write permission from such files and folders.
 Exit status 0 when nothing failed, 1 otherwise; `--json` gives the same as a list. Every line
@@ -128,7 +129,21 @@ def host_checks(folder: Path | None, fix: bool = False) -> list[Check]:
     from alarms.registry import hosts
 
     wirings = [host.wiring(folder) for host in hosts()]
-    return [Check(w.host, w.status, w.detail, w.fix) for w in wirings] + files_checks(fix)
+    checks = [Check(w.host, w.status, w.detail, w.fix) for w in wirings]
+    return [*checks, setup_check(folder), *files_checks(fix)]
+
+
+def setup_check(folder: Path | None) -> Check:
+    """One line naming the hosts installed here (program on PATH, or their folder) that talk is not
+    wired into, though `talk setup` would wire them."""
+    from talk.setup_cli import survey
+    from talk.setup_report import needs_setup
+
+    left = needs_setup(survey(folder))
+    if not left:
+        return Check("setup", "ok", "talk is wired into every agent host installed here")
+    titles = ", ".join(h.title for h in left)
+    return Check("setup", "warn", f"installed here but talk is not wired in: {titles}", "talk setup")
 
 
 def files_checks(fix: bool) -> list[Check]:

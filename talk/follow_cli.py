@@ -15,6 +15,7 @@ from talk.options import Json, PassFile, Relay, User
 from talk.output import emit_json, result
 
 if TYPE_CHECKING:
+    from follower.account import Account
     from follower.daemon.state import FollowConfig
 
 
@@ -44,13 +45,30 @@ def follow(
 ) -> None:
     """Start the follower daemon: it takes the peers' mail as it lands and spools it."""
     from durable.errors import UserError
-    from follower.daemon.state import FollowConfig, following, running_pid
     from talk.context import open_account
 
     if interval <= 0:
         raise UserError("--interval must be more than 0 seconds")
     account = open_account(user, relay, passphrase_file)
     names = [account.contacts.get(p).name for p in peer or []]
+    pid, config, human, started = start_following(account, names, interval, push, passphrase_file, foreground)
+    _report(pid, config, human, as_json, started)
+
+
+def start_following(
+    account: Account, names: list[str], interval: float, push: bool, passphrase_file: str | None,
+    foreground: bool = False,
+) -> tuple[int, FollowConfig, str, bool]:
+    """Follow `names` (none: every contact) with the running follower, else start one (detached;
+    `foreground` runs it here and exits with its status); its pid, config, the line that says so,
+    and whether it started now.
+
+    Raises:
+        UserError: the keys are protected and no passphrase file is given, or the passphrase is wrong.
+    """
+    from durable.errors import UserError
+    from follower.daemon.state import FollowConfig, following, running_pid
+
     has_file = bool(passphrase_file or os.environ.get("TALK_PASSPHRASE_FILE"))
     if account.record.protected and not has_file:
         raise UserError("the follower runs on its own and cannot ask for the passphrase; give "
@@ -69,14 +87,13 @@ def follow(
         if changed:
             os.kill(pid, signal.SIGUSR1)
         verb = "now following" if changed else "already following"
-        _report(pid, config, f"follower already running (pid {pid}); {verb} {what}", as_json, started=False)
-        return
+        return pid, config, f"follower already running (pid {pid}); {verb} {what}", False
     if foreground:
         from follower.__main__ import run
 
         raise typer.Exit(run(account.folder, account.relay, foreground=True))
     pid = spawn(account.folder, account.relay, passphrase_file)
-    _report(pid, config, f"following {what} (pid {pid})", as_json, True)
+    return pid, config, f"following {what} (pid {pid})", True
 
 
 def _report(pid: int, config: FollowConfig, human: str, as_json: bool, started: bool) -> None:

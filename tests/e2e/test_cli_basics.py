@@ -153,4 +153,4 @@ def test_shell_completion_is_offered_and_completes_commands() -> None:
     env.update(_TALK_COMPLETE="complete_bash", COMP_WORDS="talk se", COMP_CWORD="1")
     done = subprocess.run([TALK], capture_output=True, text=True, env=env, timeout=30,
                           stdin=subprocess.DEVNULL)
-    assert done.returncode == 0 and done.stdout.split() == ["send", "session"], done.stderr
+    assert done.returncode == 0 and done.stdout.split() == ["send", "setup", "session"], done.stderr

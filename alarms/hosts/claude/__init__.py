@@ -17,7 +17,7 @@ if TYPE_CHECKING:
 
     from alarms.door import Option
 
-__all__ = ("AUTHOR_ENV", "INSTALL_HELP", "NAME", "OPTIONS", "PROCESS_NAMES", "REACH", "TITLE",
+__all__ = ("AUTHOR_ENV", "INSTALL_HELP", "NAME", "OPTIONS", "PROCESS_NAMES", "PROGRAM", "REACH", "TITLE",
            "UNINSTALL_HELP", "wakes")
 __getattr__ = face(__name__, __all__)
 
@@ -29,6 +29,7 @@ REACH = (
 )
 AUTHOR_ENV: tuple[str, ...] = ("CLAUDECODE",)
 PROCESS_NAMES: tuple[str, ...] = ("claude",)
+PROGRAM = "claude"  # on PATH where the host is installed (`talk setup`)
 INSTALL_HELP = "Install the Claude Code plugin: peer mail starts a turn in each Claude Code session."
 UNINSTALL_HELP = "Remove the Claude Code plugin folder `talk install claude` made."
 OPTIONS: tuple[Option, ...] = (

@@ -13,7 +13,7 @@ TYPE_CHECKING = False  # not typing.TYPE_CHECKING: hooks import this package on 
 if TYPE_CHECKING:
     from alarms.door import Option
 
-__all__ = ("AUTHOR_ENV", "INSTALL_HELP", "NAME", "OPTIONS", "PROCESS_NAMES", "REACH", "TITLE",
+__all__ = ("AUTHOR_ENV", "INSTALL_HELP", "NAME", "OPTIONS", "PROCESS_NAMES", "PROGRAM", "REACH", "TITLE",
            "UNINSTALL_HELP", "WAKES", "hook")
 __getattr__ = face(__name__, __all__)
 
@@ -26,6 +26,7 @@ REACH = (
 )
 AUTHOR_ENV: tuple[str, ...] = ("CODEX_THREAD_ID", "CODEX_SANDBOX")
 PROCESS_NAMES: tuple[str, ...] = ("codex",)
+PROGRAM = "codex"  # on PATH where the host is installed (`talk setup`)
 INSTALL_HELP = (
     "Install talk's Codex hooks (mail at session start, with each prompt, after each tool call, "
     "and at the end of a turn)."

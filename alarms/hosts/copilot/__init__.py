@@ -13,7 +13,7 @@ TYPE_CHECKING = False  # not typing.TYPE_CHECKING: hooks import this package on 
 if TYPE_CHECKING:
     from alarms.door import Option
 
-__all__ = ("AUTHOR_ENV", "INSTALL_HELP", "NAME", "OPTIONS", "PROCESS_NAMES", "REACH", "TITLE",
+__all__ = ("AUTHOR_ENV", "INSTALL_HELP", "NAME", "OPTIONS", "PROCESS_NAMES", "PROGRAM", "REACH", "TITLE",
            "UNINSTALL_HELP", "WAKES")
 __getattr__ = face(__name__, __all__)
 
@@ -26,6 +26,7 @@ REACH = (
 )
 AUTHOR_ENV: tuple[str, ...] = ()
 PROCESS_NAMES: tuple[str, ...] = ("copilot",)
+PROGRAM = "copilot"  # on PATH where the host is installed (`talk setup`)
 INSTALL_HELP = (
     "Install talk's Copilot CLI hooks (mail with each prompt, after each tool call, and at the "
     "end of a turn) and its MCP server."

@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     from alarms.door import Done, DoorOption, Option
     from alarms.wiring import Wiring
 
-__all__ = ("AUTHOR_ENV", "INSTALL_HELP", "NAME", "OPTIONS", "PROCESS_NAMES", "REACH", "START_HELP",
+__all__ = ("AUTHOR_ENV", "INSTALL_HELP", "NAME", "OPTIONS", "PROCESS_NAMES", "PROGRAM", "REACH", "START_HELP",
            "START_OPTIONS", "STOP_HELP", "STOP_OPTIONS", "TITLE", "UNINSTALL_HELP", "WAKES", "api",
            "daemon", "door_status", "install", "render_status", "start_door", "stop_door",
            "wiring")
@@ -33,6 +33,7 @@ REACH = (
 )
 AUTHOR_ENV: tuple[str, ...] = ("OPENCODE",)
 PROCESS_NAMES: tuple[str, ...] = ("opencode",)
+PROGRAM = "opencode"  # on PATH where the host is installed (`talk setup`)
 INSTALL_HELP = (
     "Say how opencode gets mail: `talk door opencode --url URL` starts a door per session "
     "(nothing to install)."

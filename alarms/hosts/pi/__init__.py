@@ -13,7 +13,7 @@ TYPE_CHECKING = False  # not typing.TYPE_CHECKING: hooks import this package on 
 if TYPE_CHECKING:
     from alarms.door import Option
 
-__all__ = ("AUTHOR_ENV", "INSTALL_HELP", "NAME", "OPTIONS", "PROCESS_NAMES", "REACH", "TITLE",
+__all__ = ("AUTHOR_ENV", "INSTALL_HELP", "NAME", "OPTIONS", "PROCESS_NAMES", "PROGRAM", "REACH", "TITLE",
            "UNINSTALL_HELP", "WAKES")
 __getattr__ = face(__name__, __all__)
 
@@ -25,6 +25,7 @@ REACH = (
 )
 AUTHOR_ENV: tuple[str, ...] = ("PI_CODING_AGENT",)
 PROCESS_NAMES: tuple[str, ...] = ("pi",)
+PROGRAM = "pi"  # on PATH where the host is installed (`talk setup`)
 INSTALL_HELP = "Install talk's pi extension: peer mail starts or joins a turn in each pi session."
 UNINSTALL_HELP = "Remove talk's pi extension and its MCP server entry."
 WAKES = "talk's pi extension (a turn per message, or joined to the running one)"  # for `talk status`

@@ -17,7 +17,7 @@ if TYPE_CHECKING:
 
     from alarms.door import Done, DoorOption, Option
 
-__all__ = ("AUTHOR_ENV", "INSTALL_HELP", "NAME", "OPTIONS", "PROCESS_NAMES", "REACH", "START_HELP",
+__all__ = ("AUTHOR_ENV", "INSTALL_HELP", "NAME", "OPTIONS", "PROCESS_NAMES", "PROGRAM", "REACH", "START_HELP",
            "START_OPTIONS", "STOP_HELP", "STOP_OPTIONS", "TITLE", "UNINSTALL_HELP", "WAKES",
            "daemon", "door_status", "registry", "render_status", "start_door", "status",
            "stop_door")
@@ -31,6 +31,7 @@ REACH = (
 )
 AUTHOR_ENV: tuple[str, ...] = ("QWEN_CODE",)
 PROCESS_NAMES: tuple[str, ...] = ("qwen",)
+PROGRAM = "qwen"  # on PATH where the host is installed (`talk setup`)
 INSTALL_HELP = (
     "Install talk into Qwen Code: the door's SessionStart hook, the MCP server, and peer "
     "messages accepted where Qwen's policy for them is unset."
