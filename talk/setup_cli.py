@@ -104,7 +104,7 @@ def survey(folder: Path | None) -> list[HostReport]:
             wiring.fix, host.wakes(folder), bool(host.paths()),
             by_hand(host.NAME, required.get(host.NAME, [])),
             launch_command(host.NAME) if host.NAME in launched else "",
-            tuple(s.sid for s in live if str(s.host) == host.NAME)))
+            tuple(s.sid for s in live if str(s.host) == host.NAME), reach=host.REACH))
     return reports
 
 

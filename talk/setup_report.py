@@ -37,6 +37,7 @@ class HostReport:
     launch: str = ""  # the command that starts a session with its launch door open (`talk run`)
     sessions: tuple[str, ...] = ()  # its live sessions' ids
     failure: str = ""  # what its install said when it would not run, or failed
+    reach: str = ""  # when a just-started session can take mail (the host's REACH)
 
     @property
     def installed(self) -> bool:
@@ -121,6 +122,8 @@ def render(report: SetupReport) -> str:
     for h in shown:
         lines.append(f"{h.title:<{WIDTH}}{h.label:<16}{_sessions(h)}")
         lines.append(f"  door: {h.door}")
+        if h.reach and not h.sessions:
+            lines.append(f"  a new session takes mail {h.reach}")
         if h.launch:
             lines.append(f"  start its sessions with: {h.launch}")
         if h.failure:
@@ -139,7 +142,8 @@ def render(report: SetupReport) -> str:
 def to_json(report: SetupReport) -> dict[str, Any]:
     hosts = [{"host": h.name, "title": h.title, "installed": h.installed, "on_path": h.on_path,
               "state": h.state.value, "detail": h.detail, "door": h.door, "sessions": list(h.sessions),
-              "failure": h.failure or None, "todo": h.todo or None, "launch": h.launch or None}
+              "failure": h.failure or None, "todo": h.todo or None, "launch": h.launch or None,
+              "reach": h.reach or None}
              for h in report.hosts]
     f = report.follower
     follower = None if f is None else {"running": f.running, "pid": f.pid, "started": f.started,

@@ -66,3 +66,12 @@ def test_the_screen_and_the_json_say_the_same() -> None:
         ("alpha", True, None), ("beta", True, "beta enable talk"), ("gamma", False, None)]
     assert data["follower"] == {"running": True, "pid": 42, "started": True, "said": "started (pid 42)",
                                 "todo": None}
+
+
+def test_a_host_with_no_live_session_says_when_a_new_one_takes_mail() -> None:
+    idle = host("a", State.WIRED, reach="from its first prompt")
+    busy = host("b", State.WIRED, reach="from its first second", sessions=("s1",))
+    screen = render(SetupReport("me", [idle, busy], None, "snap"))
+    assert "  a new session takes mail from its first prompt" in screen
+    assert "from its first second" not in screen  # b has a live session: nothing to wait for
+    assert to_json(SetupReport("me", [idle], None, "snap"))["hosts"][0]["reach"] == "from its first prompt"
