@@ -65,7 +65,7 @@ def run_setup(pair: Any, host_bin: Path, host_home: Path, tmp_path: Path) -> Ite
                    TALK_CODEX_BIN=str(host_bin / "codex"))
     tmuxes: list[Tmux] = []
 
-    def start(model_url: str) -> Tmux:
+    def start(model_url: str, *args: str) -> Tmux:
         config = write_codex_config(codex_home, model_url)
         config.write_text(EXTRA_CONFIG + config.read_text())
         r = install_codex(["--codex-home", str(codex_home), "--codex-bin", str(host_bin / "codex"), "--json"],
@@ -73,7 +73,7 @@ def run_setup(pair: Any, host_bin: Path, host_home: Path, tmp_path: Path) -> Ite
         assert r.returncode == 0, r.stderr
         tmux = Tmux(env, "codexrun")
         tmuxes.append(tmux)
-        tmux.start(project, [TALK, "run", "codex"])
+        tmux.start(project, [TALK, "run", "codex", *args])
         tmux.wait_shown("for shortcuts", what="the Codex TUI under talk run")
         return tmux
 
@@ -166,6 +166,15 @@ def test_a_just_started_tui_gets_mail_without_a_keystroke_once_as_user_input(
     wait_for(lambda: not Path(f"/proc/{server}").exists(), 30, "talk's app-server to stop")
     assert not sock.parent.exists()
     assert not any(x["sid"] == sid for x in s["bob"].ok("session", "list", "--json").json())
+
+    # `talk run codex resume SID`: Codex announces a resumed thread only by its status; it is the
+    # session again, and mail that waited meanwhile comes as its next turn.
+    again = s["alice"].ok("send", "bob", "PEER-RESUMED: welcome back", "--json").json()["id"]
+    wait_for(lambda: again in inbox.read_text(), 30, "the mail in bob's inbox")
+    s["start"](fake_model.url, "resume", sid)
+    back = fake_model.wait_until(as_user(again), 90, "the mail in the resumed thread")
+    assert back["headers"].get("session-id") == sid and live_session(s)["sid"] == sid
+    assert new_in(thread_requests(fake_model, sid), again) == 1
 
 
 def test_mail_mid_turn_is_steered_into_the_running_turn_once(

@@ -21,7 +21,11 @@ shows its markers, which earns each message its `delivered` receipt (the next lo
 The hooks, when installed, share that cursor, and stand down while this door holds its lock
 (`alarms.hosts.codex.hook`): so no message is given twice, and none in the developer role.
 
-When the TUI opens another thread (/new), the door follows it: the old session is unregistered,
+A resumed thread (`talk run codex resume ID`) is announced by no `thread/started`, only by its
+status: a status of a thread not seen before is looked up (`thread/read`) once, and taken for
+the TUI's when it is a thread of the user's (Codex 0.171.0, verified).
+
+When the TUI opens another thread (/new, resume), the door follows it: the old session is unregistered,
 its unread mail goes back to the inbox, and the new one is registered. `decide` and `noted` are
 pure; `RemoteDoor` is the loop around them.
 """
@@ -38,7 +42,7 @@ from typing import Any
 
 from alarms.hosts.codex.socket_rpc import RemoteClient, RpcError
 
-__all__ = ["RemoteDoor", "ThreadView", "may_give", "noted", "turn_input"]
+__all__ = ["RemoteDoor", "ThreadView", "may_give", "noted", "turn_input", "unknown_thread"]
 
 POLL_S = 0.1
 RECONCILE_S = 1.0  # how often a batch given but not yet in the rollout is looked for there
@@ -86,6 +90,18 @@ def noted(view: ThreadView, note: dict[str, Any]) -> ThreadView:
     return view
 
 
+def unknown_thread(view: ThreadView, note: dict[str, Any], known: set[str]) -> str | None:
+    """The id of a thread whose status changed and that the door has not seen before: a thread
+    the TUI resumed, to be looked up."""
+    params = note.get("params")
+    if note.get("method") != "thread/status/changed" or not isinstance(params, dict):
+        return None
+    thread_id = params.get("threadId")
+    if not isinstance(thread_id, str) or thread_id == view.sid or thread_id in known:
+        return None
+    return thread_id
+
+
 def may_give(view: ThreadView) -> bool:
     """Whether mail may go to the thread now: it exists, is idle or runs a turn, and waits on
     nobody (see the module docstring)."""
@@ -112,6 +128,7 @@ class RemoteDoor:
         self.given = 0  # batches Codex accepted, for the tests and the log
         self._looked: tuple[int, int] | None = None
         self._reconciled = 0.0
+        self._known: set[str] = set()  # threads seen, the session's or not: never looked up again
 
     def run(self) -> None:
         try:
@@ -127,11 +144,33 @@ class RemoteDoor:
             self._end(self.view.sid)
 
     def _note(self, note: dict[str, Any]) -> None:
+        if note.get("method") == "thread/started":
+            thread = note.get("params", {}).get("thread")
+            if isinstance(thread, dict) and isinstance(thread.get("id"), str):
+                self._known.add(thread["id"])
+        resumed = unknown_thread(self.view, note, self._known)
+        if resumed is not None:
+            self._known.add(resumed)
+            note = self._looked_up(resumed, note)
         view = noted(self.view, note)
         if view.sid != self.view.sid and view.sid is not None:
             self._end(self.view.sid)
             self._begin(view.sid)
         self.view = view
+
+    def _looked_up(self, thread_id: str, note: dict[str, Any]) -> dict[str, Any]:
+        """A status note of a thread not seen before, as the `thread/started` it would have been
+        had the TUI started it here; the note itself when it is not a thread of the user's."""
+        try:
+            found = self.client.request("thread/read", {"threadId": thread_id})
+        except RpcError as exc:
+            log.warning("thread %s: cannot look it up (%s)", thread_id, exc)
+            return note
+        thread = found.get("thread") if isinstance(found, dict) else None
+        if not isinstance(thread, dict):
+            return note
+        status = note.get("params", {}).get("status")
+        return {"method": "thread/started", "params": {"thread": {**thread, "status": status}}}
 
     def _begin(self, sid: str) -> None:
         from alarms.mailbox import SessionMail

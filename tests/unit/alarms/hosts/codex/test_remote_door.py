@@ -10,7 +10,7 @@ from pathlib import Path
 
 from alarms import handover
 from alarms.hosts.codex import hook as codex_hook
-from alarms.hosts.codex.remote_door import ThreadView, may_give, noted, turn_input
+from alarms.hosts.codex.remote_door import ThreadView, may_give, noted, turn_input, unknown_thread
 from alarms.mailbox import SessionMail
 from durable.locks import hold_for_life
 from spool_writer.record import SpoolRecord
@@ -114,3 +114,12 @@ def test_a_turn_batch_is_delivered_once_the_rollout_shows_it(folder: Path, tmp_p
     assert handover.take(mail.layout, "s1", str(rollout), record=True, door=handover.TURN) == []
     assert m["id"] in handed.read_text() and "delivered" in handed.read_text()
     assert not Path(handover.pending_file(str(mail.layout.sessions_dir), "s1")).exists()
+
+
+def test_a_resumed_thread_shows_only_by_its_status_and_is_looked_up_once() -> None:
+    view = noted(ThreadView(), started())
+    other = str(uuid.uuid4())
+    assert unknown_thread(view, status("idle", thread_id=other), set()) == other
+    assert unknown_thread(view, status("idle", thread_id=other), {other}) is None  # looked up already
+    assert unknown_thread(view, status("idle"), set()) is None  # the session's own
+    assert unknown_thread(view, started(other), set()) is None
