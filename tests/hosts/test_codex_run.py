@@ -11,6 +11,7 @@ from __future__ import annotations
 import functools
 import json
 import os
+import signal
 import stat
 import time
 from collections.abc import Callable, Iterator
@@ -112,6 +113,14 @@ def app_server_socket(home: Path) -> tuple[int, Path]:
     raise AssertionError("no app-server started by talk run")
 
 
+def in_inbox(folder: Path, msg_id: str) -> bool:
+    """Whether the message waits in the identity's inbox (a file the spool rewrites as it goes)."""
+    try:
+        return msg_id in (folder / "spool" / "inbox.ndjson").read_text()
+    except FileNotFoundError:
+        return False
+
+
 def delivered(folder: Path, msg_id: str) -> bool:
     """Whether the door recorded the message's `delivered` receipt (the rollout showed it)."""
     handed = folder / "spool" / "handed.ndjson"
@@ -124,8 +133,7 @@ def test_a_just_started_tui_gets_mail_without_a_keystroke_once_as_user_input(
 ) -> None:
     s = run_setup
     early = s["alice"].ok("send", "bob", "PEER-EARLY: are you up?", "--json").json()["id"]
-    inbox = s["folder"] / "spool" / "inbox.ndjson"
-    wait_for(lambda: inbox.exists() and early in inbox.read_text(), 30, "the mail in bob's inbox")
+    wait_for(lambda: in_inbox(s["folder"], early), 30, "the mail in bob's inbox")
     started = time.time()
     tmux = s["start"](fake_model.url)
     first = fake_model.wait_until(as_user(early), 90, "the early mail as the TUI's first turn")
@@ -170,7 +178,7 @@ def test_a_just_started_tui_gets_mail_without_a_keystroke_once_as_user_input(
     # `talk run codex resume SID`: Codex announces a resumed thread only by its status; it is the
     # session again, and mail that waited meanwhile comes as its next turn.
     again = s["alice"].ok("send", "bob", "PEER-RESUMED: welcome back", "--json").json()["id"]
-    wait_for(lambda: again in inbox.read_text(), 30, "the mail in bob's inbox")
+    wait_for(lambda: in_inbox(s["folder"], again), 30, "the mail in bob's inbox")
     s["start"](fake_model.url, "resume", sid)
     back = fake_model.wait_until(as_user(again), 90, "the mail in the resumed thread")
     assert back["headers"].get("session-id") == sid and live_session(s)["sid"] == sid
@@ -199,6 +207,15 @@ def test_mail_mid_turn_is_steered_into_the_running_turn_once(
         after = model.wait_until(as_user(msg_id), 60, "the mail after the tool call")
         wait_idle(rollout_of(s, sid), 1)  # the one turn, steered
         requests = thread_requests(model, sid)
+        # The terminal hangs up: talk ends the TUI and its app-server, and the session ends.
+        server, sock = app_server_socket(s["home"])
+        talk = tmux.pane_pid()
+        assert talk is not None
+        os.kill(talk, signal.SIGHUP)
+        wait_for(lambda: not Path(f"/proc/{server}").exists() and not sock.parent.exists(), 30,
+                 "talk's app-server and folder to go with the hang-up")
+        wait_for(lambda: not any(x["sid"] == sid for x in s["bob"].ok("session", "list", "--json").json()),
+                 30, "the session to end")
     outputs = [i for i in after["body"]["input"] if i.get("type") == "function_call_output"]
     assert outputs and "TOOL_DONE" in json.dumps(outputs[-1])  # the same turn, after its tool call
     assert sum("RUN_TOOL" in r["last_user_text"] for r in requests) == 1  # no new turn of its own

@@ -30,9 +30,9 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from durable.errors import UserError
 
@@ -127,6 +127,7 @@ def _session(identity: Path, private: Path, codex: str, args: Sequence[str], env
             with _terminal_signals_to_the_tui():
                 status = tui.wait()
         finally:
+            _end(tui)
             door.stop.set()
             thread.join(timeout=10.0)
             client.close()
@@ -194,13 +195,39 @@ def _last_line(path: Path) -> str:
     return (errors or lines or ["no output"])[-1]
 
 
+class Ended(Exception):
+    """talk was told to end (the terminal hung up, or SIGTERM) while the TUI ran."""
+
+
+def _ended(signum: int, _frame: Any) -> None:
+    raise Ended(signum)
+
+
 @contextlib.contextmanager
 def _terminal_signals_to_the_tui() -> Iterator[None]:
-    """Ctrl-C and Ctrl-\\ in the terminal are the TUI's to handle; talk waits for it to exit."""
-    old = {sig: signal.signal(sig, signal.SIG_IGN) for sig in (signal.SIGINT, signal.SIGQUIT)}
+    """Ctrl-C and Ctrl-\\ in the terminal are the TUI's to handle; talk waits for it to exit. A
+    hang-up or SIGTERM ends talk the orderly way, so the app-server it started goes too."""
+    handlers: dict[signal.Signals, Callable[[int, Any], None] | signal.Handlers] = {
+        signal.SIGINT: signal.SIG_IGN, signal.SIGQUIT: signal.SIG_IGN, signal.SIGHUP: _ended,
+        signal.SIGTERM: _ended}
+    old = {sig: signal.signal(sig, handler) for sig, handler in handlers.items()}
     try:
         yield
+    except Ended as exc:
+        raise SystemExit(128 + int(exc.args[0])) from None
     finally:
         for sig, handler in old.items():
             signal.signal(sig, handler)
+
+
+def _end(tui: subprocess.Popen[bytes]) -> None:
+    """The TUI, if it still runs (talk was told to end): asked to end, then made to."""
+    if tui.poll() is not None:
+        return
+    tui.terminate()
+    try:
+        tui.wait(timeout=STOP_S)
+    except subprocess.TimeoutExpired:
+        tui.kill()
+        tui.wait()
 

@@ -133,15 +133,28 @@ class RemoteDoor:
     def run(self) -> None:
         try:
             while not self.stop.is_set():
-                note = self.client.next_note(POLL_S)
-                if note is not None:
-                    self._note(note)
-                elif not self.client.open:
-                    return
-                if may_give(self.view) and self._due():
-                    self._give()
+                try:
+                    if not self._step():
+                        return
+                except Exception:
+                    # A damaged spool, a full disk: the door lives on (while it does, the hooks
+                    # stand down), and says so once in a while, not ten times a second.
+                    log.exception("look failed; trying again in %.0f s", ERROR_PAUSE_S)
+                    self.stop.wait(ERROR_PAUSE_S)
         finally:
             self._end(self.view.sid)
+
+    def _step(self) -> bool:
+        """One notification (or a poll's wait) and, when due, one hand-over; False once the
+        connection has closed."""
+        note = self.client.next_note(POLL_S)
+        if note is not None:
+            self._note(note)
+        elif not self.client.open:
+            return False
+        if may_give(self.view) and self._due():
+            self._give()
+        return True
 
     def _note(self, note: dict[str, Any]) -> None:
         if note.get("method") == "thread/started":
