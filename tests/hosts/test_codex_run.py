@@ -66,9 +66,9 @@ def run_setup(pair: Any, host_bin: Path, host_home: Path, tmp_path: Path) -> Ite
                    TALK_CODEX_BIN=str(host_bin / "codex"))
     tmuxes: list[Tmux] = []
 
-    def start(model_url: str, *args: str) -> Tmux:
+    def start(model_url: str, *args: str, policy: str = EXTRA_CONFIG) -> Tmux:
         config = write_codex_config(codex_home, model_url)
-        config.write_text(EXTRA_CONFIG + config.read_text())
+        config.write_text(policy + config.read_text())
         r = install_codex(["--codex-home", str(codex_home), "--codex-bin", str(host_bin / "codex"), "--json"],
                           env, project)
         assert r.returncode == 0, r.stderr
@@ -224,3 +224,40 @@ def test_mail_mid_turn_is_steered_into_the_running_turn_once(
     assert all(msg_id not in developer_texts(r) for r in requests)
     assert not any("<hook_prompt" in r["last_user_text"] for r in requests)
     print(f"mid-turn: tool end -> model request {after['ts'] - ended:.2f} s")
+
+
+ASK_CONFIG = 'approval_policy = "on-request"\nsandbox_mode = "read-only"\n'
+
+
+def test_mail_waits_while_the_user_is_asked_to_approve_a_command(
+    run_setup: dict[str, Any], tmp_path: Path,
+) -> None:
+    """Codex asks the TUI to approve a command run outside the sandbox: the door gives nothing
+    until the user has answered, then steers the mail into the turn."""
+    from tests.hosts.fake_model import FakeModel
+
+    s = run_setup
+    flag = tmp_path / "tool-may-end"
+    door_log = s["folder"] / "codex" / "door.log"
+    with FakeModel(tool_command=f"while [ ! -e {flag} ]; do sleep 0.05; done; echo TOOL_DONE",
+                   escalate=True) as model:
+        tmux = s["start"](model.url, policy=ASK_CONFIG)
+        sid = live_session(s)["sid"]
+        tmux.submit("work on it RUN_TOOL", lambda: model.first_seen("RUN_TOOL"))
+        tmux.wait_shown("Would you like to run the following command?", 60, "the approval question")
+        msg_id = s["alice"].ok("send", "bob", "PEER-ASKING: a question meanwhile", "--json").json()["id"]
+        wait_for(lambda: door_log.exists() and "mail waits while the user is asked (waitingOnApproval)"
+                 in door_log.read_text(), 30, "the door to hold the mail")
+        mail = SessionMail(s["folder"], sid)
+        assert mail.waiting() == 1 and not model.find(msg_id)
+        assert "Would you like to run the following command?" in tmux.screen()  # undisturbed
+        tmux.keys("y")
+        wait_for(lambda: mail.waiting() == 0, 30, "the door to give the mail once the user answered")
+        flag.touch()
+        after = model.wait_until(as_user(msg_id), 60, "the mail after the approved tool call")
+        wait_idle(rollout_of(s, sid), 1)
+        requests = thread_requests(model, sid)
+    outputs = [i for i in after["body"]["input"] if i.get("type") == "function_call_output"]
+    assert outputs and "TOOL_DONE" in json.dumps(outputs[-1])
+    assert new_in(requests, msg_id) == 1
+    assert_once(requests, msg_id)

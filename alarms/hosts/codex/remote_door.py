@@ -129,6 +129,7 @@ class RemoteDoor:
         self._looked: tuple[int, int] | None = None
         self._reconciled = 0.0
         self._known: set[str] = set()  # threads seen, the session's or not: never looked up again
+        self._held: tuple[str, ...] = ()  # what the user was asked when mail was last held for it
 
     def run(self) -> None:
         try:
@@ -152,8 +153,14 @@ class RemoteDoor:
             self._note(note)
         elif not self.client.open:
             return False
-        if may_give(self.view) and self._due():
-            self._give()
+        if may_give(self.view):
+            self._held = ()
+            if self._due():
+                self._give()
+        elif self.view.flags and self.view.flags != self._held and self._due():
+            self._held = self.view.flags
+            log.info("session %s: mail waits while the user is asked (%s)", self.view.sid,
+                     ", ".join(self._held))
         return True
 
     def _note(self, note: dict[str, Any]) -> None:
