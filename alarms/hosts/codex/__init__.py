@@ -31,7 +31,8 @@ INSTALL_HELP = (
     "and at the end of a turn)."
 )
 UNINSTALL_HELP = "Take talk's hooks out of Codex's hooks.json, leaving the rest as it was."
-WAKES = "Codex hooks (SessionStart, UserPromptSubmit, PostToolUse, Stop)"  # for `talk status`
+WAKES = ("Codex hooks (SessionStart, UserPromptSubmit, PostToolUse, Stop); under `talk run codex`, "
+         "its app-server door")  # for `talk status`
 OPTIONS: tuple[Option, ...] = (
     ("--codex-home", "where", "Codex's home folder (default: CODEX_HOME or ~/.codex)."),
     ("--codex-bin", "program", "The codex program, to record trust (default: on PATH)."),
