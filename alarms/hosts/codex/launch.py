@@ -30,7 +30,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -115,7 +115,7 @@ def _session(identity: Path, private: Path, codex: str, args: Sequence[str], env
         raise UserError(f"{private} is in use by another talk run; try again")
     _log_to(identity)
     sock = private / SOCKET
-    with _server(codex, sock, private, {**env, DOOR_ENV: str(private / LOCK)}) as server:
+    with _ended_by_signals(), _server(codex, sock, private, {**env, DOOR_ENV: str(private / LOCK)}) as server:
         client = _connect(sock, server)
         tui = subprocess.Popen([codex, "--remote", f"unix://{sock}", *args], env=dict(env))
         from alarms.hosts.codex.remote_door import RemoteDoor
@@ -124,7 +124,7 @@ def _session(identity: Path, private: Path, codex: str, args: Sequence[str], env
         thread = threading.Thread(target=door.run, name="codex-door", daemon=True)
         thread.start()
         try:
-            with _terminal_signals_to_the_tui():
+            with _keys_to_the_tui():
                 status = tui.wait()
         finally:
             _end(tui)
@@ -204,17 +204,24 @@ def _ended(signum: int, _frame: Any) -> None:
 
 
 @contextlib.contextmanager
-def _terminal_signals_to_the_tui() -> Iterator[None]:
-    """Ctrl-C and Ctrl-\\ in the terminal are the TUI's to handle; talk waits for it to exit. A
-    hang-up or SIGTERM ends talk the orderly way, so the app-server it started goes too."""
-    handlers: dict[signal.Signals, Callable[[int, Any], None] | signal.Handlers] = {
-        signal.SIGINT: signal.SIG_IGN, signal.SIGQUIT: signal.SIG_IGN, signal.SIGHUP: _ended,
-        signal.SIGTERM: _ended}
-    old = {sig: signal.signal(sig, handler) for sig, handler in handlers.items()}
+def _ended_by_signals() -> Iterator[None]:
+    """A hang-up or SIGTERM ends talk the orderly way, so the app-server it started goes too."""
+    old = {sig: signal.signal(sig, _ended) for sig in (signal.SIGHUP, signal.SIGTERM)}
     try:
         yield
     except Ended as exc:
         raise SystemExit(128 + int(exc.args[0])) from None
+    finally:
+        for sig, handler in old.items():
+            signal.signal(sig, handler)
+
+
+@contextlib.contextmanager
+def _keys_to_the_tui() -> Iterator[None]:
+    """Ctrl-C and Ctrl-\\ in the terminal are the TUI's to handle; talk waits for it to exit."""
+    old = {sig: signal.signal(sig, signal.SIG_IGN) for sig in (signal.SIGINT, signal.SIGQUIT)}
+    try:
+        yield
     finally:
         for sig, handler in old.items():
             signal.signal(sig, handler)
