@@ -31,6 +31,12 @@ the batch its `delivered` receipt; writing it earned only `written`. A writer ki
 its write and the hand-over to the host leaves a batch that may be handed on twice, if the
 host had not shown it by the time the transcript moved on: the window is one file write wide.
 
+A batch a door gave the host as the input of a turn it started or steered (door TURN: Codex's
+app-server, `alarms.hosts.codex.remote_door`) is held by that door, which lives as long as the
+session; the host answered that it took the input, and writes it into its rollout with the turn.
+Its markers are the frame's own (`id MSGID`), and seeing them earns the batch its `delivered`
+receipt, as for an inbox batch.
+
 A batch a door took but could not hand on (it did not fit, or the socket refused it) is
 released: kept with no holder, and handed on again by the next take, first.
 
@@ -62,7 +68,8 @@ VERSION = 1
 # hook's exit, so two seconds of later activity mean it will never come.
 MARGIN_S = 2.0
 DELIVERED, LOST, WAIT = "delivered", "lost", "wait"
-OUTPUT, INBOX = "output", "inbox"  # doors: the alarm's own output, or the host's inbox socket
+# doors: the alarm's own output, the host's inbox socket, or a turn's input the door gave the host
+OUTPUT, INBOX, TURN = "output", "inbox", "turn"
 RELEASED = 0  # the holder pid of a released batch: nobody holds it
 
 
@@ -111,7 +118,7 @@ class PendingBatch:
     @classmethod
     def from_json(cls, obj: dict[str, Any]) -> PendingBatch:
         start, transcript = obj.get("start"), obj.get("transcript")
-        door = INBOX if obj.get("door") == INBOX else OUTPUT
+        door = str(obj["door"]) if obj.get("door") in (INBOX, TURN) else OUTPUT
         return cls(tuple(map(str, obj["ids"])), float(obj["at"]), int(obj["pid"]),
                    None if start is None else int(start), None if transcript is None else str(transcript),
                    int(obj.get("mark", 0)), door)
@@ -226,9 +233,10 @@ def take(layout: SpoolLayout, sid: str, transcript: str | None, *, record: bool,
     `record`: whether the caller's output will land in a transcript that can be checked (a Codex
     thread without a rollout file cannot be: its mail stays at-most-once, as before).
     `reconcile`: judge pending batches against `transcript` now (needs a transcript).
-    `door`: OUTPUT (the caller prints the batch: it earns `delivered` now) or INBOX (the caller
+    `door`: OUTPUT (the caller prints the batch: it earns `delivered` now), INBOX (the caller
     writes it to the host's inbox, then calls `written`; `delivered` when a later take finds it
-    in the transcript). `holder`: the pid that holds the batch until the host shows it, the
+    in the transcript) or TURN (the caller makes it a turn's input; `delivered` likewise).
+    `holder`: the pid that holds the batch until the host shows it, the
     caller's own by default. `fit`: how many go now and
     what they earn (default: all; `delivered` for OUTPUT, nothing yet for INBOX); the rest is
     released under the same lock.
@@ -306,6 +314,6 @@ def reconciled(batches: list[PendingBatch],
             again += missing(batch, s)
         elif verdict == WAIT:
             kept.append(batch)
-        elif batch.door == INBOX:
+        elif batch.door != OUTPUT:  # an OUTPUT batch earned its receipt when it was printed
             shown += batch.ids
     return kept, again, shown

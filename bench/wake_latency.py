@@ -5,7 +5,9 @@ Each host program (Claude Code, the Codex TUI, pi, Gemini CLI, Qwen Code and Cop
 runs the real pinned release from tests/hosts against the fake model on loopback, wired as a
 user would wire it: a real relay, alice and bob made contacts through the CLI, bob's follower,
 and the host's alarm (Claude Code: `talk install claude` plugin, monitor and hooks; Codex:
-`talk install codex` hooks and the waker they start; opencode: `talk door opencode`; pi:
+`talk install codex` hooks and the waker they start; codex-run: the TUI under `talk run codex`,
+whose door is a second client of talk's own app-server, with the hooks installed too; opencode:
+`talk door opencode`; pi:
 `talk install pi`'s extension and the door it starts; Gemini CLI: `talk install gemini` hooks,
 which no outside event can run while it is idle; Qwen Code: `talk install qwen`, whose
 SessionStart hook starts the Qwen door; Copilot CLI: `talk install copilot` hooks, which nothing
@@ -31,7 +33,8 @@ tool: delivered mid-turn), `after_turn` (only after the turn's last step: not de
 mid-turn; its lag is still reported, and flagged), `during_tool` (before the tool ended), or
 `not_delivered` (not within --wait s). Between runs the bench waits for the session to be idle.
 
-    .venv/bin/python bench/wake_latency.py [--hosts claude,codex,opencode,pi,gemini,qwen,copilot] [--runs 5]
+    .venv/bin/python bench/wake_latency.py [--hosts claude,codex,codex-run,opencode,pi,gemini,qwen,copilot]
+                                           [--runs 5]
                                            [--hold 2] [--wait 60] [--timeout 1800]
 
 A table goes to stderr; stdout ends with one JSON line:
@@ -70,7 +73,7 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))  # tests/hosts: the host programs, the fake model, their configs
 
-HOSTS = ("claude", "codex", "opencode", "pi", "gemini", "qwen", "copilot")
+HOSTS = ("claude", "codex", "codex-run", "opencode", "pi", "gemini", "qwen", "copilot")
 MODES = ("idle", "midturn")  # repeated --runs times; "first" is once per host, at its start
 TARGET_S = 1.0
 OUTCOMES = ("woken", "at_boundary", "after_turn", "during_tool", "not_delivered")
@@ -322,10 +325,13 @@ class Codex:
                    "--json")
         from tests.hosts.tmux import Tmux
 
-        self.tmux = tmux = Tmux(env, "wake")
-        tmux.start(rig.project, [codex])
+        self.tmux = tmux = Tmux({**env, "TALK_CODEX_BIN": codex}, "wake")
+        tmux.start(rig.project, self.argv(rig, codex))
         wait(lambda: "for shortcuts" in tmux.screen(), READY_S, "the Codex TUI", step=0.2)
         self.rig = rig
+
+    def argv(self, rig: Rig, codex: str) -> list[str]:
+        return [codex]
 
     def first_turn_done(self) -> None:
         """Codex registers the session with a thread's first turn: find its rollout then."""
@@ -352,6 +358,15 @@ class Codex:
     def stop(self) -> None:
         if self.tmux is not None:
             self.tmux.kill()
+
+
+class CodexRun(Codex):
+    """The Codex TUI started by `talk run codex` (talk's app-server door), the hooks installed too."""
+
+    name = "codex-run"
+
+    def argv(self, rig: Rig, codex: str) -> list[str]:
+        return [rig.bob.talk, "run", "codex"]
 
 
 class Opencode:
@@ -586,8 +601,9 @@ class Copilot:
 
 
 def make_host(name: str) -> Host:
-    hosts: dict[str, Callable[[], Host]] = {"claude": Claude, "codex": Codex, "opencode": Opencode, "pi": Pi,
-                                            "gemini": Gemini, "qwen": Qwen, "copilot": Copilot}
+    hosts: dict[str, Callable[[], Host]] = {"claude": Claude, "codex": Codex, "codex-run": CodexRun,
+                                            "opencode": Opencode, "pi": Pi, "gemini": Gemini, "qwen": Qwen,
+                                            "copilot": Copilot}
     return hosts[name]()
 
 

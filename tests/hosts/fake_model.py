@@ -45,8 +45,9 @@ class FakeModel:
     """`with FakeModel() as model:` serves at `model.url`; `model.requests` is what it received."""
 
     def __init__(self, slow_delay: float = 1.5, reply: Reply = default_reply,
-                 tool_command: str | None = None) -> None:
+                 tool_command: str | None = None, escalate: bool = False) -> None:
         self.slow_delay = slow_delay
+        self.escalate = escalate  # Codex's call asks to run outside the sandbox: an approval
         self.reply = reply
         self.tool_command = tool_command
         self._requests: list[Request] = []
@@ -285,7 +286,8 @@ class _Handler(BaseHTTPRequestHandler):
             # Only a request that offers tools may get a call (Codex's title request offers none).
             if (path == "/v1/responses" and command is not None and body.get("tools")
                     and TOOL_MARKER in request["last_user_text"]):
-                arguments = json.dumps({"cmd": command})
+                escalated = {"sandbox_permissions": "require_escalated", "justification": "the test asks"}
+                arguments = json.dumps({"cmd": command, **(escalated if self.fake.escalate else {})})
                 stream = wire.responses_tool_events(SHELL_TOOL, arguments, *args[1:])
             else:
                 stream = (shell_call_events(path, body, request, command)

@@ -31,6 +31,7 @@ from alarms.mailbox import SessionMail
 from spool_writer.record import SpoolRecord
 from spool_writer.spool import Spool
 from tests.conftest import wait_for
+from tests.hosts.codex import EXTRA_CONFIG, argv_of, assert_once, thread_requests, wait_idle
 from tests.hosts.talk_install import install_codex
 from tests.hosts.tmux import Tmux
 
@@ -249,16 +250,6 @@ def test_a_hook_of_a_tui_session_starts_the_waker_again(folder: Path, tmp_path: 
 
 # --- the real Codex TUI ------------------------------------------------------------------------------
 
-EXTRA_CONFIG = 'approval_policy = "never"\nsandbox_mode = "danger-full-access"\n'
-
-
-def argv_of(pid: int) -> list[str]:
-    try:
-        return Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace").split("\0")
-    except OSError:
-        return []
-
-
 def codex_pids(home: Path) -> tuple[list[int], list[int]]:
     """The TUI programs and the app-server daemons running with HOME=home."""
     from tests.hosts.procs import pids_with_home
@@ -311,11 +302,6 @@ def tui_setup(pair: Any, host_bin: Path, host_home: Path, tmp_path: Path) -> Ite
         bob.run("stop")
 
 
-def thread_requests(model: Any, sid: str) -> list[dict[str, Any]]:
-    """The thread's own requests (Codex's title request runs under another session id)."""
-    return [r for r in model.requests if r["headers"].get("session-id") == sid]
-
-
 def nudged(sid: str) -> Callable[[dict[str, Any]], bool]:
     return lambda r: r["headers"].get("session-id") == sid and NUDGE in r["last_user_text"]
 
@@ -330,19 +316,6 @@ def user_texts(request: dict[str, Any]) -> list[str]:
     items = request["body"].get("input", [])
     return [c.get("text", "") for i in items if isinstance(i, dict) and i.get("role") == "user"
             for c in i.get("content") or [] if isinstance(c, dict)]
-
-
-def carried(requests: list[dict[str, Any]], needle: str) -> list[int]:
-    return [sum(t.count(needle) for t in r["texts"] + r["system_texts"]) for r in requests]
-
-
-def assert_once(requests: list[dict[str, Any]], needle: str) -> int:
-    """`needle` is new in one request and carried once by each one after it: its index."""
-    counts = carried(requests, needle)
-    assert any(counts), counts
-    first = next(i for i, c in enumerate(counts) if c)
-    assert counts[first:] == [1] * (len(counts) - first), counts
-    return first
 
 
 def live_tui_session(setup: dict[str, Any]) -> dict[str, Any]:
@@ -362,14 +335,6 @@ def first_turn(setup: dict[str, Any], tmux: Tmux, model: Any, prompt: str) -> tu
     sid = live_tui_session(setup)["sid"]
     (rollout,) = (setup["home"] / ".codex" / "sessions").rglob(f"rollout-*{sid}.jsonl")
     return sid, TurnLog(str(rollout))
-
-
-def wait_idle(rollout: TurnLog, turns: int) -> None:
-    def idle() -> bool:
-        now = rollout.look()
-        return now is not None and now.started >= turns and now.busy is False
-
-    wait_for(idle, 60, f"turn {turns} to end")
 
 
 @pytest.mark.hosts

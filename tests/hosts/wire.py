@@ -60,6 +60,11 @@ def _messages(path: str, body: dict[str, Any]) -> list[tuple[str, Any]]:
     return [(str(m.get("role", "")), m.get("content")) for m in messages]
 
 
+def role_texts(path: str, body: dict[str, Any], role: str) -> list[str]:
+    """Every text the request carries in messages of `role` ("user", "developer", ...)."""
+    return [text for r, content in _messages(path, body) if r == role for text in strings(content)]
+
+
 def extract(path: str, body: dict[str, Any]) -> Texts:
     """Split a request's text into conversation texts, system texts and the trailing user turn.
 

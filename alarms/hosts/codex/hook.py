@@ -24,6 +24,11 @@ first recorded as pending (`alarms.handover`) and the next run checks Codex's ro
 on again. A payload without `transcript_path` (an ephemeral thread) keeps the old
 at-most-once behaviour: there is nothing to check against.
 
+Under `talk run codex` the app-server that runs these hooks carries DOOR_ENV, the lock of that
+session's own door (`alarms.hosts.codex.remote_door`): while a process holds it, the hook hands
+nothing over and starts no waker. The door gives mail as user-role input, and one cursor and one
+door per session keep it exactly once; a door that died leaves the hooks in charge again.
+
 A broken hook must never wedge the agent: any error prints `{}`, exits 0, and is appended to
 `codex-hook.log` in the identity folder. This runs on every turn, so it imports only the
 standard library, `alarms`, `spool_writer` and `durable`, and those lazily; it is meant to be run as
@@ -64,6 +69,7 @@ STOP = "Stop"
 CONTEXT_EVENTS = (SESSION_START, USER_PROMPT_SUBMIT, POST_TOOL_USE)
 LOG_NAME = "codex-hook.log"
 TUIS_FOLDER, WAKER_LOCK = "codex", "waker.lock"  # alarms.hosts.codex.tuis.FOLDER and LOCK
+DOOR_ENV = "TALK_CODEX_DOOR"  # alarms.hosts.codex.launch.DOOR_ENV
 
 
 def parse_payload(raw: str) -> tuple[str, str]:
@@ -86,7 +92,7 @@ def output_for(event: str, text: str | None) -> dict[str, Any]:
 def handle(raw: str, env: dict[str, str]) -> dict[str, Any]:
     """Register if due, take the session's new mail, and say what Codex should do with it."""
     event, sid, transcript, cwd = parse_hook(raw)
-    if event not in (*CONTEXT_EVENTS, STOP):
+    if event not in (*CONTEXT_EVENTS, STOP) or door_open(env):
         return {}
     fast = fast_identity(env)
     if event != SESSION_START and fast is not None and nothing_new(fast, sid):
@@ -98,6 +104,19 @@ def handle(raw: str, env: dict[str, str]) -> dict[str, Any]:
     from alarms.mailbox import identity_folder
 
     return deliver(identity_folder(env), event, sid, transcript, cwd)
+
+
+def door_open(env: dict[str, str]) -> bool:
+    """Whether this session's `talk run codex` door lives (it then hands the mail over)."""
+    path = env.get(DOOR_ENV)
+    if not path:
+        return False
+    from durable.held import held_by_other
+
+    try:
+        return held_by_other(path)
+    except OSError:
+        return False  # not a lock we can look at: the hooks deliver
 
 
 def waker_gone(folder: str | Path, sid: str) -> bool:

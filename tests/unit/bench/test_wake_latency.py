@@ -71,6 +71,8 @@ def test_the_json_line_has_the_agreed_shape(wake: ModuleType) -> None:
 
 def test_hosts_are_checked_by_name(wake: ModuleType) -> None:
     assert wake.parse_args(["--hosts", "codex,claude"]).hosts == ["codex", "claude"]
-    assert wake.parse_args([]).hosts == ["claude", "codex", "opencode", "pi", "gemini", "qwen", "copilot"]
+    every = wake.parse_args([]).hosts
+    assert every == list(wake.HOSTS)
+    assert {"claude", "codex", "codex-run", "opencode", "pi", "gemini", "qwen", "copilot"} <= set(every)
     with pytest.raises(SystemExit):
         wake.parse_args(["--hosts", "vim"])
