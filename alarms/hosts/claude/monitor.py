@@ -29,6 +29,7 @@ from pathlib import Path
 from alarms import handover, mailbox
 from alarms.door_stdio import emit_stdout, teller
 from alarms.hosts.claude import NAME as HOST
+from alarms.hosts.claude.dialog import waiting
 from alarms.hosts.claude.inbox import DoorError, InboxDoor, find_door, hand_on
 from alarms.hosts.claude.session import claude_pid, session_id, transcript_path
 from alarms.mailbox import SessionMail
@@ -62,8 +63,15 @@ class InboxWriter:
         self.transcript: str | None = None
         self.last: float | None = None
         self.pending = Path(handover.pending_file(str(mail.layout.sessions_dir), mail.sid))
+        self.held: str | None = None
 
     def __call__(self) -> None:
+        held = waiting(self.env, self.host)
+        if held is not None and self.held is None:
+            say(f"holding peer mail while the session waits on its person ({held})")
+        self.held = held
+        if held is not None:
+            return
         now = time.monotonic()
         due = reconcile_due(self.last, now, self.pending.exists())
         if due:
