@@ -2,18 +2,21 @@
 inbox doors hold the mail.
 
 What a frame written to the inbox does to an open permission prompt, measured on Claude Code
-2.1.332: a frame with priority `now` cancels it (the tool call comes back refused and the peer's
-text takes its place); talk's `next` frame leaves it up, but shows the peer's text above it, and
-if the person answers No or presses Esc, the peer's text takes over the very turn the person
-stopped to redirect. So while the session waits on its person, a door writes nothing: the batch
-stays in the spool with the cursor unmoved, and the first poll after the answer hands it on.
+2.1.332: one with priority `now` cancels it (the tool call comes back refused, the peer's text in
+its place; anthropics/claude-code#93720); talk's `next` frame leaves it up, but draws the peer's
+text over the question the person is reading, queued to run the moment they answer. So while
+the session waits on its person, a door writes nothing: the batch stays in the spool with the
+cursor unmoved, and the first poll after the answer hands it on. After Yes it joins the running
+turn; after No or Esc the session is idle and the mail starts a turn, which Claude Code sends to
+the model behind the refusal.
 
 Claude Code keeps that state in the session's registry record (`session.read_record`): `status`
 is `busy`, `idle` or `waiting`, and `waitingFor` names what is open ("permission prompt",
 "dialog open", "input needed", ...). `claude agents --json` lists the same fields of the same
-records and is the documented way to read them, but it starts Claude Code's 400 MB binary each
-time (0.6 to 0.8 s on a busy machine); reading the record is a file read the monitor can afford
-on every poll. A record without a status (older versions, messaging off) holds nothing.
+records and is the documented way to read them, but each call starts Claude Code's 400 MB
+binary: 0.5 to 1.1 s, 0.3 s of CPU and 130 MB on a busy two-core machine, against 40 to 80 us
+for reading the record, which the monitor can afford on every 200 ms poll. A record without a
+status (older versions, messaging off) holds nothing.
 
 `waiting_on` decides from the record; `waiting` is the read.
 """

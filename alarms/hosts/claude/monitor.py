@@ -63,14 +63,9 @@ class InboxWriter:
         self.transcript: str | None = None
         self.last: float | None = None
         self.pending = Path(handover.pending_file(str(mail.layout.sessions_dir), mail.sid))
-        self.held: str | None = None
 
     def __call__(self) -> None:
-        held = waiting(self.env, self.host)
-        if held is not None and self.held is None:
-            say(f"holding peer mail while the session waits on its person ({held})")
-        self.held = held
-        if held is not None:
+        if waiting(self.env, self.host) is not None:  # routine, so said nowhere
             return
         now = time.monotonic()
         due = reconcile_due(self.last, now, self.pending.exists())
