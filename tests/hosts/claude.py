@@ -8,7 +8,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from tests.conftest import Agent
+from tests.conftest import Agent, wait_for
 from tests.hosts.configs import claude_env, seed_claude_home
 from tests.hosts.fake_model import FakeModel
 from tests.hosts.npm import host_env
@@ -38,3 +38,21 @@ def live_session(bob: Agent) -> dict[str, Any] | None:
 def spool_has(bob: Agent, needle: str) -> bool:
     root = bob.home / "bob" / "spool"
     return any(needle in p.read_text() for p in root.rglob("*.ndjson") if p.is_file())
+
+
+def ready(tmux: Tmux, bob: Agent) -> dict[str, Any]:
+    """bob's registration of the session, once its monitor made it and the idle UI is drawn."""
+    session: dict[str, Any] = {}
+
+    def registered() -> bool:
+        session.update(live_session(bob) or {})
+        return bool(session)
+
+    wait_for(registered, 60, "the monitor to register the session")
+    tmux.wait_shown("1 monitor", what="the idle UI")
+    return session
+
+
+def tool_waits_for(flag: Path) -> str:
+    """A command for the fake model's tool call that runs until `flag` exists."""
+    return f"while [ ! -e {flag} ]; do sleep 0.05; done; echo TOOL_DONE"

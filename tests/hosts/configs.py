@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 FAKE_API_KEY = "dummy"
 OPENCODE_MODEL = {"providerID": "fake", "modelID": "fake-model"}
 
 
-def write_opencode_config(project: Path, model_url: str) -> Path:
-    """<project>/opencode.json: a chat-completions provider "fake" at model_url/v1, as the default."""
+def write_opencode_config(project: Path, model_url: str, extra: dict[str, Any] | None = None) -> Path:
+    """<project>/opencode.json: a chat-completions provider "fake" at model_url/v1, as the default,
+    and the `extra` settings."""
     config = {
         "$schema": "https://opencode.ai/config.json",
         "provider": {
@@ -25,6 +27,7 @@ def write_opencode_config(project: Path, model_url: str) -> Path:
         "small_model": "fake/fake-model",
         "autoupdate": False,
         "share": "disabled",
+        **(extra or {}),
     }
     project.mkdir(parents=True, exist_ok=True)
     path = project / "opencode.json"

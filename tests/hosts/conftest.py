@@ -6,6 +6,7 @@ from __future__ import annotations
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -19,13 +20,19 @@ from tests.hosts.talk_install import install_plugin
 
 
 @pytest.fixture
+def opencode_settings() -> dict[str, Any]:
+    """Settings the rig's opencode.json adds to the fake provider; a test module overrides it."""
+    return {}
+
+
+@pytest.fixture
 def rig(
     pair: tuple[Agent, Agent], host_bin: Path, fake_model: FakeModel, host_home: Path,
-    host_procs: ProcessGroup, tmp_path: Path,
+    host_procs: ProcessGroup, tmp_path: Path, opencode_settings: dict[str, Any],
 ) -> Iterator[Rig]:
     alice, bob = pair
     project = tmp_path / "project"  # no .opencode/ dir: it would make opencode wait on npm
-    write_opencode_config(project, fake_model.url)
+    write_opencode_config(project, fake_model.url, opencode_settings)
     server = OpencodeServer(host_procs, host_bin, project, host_env(host_home), tmp_path / "oc-logs",
                             free_port())
     server.start()

@@ -15,13 +15,12 @@ import os
 import subprocess
 import uuid
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from durable.receipt_states import Receipt
 from tests.conftest import Agent, wait_for
-from tests.hosts.claude import BASH_ALLOWED, interactive_claude, live_session, spool_has
+from tests.hosts.claude import BASH_ALLOWED, interactive_claude, ready, spool_has, tool_waits_for
 from tests.hosts.configs import CLAUDE_NO_INBOX, claude_env, seed_claude_home
 from tests.hosts.fake_model import FakeModel
 from tests.hosts.npm import host_env
@@ -36,25 +35,8 @@ from tests.hosts.peer_mail import (
     whole_in,
 )
 from tests.hosts.procs import ProcessGroup, descendants
-from tests.hosts.tmux import Tmux
 
 # --- the real Claude Code -------------------------------------------------------------------------
-
-
-def ready(tmux: Tmux, bob: Agent) -> dict[str, Any]:
-    session: dict[str, Any] = {}
-
-    def registered() -> bool:
-        session.update(live_session(bob) or {})
-        return bool(session)
-
-    wait_for(registered, 60, "the monitor to register the session")
-    tmux.wait_shown("1 monitor", what="the idle UI")
-    return session
-
-
-def tool_waits_for(flag: Path) -> str:
-    return f"while [ ! -e {flag} ]; do sleep 0.05; done; echo TOOL_DONE"
 
 
 @pytest.mark.hosts

@@ -5,7 +5,9 @@ the monitor. UserPromptSubmit, PostToolUse and Stop take the session's new mail:
 
 - where the session has an inbox socket (`alarms.hosts.claude.inbox`), they write it there, as the
   monitor does, and print nothing: Claude Code shows it between tool calls, or in a turn of its
-  own after Stop (also in `claude -p`, where no monitor runs);
+  own after Stop (also in `claude -p`, where no monitor runs); but not while the session waits
+  on its person (a PostToolUse of one call while another call's permission prompt is open,
+  `alarms.hosts.claude.dialog`): then the mail stays for the monitor's first poll after the answer;
 - without one, UserPromptSubmit and PostToolUse add it to the turn as context, and Stop blocks
   the stop with it as the reason, which makes Claude Code run one more turn. Claude Code shows
   added context inline only up to CONTEXT_LIMIT characters and a Stop reason up to STOP_LIMIT,
@@ -34,6 +36,7 @@ from alarms import handover
 from alarms.framing import frame
 from alarms.hook_fit import fit_within
 from alarms.hosts.claude import NAME as HOST
+from alarms.hosts.claude.dialog import waiting
 from alarms.hosts.claude.inbox import DoorError, find_door, hand_on
 from alarms.hosts.claude.session import claude_pid, session_id
 from alarms.mailbox import SessionMail, identity_folder
@@ -98,6 +101,8 @@ def handle(event: str, sid: str, transcript: str | None = None) -> list[SpoolRec
         return []
     door = find_door(os.environ, host)
     if door is not None:
+        if waiting(os.environ, host) is not None:
+            return []
         try:
             hand_on(mail.layout, mail.sid, door, host, transcript)
             return []

@@ -28,12 +28,12 @@ from dataclasses import dataclass
 from alarms import handover
 from alarms.framing import frame
 from alarms.handover import inbox_id
+from alarms.hosts.claude.session import read_json, read_record, records_dir
 from spool_writer.layout import SpoolLayout
 from spool_writer.record import SpoolRecord
 
 SOCKET_ENV = "CLAUDE_CODE_MESSAGING_SOCKET"
 TOKEN_ENV = "CLAUDE_CODE_MESSAGING_TOKEN"
-CONFIG_ENV = "CLAUDE_CONFIG_DIR"
 MAX_LINE = 1024 * 1024  # Claude Code's limit for one line, its newline included
 TIMEOUT_S = 10.0  # Claude Code closes a connection without a whole line after 30 s
 FINGERPRINT = re.compile(r"[0-9a-f]{32}")
@@ -60,30 +60,16 @@ def door_from(env: Mapping[str, str], record: Mapping[str, object] | None,
     return InboxDoor(found, token) if isinstance(found, str) and found else None
 
 
-def config_dir(env: Mapping[str, str]) -> str:
-    return env.get(CONFIG_ENV) or os.path.join(os.path.expanduser(env.get("HOME") or "~"), ".claude")
-
-
 def find_door(env: Mapping[str, str], pid: int) -> InboxDoor | None:
     """The inbox of the Claude Code process `pid`, if it has one."""
     if env.get(SOCKET_ENV):
         return door_from(env, None, None)
-    sessions = os.path.join(config_dir(env), "sessions")
-    record = _read_json(os.path.join(sessions, f"{pid}.json"))
+    sessions = records_dir(env)
     token = None
     for key_file in glob.glob(os.path.join(glob.escape(sessions), f"{pid}.*.key")):
-        value = (_read_json(key_file) or {}).get("peerToken")
+        value = (read_json(key_file) or {}).get("peerToken")
         token = value if isinstance(value, str) and value else token
-    return door_from(env, record, token)
-
-
-def _read_json(path: str) -> dict[str, object] | None:
-    try:
-        with open(path, encoding="utf-8") as f:
-            data = json.load(f)
-    except (OSError, ValueError):
-        return None
-    return data if isinstance(data, dict) else None
+    return door_from(env, read_record(env, pid), token)
 
 
 def sender(records: list[SpoolRecord]) -> str:

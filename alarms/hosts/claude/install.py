@@ -158,7 +158,7 @@ def loaded_from(config: Path, settings: dict[str, Any], key: str) -> Path | None
 
 
 def claude_config(env: dict[str, str]) -> Path:
-    from alarms.hosts.claude.inbox import config_dir
+    from alarms.hosts.claude.session import config_dir
 
     return Path(config_dir(env)).expanduser()
 

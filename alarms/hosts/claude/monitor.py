@@ -29,6 +29,7 @@ from pathlib import Path
 from alarms import handover, mailbox
 from alarms.door_stdio import emit_stdout, teller
 from alarms.hosts.claude import NAME as HOST
+from alarms.hosts.claude.dialog import waiting
 from alarms.hosts.claude.inbox import DoorError, InboxDoor, find_door, hand_on
 from alarms.hosts.claude.session import claude_pid, session_id, transcript_path
 from alarms.mailbox import SessionMail
@@ -64,6 +65,8 @@ class InboxWriter:
         self.pending = Path(handover.pending_file(str(mail.layout.sessions_dir), mail.sid))
 
     def __call__(self) -> None:
+        if waiting(self.env, self.host) is not None:  # routine, so said nowhere
+            return
         now = time.monotonic()
         due = reconcile_due(self.last, now, self.pending.exists())
         if due:

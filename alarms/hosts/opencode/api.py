@@ -148,6 +148,15 @@ class OpencodeClient:
         status = self.request("GET", "/session/status").json()
         return isinstance(status, dict) and sid in status
 
+    def asking(self, sid: str) -> list[str]:
+        """The ids of the permissions and questions the session has open for its person."""
+        found = []
+        for path in ("/permission", "/question"):
+            listed = self.request("GET", path).json()
+            found += [str(r["id"]) for r in listed if isinstance(r, dict) and r.get("sessionID") == sid
+                      and "id" in r] if isinstance(listed, list) else []
+        return found
+
     def stored(self, sid: str, message_id: str) -> bool:
         """Whether opencode has stored the message (404 when not, or not yet)."""
         path = f"/session/{urllib.parse.quote(sid)}/message/{urllib.parse.quote(message_id)}"

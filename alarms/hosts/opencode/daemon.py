@@ -10,6 +10,9 @@ starts a run; into a busy one (opencode 1.18.33) it joins the running loop, whic
 session's messages again before each model request, so the mail is in the next request: after
 the current tool call or streamed reply, within the same run.
 
+While the session has a permission or question open for its person (on the event stream),
+nothing is posted: the mail stays where it is, and the answer wakes the door.
+
 It follows the session's busy/idle state on opencode's event stream (`alarms.hosts.opencode.events`;
 it polls `GET /session/status` while the stream is down) to close the one gap in that: a
 message stored as a run winds down is left unanswered. Each accepted batch waits in the outbox
@@ -165,6 +168,9 @@ class OpencodeDoor:
         try:
             if not self._session_live():
                 self._register()
+            if self.events.activity.asking:  # the person is answering opencode: mail waits in the spool
+                self._note_run()
+                return POLL_S
             state = self.outbox.load()
             if state.pending is None:
                 state = self.outbox.fill(self.reader, self._batch)

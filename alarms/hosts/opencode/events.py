@@ -8,10 +8,21 @@ Two of them say when a session runs (verified on the real server):
 
 A session is busy from the first model request of a run to the end of its last step; mail
 posted meanwhile joins the run (`alarms.hosts.opencode.api.prompt_async`). The door needs the state
-for one thing: to look, once the session is idle again, whether what it posted was taken
-(`alarms.hosts.opencode.verdict`). `parse` and `apply` decide from values; `EventFollower` is the
-thread around them, which reconnects with backoff and reads `GET /session/status` on each
-(re)connect, since the stream reports changes only.
+to look, once the session is idle again, whether what it posted was taken
+(`alarms.hosts.opencode.verdict`).
+
+It also follows what the session asks its person, each request by its id:
+
+    permission.asked  {"id", "sessionID", ...}     question.asked  {"id", "sessionID", ...}
+    permission.replied {"sessionID", "requestID"}  question.replied / question.rejected (same)
+
+While one is open the door posts nothing. A post does not close the question (measured on
+1.18.33: the permission stays pending, answerable), but the message is stored at once, and if
+the person refuses, opencode carries on the run they were stopping with the peer's message.
+
+`parse` and `apply` decide from values; `EventFollower` is the thread around them, which
+reconnects with backoff and reads `GET /session/status` (and, for a busy session, the open
+`GET /permission` and `GET /question`) on each (re)connect, since the stream reports changes only.
 """
 
 from __future__ import annotations
@@ -19,7 +30,7 @@ from __future__ import annotations
 import json
 import logging
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import StrEnum
 from typing import Any
 
@@ -33,6 +44,9 @@ READ_TIMEOUT_S = 60.0  # opencode sends a heartbeat every ~10 s: a silent minute
 MAX_LINE = 1 << 22  # a message part can be long; a line past this is skipped, not buffered
 
 log = logging.getLogger("talk.alarm.opencode")
+
+ASKED = frozenset({"permission.asked", "question.asked"})
+ANSWERED = frozenset({"permission.replied", "question.replied", "question.rejected"})
 
 
 class Run(StrEnum):
@@ -48,6 +62,7 @@ class Activity:
     run: Run = Run.UNKNOWN
     idles: int = 0  # counts idle transitions, so a caller can tell one after its post
     following: bool = False  # the event stream is connected
+    asking: frozenset[str] = frozenset()  # ids of the permissions and questions open for the person
 
 
 def parse(line: bytes) -> tuple[str, dict[str, Any]] | None:
@@ -68,6 +83,10 @@ def apply(activity: Activity, kind: str, props: dict[str, Any], sid: str) -> Act
     """The activity after one event (unchanged for other sessions' and other kinds of event)."""
     if props.get("sessionID") != sid:
         return activity
+    if kind in ASKED and isinstance(props.get("id"), str):
+        return replace(activity, asking=activity.asking | {props["id"]})
+    if kind in ANSWERED:
+        return replace(activity, asking=activity.asking - {props.get("requestID")})
     if kind == "session.idle":
         return _became(activity, Run.IDLE)
     if kind == "session.status":
@@ -81,7 +100,8 @@ def _became(activity: Activity, run: Run) -> Activity:
     if run == Run.IDLE and activity.run == Run.IDLE:
         return activity  # session.idle repeats the idle status just sent
     idles = activity.idles + (run == Run.IDLE)
-    return Activity(run, idles, activity.following)
+    # An idle session asks nothing: a question whose answer the stream missed ends with the run.
+    return Activity(run, idles, activity.following, frozenset() if run == Run.IDLE else activity.asking)
 
 
 class EventFollower:
@@ -123,7 +143,7 @@ class EventFollower:
                 failures += 1
                 if failures == 1 or failures % 20 == 0:
                     log.info("event stream: %s; polling until it is back", exc)
-            self._set(Activity(Run.UNKNOWN, self.activity.idles, False))
+            self._set(Activity(Run.UNKNOWN, self.activity.idles, False))  # asks nothing known: posts go on
             self.stop.wait(RECONNECT.delay(max(failures, 1)))
 
     def _follow(self) -> None:
@@ -131,8 +151,9 @@ class EventFollower:
         try:
             # Connected first, then the state: a change between the two arrives as an event.
             busy = self.client.busy(self.sid)
+            asking = frozenset(self.client.asking(self.sid)) if busy else frozenset()
             now = self.activity
-            self._set(_became(Activity(now.run, now.idles, True), Run.BUSY if busy else Run.IDLE))
+            self._set(_became(Activity(now.run, now.idles, True, asking), Run.BUSY if busy else Run.IDLE))
             log.info("following opencode's events; session %s is %s", self.sid, self.activity.run)
             while not self.stop.is_set():
                 line = resp.readline(MAX_LINE)

@@ -4,16 +4,12 @@ fallback hooks' rule that only whole messages are shown."""
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
-import socket
 import subprocess
-import threading
 import time
 import uuid
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -21,17 +17,10 @@ from alarms import handover
 from alarms.hosts.claude.inbox import MAX_LINE, InboxDoor, door_from, fits, frame_line, hand_on
 from alarms.mailbox import SessionMail
 from durable.receipt_states import Receipt
-from spool_writer.record import SpoolRecord
 from spool_writer.spool import Spool, received_now
 from tests.conftest import wait_for
+from tests.unit.alarms.hosts.claude.inbox_stand_in import FP, StandInInbox, record
 from tests.unit.samples import handed_states
-
-FP = "ab" * 16
-
-
-def record(text: str, msg_id: str | None = None) -> SpoolRecord:
-    return {"id": msg_id or uuid.uuid4().hex, "from": FP, "name": "alice", "text": text,
-            "ts": "2026-12-02T00:00:00Z", "kind": "chat"}
 
 
 def test_a_frame_is_one_line_of_framed_peer_text_with_a_stable_uuid4_id() -> None:
@@ -62,43 +51,6 @@ def test_the_door_comes_from_the_environment_else_the_session_record() -> None:
     assert door_from({}, {"messagingSocketPath": "/s/2.sock"}, "t2") == InboxDoor("/s/2.sock", "t2")
     assert door_from({}, {"pid": 5}, "t2") is None  # messaging off: the record names no socket
     assert door_from({}, None, None) is None
-
-
-class StandInInbox:
-    """A Unix socket that keeps every line written to it, as Claude Code's inbox takes them."""
-
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        self.lines: list[dict[str, Any]] = []
-        self.server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        self.server.bind(str(path))
-        self.server.listen(8)
-        self.thread = threading.Thread(target=self._serve, daemon=True)
-        self.thread.start()
-
-    def _serve(self) -> None:
-        while True:
-            try:
-                conn, _ = self.server.accept()
-            except OSError:
-                return
-            self.lines += [json.loads(line) for line in read_all(conn).splitlines()]
-
-    def close(self) -> None:
-        # shutdown wakes the accept() blocked in the thread; close alone would leave it blocked on
-        # a descriptor number the next test's socket may be given.
-        with contextlib.suppress(OSError):
-            self.server.shutdown(socket.SHUT_RDWR)
-        self.server.close()
-        self.thread.join(timeout=10)
-
-
-def read_all(conn: socket.socket) -> bytes:
-    with conn:
-        chunks = []
-        while chunk := conn.recv(65536):
-            chunks.append(chunk)
-    return b"".join(chunks)
 
 
 def test_written_when_the_socket_took_it_delivered_when_the_transcript_shows_it(

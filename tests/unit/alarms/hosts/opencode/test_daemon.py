@@ -217,6 +217,20 @@ def test_apply_follows_one_session_and_counts_its_idle_transitions() -> None:
     assert retry.run == Run.BUSY and apply(retry, "session.idle", {"sessionID": "s"}, "s").idles == 2
 
 
+def test_apply_knows_which_permissions_and_questions_are_open_for_the_person() -> None:
+    busy = apply(Activity(), "session.status", {"sessionID": "s", "status": {"type": "busy"}}, "s")
+    a = apply(busy, "permission.asked", {"id": "per_1", "sessionID": "s", "permission": "bash"}, "s")
+    a = apply(a, "question.asked", {"id": "que_1", "sessionID": "s"}, "s")
+    assert a.asking == {"per_1", "que_1"} and a.run == Run.BUSY
+    assert apply(a, "permission.asked", {"id": "per_9", "sessionID": "other"}, "s") == a
+    a = apply(a, "permission.replied", {"sessionID": "s", "requestID": "per_1", "reply": "once"}, "s")
+    assert a.asking == {"que_1"}
+    assert apply(a, "question.rejected", {"sessionID": "s", "requestID": "que_1"}, "s").asking == frozenset()
+    assert apply(a, "question.replied", {"sessionID": "s", "requestID": "que_1"}, "s").asking == frozenset()
+    # An answer the stream missed: the run's end closes what it asked.
+    assert apply(a, "session.idle", {"sessionID": "s"}, "s").asking == frozenset()
+
+
 def info(mid: str, role: str, parent: str | None = None) -> dict[str, Any]:
     return {"id": mid, "role": role, **({"parentID": parent} if parent else {})}
 
