@@ -23,13 +23,25 @@ from durable.printable import quote
 from tests.hosts import wire
 from tests.hosts.fake_model import FakeModel, Request
 
-__all__ = ["MAIL", "README", "arrives_as_claimed", "arrives_whole", "matrix_role", "matrix_rows",
-           "matrix_transform", "role_of", "seen_role"]
+__all__ = [
+    "MAIL",
+    "README",
+    "arrives_as_claimed",
+    "arrives_whole",
+    "carrier",
+    "matrix_role",
+    "matrix_rows",
+    "matrix_transform",
+    "role_of",
+    "seen_role",
+]
 
 README = Path(__file__).resolve().parents[2] / "README.md"
 MATRIX_HEAD = "| Host, version | Door |"
 COLUMN = "Model sees it as"
 ROLES = ("user", "tool", "developer", "system")
+ELEVATED = ("developer", "system")
+NOTE = "NOTE: your host can hand this over only as "  # alarms.framing.channel_note
 _ROLE = re.compile(r"`(" + "|".join(ROLES) + r")`(?: \(([^)]*)\))?")
 
 # Peer text with what a host might rewrite on the way: a quote mark of each kind, `>` at a
@@ -81,9 +93,15 @@ def messages(request: Request) -> list[tuple[str, list[str]]]:
     return _anthropic(body) if path.endswith("/messages") else _openai(path, body)
 
 
+def carrier(request: Request, needle: str) -> tuple[str, str] | None:
+    """The role and text of the first message of `request` whose text holds `needle`."""
+    return next(((role, t) for role, texts in messages(request) for t in texts if needle in t), None)
+
+
 def role_of(request: Request, needle: str) -> str | None:
     """The role of the first message of `request` whose text holds `needle`; None if none does."""
-    return next((role for role, texts in messages(request) if any(needle in t for t in texts)), None)
+    found = carrier(request, needle)
+    return found[0] if found else None
 
 
 def seen_role(model: FakeModel, needle: str) -> str | None:
@@ -151,7 +169,10 @@ def matrix_transform(row: str, door: str, readme: str | None = None) -> Callable
 def arrives_as_claimed(request: Request, needle: str, row: str, door: str, text: str = MAIL) -> None:
     """The request carries `needle` in the role the matrix gives `door`, and `text` whole: byte
     for byte, or as the matrix says the host rewrites it (and then not byte for byte)."""
-    assert role_of(request, needle) == matrix_role(row, door), (row, door, role_of(request, needle))
+    found = carrier(request, needle)
+    assert found is not None and found[0] == matrix_role(row, door), (row, door, found and found[0])
+    if found[0] in ELEVATED:
+        assert NOTE in found[1], (row, door, "the frame does not name its elevated channel")
     escape = matrix_transform(row, door)
     if escape is None:
         assert arrives_whole(request, text), (row, door, "not byte for byte", text)
