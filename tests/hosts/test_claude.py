@@ -42,6 +42,7 @@ from tests.hosts.fake_model import FakeModel
 from tests.hosts.npm import host_env
 from tests.hosts.peer_mail import older_than_the_margin
 from tests.hosts.procs import ProcessGroup, descendants
+from tests.hosts.roles import MAIL, arrives_as_claimed
 from tests.hosts.talk_install import install_plugin
 
 PLAIN_PATH = "/usr/bin:/bin"  # no `talk` and no pyenv shim: the launchers must use talk.env
@@ -335,7 +336,7 @@ def test_claude_print_gets_waiting_mail_and_mail_sent_mid_turn_exactly_once(
 ) -> None:
     alice, bob, plugin = following
     waiting, mid = f"WAITING-{uuid.uuid4().hex[:8]}", f"MIDTURN-{uuid.uuid4().hex[:8]}"
-    alice.ok("send", "bob", f"before the session: {waiting}")
+    alice.ok("send", "bob", f"before the session: {waiting}\n{MAIL}")
     wait_for(lambda: spool_has(bob, waiting), 10, "the waiting message in bob's inbox")
     with FakeModel(slow_delay=0.4) as model:
         seed_claude_home(host_home, project)
@@ -346,12 +347,14 @@ def test_claude_print_gets_waiting_mail_and_mail_sent_mid_turn_exactly_once(
         )
         first = model.wait_for(waiting, timeout=60, system=True)  # UserPromptSubmit's added context
         assert "SLOW_REPLY please" in first["last_user_text"]
-        alice.ok("send", "bob", f"during the turn: {mid}")
+        arrives_as_claimed(first, waiting, "Claude Code without", "UserPromptSubmit")
+        alice.ok("send", "bob", f"during the turn: {mid}\n{MAIL}")
         out, err = claude.communicate(timeout=90)
         assert claude.returncode == 0, err
         assert "FAKE_OK [req 2]" in out  # the session ended with the Stop hook's extra turn
         stopped = model.wait_for(mid, timeout=5)
         assert "Stop hook feedback:" in stopped["last_user_text"]  # the Stop hook's turn
+        arrives_as_claimed(stopped, mid, "Claude Code without", "Stop")
         assert model.count(mid) == 1 and delivered_once(model, mid), model.summary()
         assert model.count(waiting) == 0 and delivered_once(model, waiting), model.summary()
         assert len(model.requests) == 2, model.summary()
