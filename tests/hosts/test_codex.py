@@ -183,6 +183,7 @@ def test_session_start_registers_takes_the_inbox_and_hands_it_on(folder: Path) -
     context = out["hookSpecificOutput"]["additionalContext"]
     assert out["hookSpecificOutput"]["hookEventName"] == "SessionStart"
     assert msg["text"] in context and msg["id"] in context and "grant" in context
+    assert "only as a developer message" in context  # how Codex shows added context
     sessions = json.loads((folder / "spool" / "sessions.json").read_text())["sessions"]
     assert sessions["s1"]["host"] == "codex" and sessions["s1"]["pid"] == os.getpid()  # the hook's parent
     assert run_hook(folder, "UserPromptSubmit", "s1") == {}  # handed on once
@@ -196,6 +197,7 @@ def test_stop_blocks_once_then_lets_codex_stop(folder: Path) -> None:
     out = run_hook(folder, "Stop", "s2")
     assert out["decision"] == "block"
     assert "2 new messages" in out["reason"] and "> second\n> line" in out["reason"]
+    assert "NOTE: your host" not in out["reason"]  # the next turn's input: nothing to warn of
     assert run_hook(folder, "Stop", "s2") == {}
 
 
