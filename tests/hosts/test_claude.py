@@ -36,7 +36,7 @@ from alarms.hosts.claude.session import pid_from_env, session_id
 from spool_writer.record import SpoolRecord
 from spool_writer.spool import Spool, received_now
 from tests.conftest import REPO, Agent, RelayProcess, make_agent, wait_for
-from tests.hosts.claude import interactive_claude, live_session, spool_has
+from tests.hosts.claude import BASH_ALLOWED, interactive_claude, live_session, spool_has
 from tests.hosts.configs import CLAUDE_NO_INBOX, claude_env, seed_claude_home
 from tests.hosts.fake_model import FakeModel
 from tests.hosts.npm import host_env
@@ -360,6 +360,34 @@ def test_claude_print_gets_waiting_mail_and_mail_sent_mid_turn_exactly_once(
         assert len(model.requests) == 2, model.summary()
     (session,) = bob.ok("session", "list", "--json").json()
     assert session["host"] == "claude" and session["unread"] == 0
+
+
+@pytest.mark.hosts
+def test_without_an_inbox_mail_sent_during_a_tool_call_comes_with_its_result_as_context(
+    host_bin: Path, host_home: Path, host_procs: ProcessGroup, project: Path,
+    following: tuple[Agent, Agent, Path], tmp_path: Path,
+) -> None:
+    """The PostToolUse hook's door: Claude Code shows its added context as a system message, so
+    the frame says so."""
+    alice, bob, plugin = following
+    flag, mid = tmp_path / "tool-may-end", f"POSTTOOL-{uuid.uuid4().hex[:8]}"
+    with FakeModel(tool_command=f"while [ ! -e {flag} ]; do sleep 0.05; done; echo TOOL_DONE") as model:
+        seed_claude_home(host_home, project)
+        env = host_env(host_home, **claude_env(model.url), **CLAUDE_NO_INBOX)
+        claude = host_procs.start(
+            [host_bin / "claude", "-p", "work on it RUN_TOOL", "--plugin-dir", plugin, *BASH_ALLOWED],
+            cwd=project, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        )
+        model.wait_for("RUN_TOOL", timeout=60)
+        alice.ok("send", "bob", f"during the tool call: {mid}\n{MAIL}")
+        wait_for(lambda: spool_has(bob, mid), 30, "the mail in bob's spool")
+        flag.touch()
+        _, err = claude.communicate(timeout=90)
+        assert claude.returncode == 0, err
+        seen = model.wait_for(mid, timeout=5, system=True)
+        assert "TOOL_DONE" in seen["trailing_text"]  # the request right after the tool's result
+        arrives_as_claimed(seen, mid, "Claude Code without", "PostToolUse")
+        assert delivered_once(model, mid), model.summary()
 
 
 def spool_arrival(bob: Agent, needle: str, timeout: float) -> float:
