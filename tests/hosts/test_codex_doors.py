@@ -383,13 +383,14 @@ def test_idle_tui_is_woken_without_a_keystroke_exactly_once(
     wait_idle(rollout, 1)
     before = len(thread_requests(fake_model, sid))
     sent = time.time()
-    msg_id = s["alice"].ok("send", "bob", "PEER-IDLE: are you there?", "--json").json()["id"]
+    msg_id = s["alice"].ok("send", "bob", f"PEER-IDLE: are you there?\n{MAIL}", "--json").json()["id"]
     woken = fake_model.wait_until(nudged(sid), 60, "the nudge")
     latency = woken["ts"] - sent
     wait_idle(rollout, 2)
     requests = thread_requests(fake_model, sid)
     assert woken["last_user_text"] == NUDGE  # the whole typed input: the fixed nudge
     assert msg_id in "".join(woken["system_texts"])  # the framed text came as hook context
+    arrives_as_claimed(woken, "PEER-IDLE", "Codex", "UserPromptSubmit")
     assert all("PEER-IDLE" not in t for r in requests for t in user_texts(r))
     assert assert_once(requests, msg_id) == before
     assert sum(NUDGE in r["last_user_text"] for r in requests) == 1
