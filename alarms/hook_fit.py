@@ -15,12 +15,13 @@ from durable.receipt_states import Receipt
 from spool_writer.record import SpoolRecord
 
 
-def fit_within(limit: int, overflow: Receipt | None = None) -> Fit:
-    """A `pending.take` fit: the longest prefix whose frame is at most `limit` characters, for
-    `delivered`; when not even one fits, nothing (`overflow` None) or one, earning `overflow`."""
+def fit_within(limit: int, overflow: Receipt | None = None, channel: str | None = None) -> Fit:
+    """A `pending.take` fit: the longest prefix whose frame (on `channel`, see `frame`) is at
+    most `limit` characters, for `delivered`; when not even one fits, nothing (`overflow` None)
+    or one, earning `overflow`."""
     def fit(records: list[SpoolRecord]) -> tuple[int, Receipt | None]:
         n = len(records)
-        while n and len(frame(records[:n])) > limit:
+        while n and len(frame(records[:n], channel=channel)) > limit:
             n -= 1
         if n:
             return n, Receipt.DELIVERED

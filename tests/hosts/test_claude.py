@@ -36,12 +36,13 @@ from alarms.hosts.claude.session import pid_from_env, session_id
 from spool_writer.record import SpoolRecord
 from spool_writer.spool import Spool, received_now
 from tests.conftest import REPO, Agent, RelayProcess, make_agent, wait_for
-from tests.hosts.claude import interactive_claude, live_session, spool_has
+from tests.hosts.claude import BASH_ALLOWED, interactive_claude, live_session, spool_has
 from tests.hosts.configs import CLAUDE_NO_INBOX, claude_env, seed_claude_home
 from tests.hosts.fake_model import FakeModel
 from tests.hosts.npm import host_env
 from tests.hosts.peer_mail import older_than_the_margin
 from tests.hosts.procs import ProcessGroup, descendants
+from tests.hosts.roles import MAIL, arrives_as_claimed
 from tests.hosts.talk_install import install_plugin
 
 PLAIN_PATH = "/usr/bin:/bin"  # no `talk` and no pyenv shim: the launchers must use talk.env
@@ -335,7 +336,7 @@ def test_claude_print_gets_waiting_mail_and_mail_sent_mid_turn_exactly_once(
 ) -> None:
     alice, bob, plugin = following
     waiting, mid = f"WAITING-{uuid.uuid4().hex[:8]}", f"MIDTURN-{uuid.uuid4().hex[:8]}"
-    alice.ok("send", "bob", f"before the session: {waiting}")
+    alice.ok("send", "bob", f"before the session: {waiting}\n{MAIL}")
     wait_for(lambda: spool_has(bob, waiting), 10, "the waiting message in bob's inbox")
     with FakeModel(slow_delay=0.4) as model:
         seed_claude_home(host_home, project)
@@ -346,17 +347,47 @@ def test_claude_print_gets_waiting_mail_and_mail_sent_mid_turn_exactly_once(
         )
         first = model.wait_for(waiting, timeout=60, system=True)  # UserPromptSubmit's added context
         assert "SLOW_REPLY please" in first["last_user_text"]
-        alice.ok("send", "bob", f"during the turn: {mid}")
+        arrives_as_claimed(first, waiting, "Claude Code without", "UserPromptSubmit")
+        alice.ok("send", "bob", f"during the turn: {mid}\n{MAIL}")
         out, err = claude.communicate(timeout=90)
         assert claude.returncode == 0, err
         assert "FAKE_OK [req 2]" in out  # the session ended with the Stop hook's extra turn
         stopped = model.wait_for(mid, timeout=5)
         assert "Stop hook feedback:" in stopped["last_user_text"]  # the Stop hook's turn
+        arrives_as_claimed(stopped, mid, "Claude Code without", "Stop")
         assert model.count(mid) == 1 and delivered_once(model, mid), model.summary()
         assert model.count(waiting) == 0 and delivered_once(model, waiting), model.summary()
         assert len(model.requests) == 2, model.summary()
     (session,) = bob.ok("session", "list", "--json").json()
     assert session["host"] == "claude" and session["unread"] == 0
+
+
+@pytest.mark.hosts
+def test_without_an_inbox_mail_sent_during_a_tool_call_comes_with_its_result_as_context(
+    host_bin: Path, host_home: Path, host_procs: ProcessGroup, project: Path,
+    following: tuple[Agent, Agent, Path], tmp_path: Path,
+) -> None:
+    """The PostToolUse hook's door: Claude Code shows its added context as a system message, so
+    the frame says so."""
+    alice, bob, plugin = following
+    flag, mid = tmp_path / "tool-may-end", f"POSTTOOL-{uuid.uuid4().hex[:8]}"
+    with FakeModel(tool_command=f"while [ ! -e {flag} ]; do sleep 0.05; done; echo TOOL_DONE") as model:
+        seed_claude_home(host_home, project)
+        env = host_env(host_home, **claude_env(model.url), **CLAUDE_NO_INBOX)
+        claude = host_procs.start(
+            [host_bin / "claude", "-p", "work on it RUN_TOOL", "--plugin-dir", plugin, *BASH_ALLOWED],
+            cwd=project, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        )
+        model.wait_for("RUN_TOOL", timeout=60)
+        alice.ok("send", "bob", f"during the tool call: {mid}\n{MAIL}")
+        wait_for(lambda: spool_has(bob, mid), 30, "the mail in bob's spool")
+        flag.touch()
+        _, err = claude.communicate(timeout=90)
+        assert claude.returncode == 0, err
+        seen = model.wait_for(mid, timeout=5, system=True)
+        assert "TOOL_DONE" in seen["trailing_text"]  # the request right after the tool's result
+        arrives_as_claimed(seen, mid, "Claude Code without", "PostToolUse")
+        assert delivered_once(model, mid), model.summary()
 
 
 def spool_arrival(bob: Agent, needle: str, timeout: float) -> float:

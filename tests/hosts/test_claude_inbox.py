@@ -35,6 +35,7 @@ from tests.hosts.peer_mail import (
     whole_in,
 )
 from tests.hosts.procs import ProcessGroup, descendants
+from tests.hosts.roles import MAIL, arrives_as_claimed
 
 # --- the real Claude Code -------------------------------------------------------------------------
 
@@ -45,7 +46,7 @@ def test_idle_interactive_claude_gets_60_kb_whole_and_once_through_its_inbox(
 ) -> None:
     alice, bob, plugin = following
     needle = f"BIGIDLE{uuid.uuid4().hex[:8]}"
-    text = long_text(needle, 60_000)
+    text = f"{MAIL}\n{long_text(needle, 60_000)}"
     with (FakeModel() as model,
           interactive_claude(host_bin, host_home, project, plugin, model, *BASH_ALLOWED) as tmux):
         ready(tmux, bob)
@@ -55,6 +56,7 @@ def test_idle_interactive_claude_gets_60_kb_whole_and_once_through_its_inbox(
         assert seen["n"] == before + 1  # no keystroke: the inbox started the turn
         assert "Another Claude session sent a message" in seen["last_user_text"]  # the inbox, not a hook
         assert whole_in(seen, needle, text), model.summary()
+        arrives_as_claimed(seen, f"{needle}-END", "Claude Code 2", "idle")
         wait_for(lambda: outbox_state(alice, msg_id) == "delivered", 60, "alice's `delivered` receipt")
         assert handed_states(bob_layout(bob), msg_id) == [Receipt.WRITTEN, Receipt.DELIVERED]
         # A later turn: the hooks run again and must hand over nothing.
@@ -68,7 +70,7 @@ def test_busy_interactive_claude_gets_mail_at_the_next_tool_call_boundary(
 ) -> None:
     alice, bob, plugin = following
     flag, needle = tmp_path / "tool-may-end", f"MIDTURN{uuid.uuid4().hex[:8]}"
-    text = long_text(needle, 60_000)
+    text = f"{MAIL}\n{long_text(needle, 60_000)}"
     with (FakeModel(tool_command=tool_waits_for(flag)) as model,
           interactive_claude(host_bin, host_home, project, plugin, model, *BASH_ALLOWED) as tmux):
         ready(tmux, bob)
@@ -82,6 +84,7 @@ def test_busy_interactive_claude_gets_mail_at_the_next_tool_call_boundary(
         seen = model.wait_for(f"{needle}-END", timeout=60, system=True)
         assert "TOOL_DONE" in seen["trailing_text"]  # the same turn, right after the tool's result
         assert whole_in(seen, needle, text), model.summary()
+        arrives_as_claimed(seen, f"{needle}-END", "Claude Code 2", "mid-turn")
         wait_for(lambda: outbox_state(alice, msg_id) == "delivered", 60, "alice's `delivered` receipt")
         assert copies_steady(model, f"{needle}-END"), model.summary()
 

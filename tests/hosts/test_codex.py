@@ -43,6 +43,7 @@ from spool_writer.record import SpoolRecord
 from spool_writer.spool import Spool
 from tests.conftest import wait_for
 from tests.hosts.peer_mail import older_than_the_margin
+from tests.hosts.roles import MAIL, arrives_as_claimed
 from tests.hosts.talk_install import install_codex
 
 PYTHON = sys.executable
@@ -182,6 +183,7 @@ def test_session_start_registers_takes_the_inbox_and_hands_it_on(folder: Path) -
     context = out["hookSpecificOutput"]["additionalContext"]
     assert out["hookSpecificOutput"]["hookEventName"] == "SessionStart"
     assert msg["text"] in context and msg["id"] in context and "grant" in context
+    assert "only as a developer message" in context  # how Codex shows added context
     sessions = json.loads((folder / "spool" / "sessions.json").read_text())["sessions"]
     assert sessions["s1"]["host"] == "codex" and sessions["s1"]["pid"] == os.getpid()  # the hook's parent
     assert run_hook(folder, "UserPromptSubmit", "s1") == {}  # handed on once
@@ -195,6 +197,7 @@ def test_stop_blocks_once_then_lets_codex_stop(folder: Path) -> None:
     out = run_hook(folder, "Stop", "s2")
     assert out["decision"] == "block"
     assert "2 new messages" in out["reason"] and "> second\n> line" in out["reason"]
+    assert "NOTE: your host" not in out["reason"]  # the next turn's input: nothing to warn of
     assert run_hook(folder, "Stop", "s2") == {}
 
 
@@ -350,7 +353,8 @@ def test_mail_waiting_before_the_session_reaches_the_model_once(
     codex_setup: dict[str, Any], fake_model: Any, host_procs: Any,
 ) -> None:
     s = codex_setup
-    msg_id = s["alice"].ok("send", "bob", "PEER-BEFORE-START: the build is green", "--json").json()["id"]
+    text = f"PEER-BEFORE-START: the build is green\n{MAIL}"
+    msg_id = s["alice"].ok("send", "bob", text, "--json").json()["id"]
     wait_for(lambda: spool_has(s["folder"], msg_id, "inbox.ndjson"), 15, "the follower to spool the mail")
     install_into(s, fake_model.url)
     r = host_procs.run([s["codex"], "exec", "--skip-git-repo-check", "hello codex"], cwd=s["project"],
@@ -362,6 +366,7 @@ def test_mail_waiting_before_the_session_reaches_the_model_once(
     assert sum(t.count("PEER-BEFORE-START") for t in first["system_texts"] + first["texts"]) == 1
     assert fake_model.count("PEER-BEFORE-START") == 0  # added context, not a user turn
     assert "hello codex" in first["last_user_text"]
+    arrives_as_claimed(first, "PEER-BEFORE-START", "Codex", "SessionStart")
     assert not spool_has(s["folder"], msg_id, "inbox.ndjson")  # the session took the inbox over
     # The hook logged its hand-over: bob's follower tells alice, whose receive takes the receipt.
     alice = s["alice"]
@@ -383,7 +388,7 @@ def test_mail_during_a_turn_makes_stop_run_one_more_turn(
                                 cwd=s["project"], env=s["env"], stdout=log, stderr=log)
         model.wait_for("SLOW_REPLY", timeout=60)
         sid = codex_session(s["bob"])["sid"]
-        msg_id = s["alice"].ok("send", "bob", "PEER-MID-TURN: please rebase", "--json").json()["id"]
+        msg_id = s["alice"].ok("send", "bob", f"PEER-MID-TURN: please rebase\n{MAIL}", "--json").json()["id"]
         wait_for(lambda: spool_has(s["folder"], msg_id, f"sessions/{sid}.ndjson"), 15, "the session's spool")
         assert len(model.requests) == 1  # still streaming the first turn
         assert proc.wait(timeout=120) == 0, log.read_text()
@@ -392,6 +397,7 @@ def test_mail_during_a_turn_makes_stop_run_one_more_turn(
         assert len(requests) == 2, model.summary()  # one more turn, then the second Stop let it end
         assert "<hook_prompt" in requests[1]["last_user_text"] and msg_id in requests[1]["last_user_text"]
         assert "PEER-MID-TURN" not in json.dumps(requests[0]["body"])
+        arrives_as_claimed(requests[1], "PEER-MID-TURN", "Codex", "Stop")
         assert SessionMail(s["folder"], sid).waiting() == 0
 
 

@@ -32,6 +32,7 @@ from spool_writer.record import SpoolRecord
 from spool_writer.spool import Spool
 from tests.conftest import wait_for
 from tests.hosts.codex import EXTRA_CONFIG, argv_of, assert_once, thread_requests, wait_idle
+from tests.hosts.roles import MAIL, arrives_as_claimed
 from tests.hosts.talk_install import install_codex
 from tests.hosts.tmux import Tmux
 
@@ -347,13 +348,14 @@ def test_idle_tui_is_woken_without_a_keystroke_exactly_once(
     wait_idle(rollout, 1)
     before = len(thread_requests(fake_model, sid))
     sent = time.time()
-    msg_id = s["alice"].ok("send", "bob", "PEER-IDLE: are you there?", "--json").json()["id"]
+    msg_id = s["alice"].ok("send", "bob", f"PEER-IDLE: are you there?\n{MAIL}", "--json").json()["id"]
     woken = fake_model.wait_until(nudged(sid), 60, "the nudge")
     latency = woken["ts"] - sent
     wait_idle(rollout, 2)
     requests = thread_requests(fake_model, sid)
     assert woken["last_user_text"] == NUDGE  # the whole typed input: the fixed nudge
     assert msg_id in "".join(woken["system_texts"])  # the framed text came as hook context
+    arrives_as_claimed(woken, "PEER-IDLE", "Codex", "UserPromptSubmit")
     assert all("PEER-IDLE" not in t for r in requests for t in user_texts(r))
     assert assert_once(requests, msg_id) == before
     assert sum(NUDGE in r["last_user_text"] for r in requests) == 1
@@ -385,7 +387,7 @@ def test_mail_mid_turn_reaches_the_model_after_the_next_tool_call_once(
         wait_idle(rollout, 1)
         # The call is made; the tool runs until the flag.
         tmux.submit("work on it RUN_TOOL", lambda: model.first_seen("RUN_TOOL"))
-        msg_id = s["alice"].ok("send", "bob", "PEER-MID-TURN: please rebase", "--json").json()["id"]
+        msg_id = s["alice"].ok("send", "bob", f"PEER-MID-TURN: please rebase\n{MAIL}", "--json").json()["id"]
         spool = s["folder"] / "spool" / "sessions" / f"{sid}.ndjson"
         wait_for(lambda: msg_id in spool.read_text(), 30, "the session's spool")
         ended = time.time()
@@ -396,6 +398,7 @@ def test_mail_mid_turn_reaches_the_model_after_the_next_tool_call_once(
     outputs = [i for i in after["body"]["input"] if i.get("type") == "function_call_output"]
     assert outputs and "TOOL_DONE" in json.dumps(outputs[-1])  # the request that follows the tool
     assert after["last_user_text"] == ""  # no user turn: the text came as context
+    arrives_as_claimed(after, "PEER-MID-TURN", "Codex", "PostToolUse")
     assert all("PEER-MID-TURN" not in t for r in requests for t in user_texts(r))
     assert_once(requests, msg_id)
     assert not any("<hook_prompt" in r["last_user_text"] for r in requests)  # Stop had nothing left

@@ -42,6 +42,7 @@ from tests.hosts.peer_mail import (
     whole_in,
 )
 from tests.hosts.procs import ProcessGroup, descendants
+from tests.hosts.roles import MAIL, arrives_as_claimed
 from tests.hosts.tmux import Tmux
 
 HELD_HOOK = Path(__file__).resolve().parent / "held_hook.py"
@@ -142,7 +143,7 @@ def test_mail_waiting_at_start_reaches_the_first_request_once(
     rig: Rig, fake_model: FakeModel, host_procs: ProcessGroup,
 ) -> None:
     needle = f"PEER-AT-START-{uuid.uuid4().hex[:8]}"
-    msg_id = send(rig.alice, f"{needle}: the build is green")
+    msg_id = send(rig.alice, f"{needle}: the build is green\n{MAIL}")
     wait_for(lambda: spool_has(rig.bob, needle), 30, "the follower to spool the mail")
     install(rig.env, rig.project)
     done = host_procs.run(prompt_argv(rig.copilot, "hello copilot"), cwd=rig.project,
@@ -153,6 +154,7 @@ def test_mail_waiting_at_start_reaches_the_first_request_once(
     assert "hello copilot" in first["last_user_text"]
     assert msg_id in first["last_user_text"] and "grant" in first["last_user_text"]
     assert copies_steady(fake_model, needle), fake_model.summary()
+    arrives_as_claimed(first, needle, "Copilot CLI", "userPromptSubmitted")
     tools = [t.get("function", {}).get("name", "") for t in first["body"].get("tools", [])]
     assert any("check_inbox" in name for name in tools), tools  # talk's MCP server, as installed
     assert handed_states(bob_layout(rig.bob), msg_id) == [Receipt.DELIVERED]
@@ -169,7 +171,7 @@ def test_mail_mid_turn_reaches_the_model_after_the_tool_call_once(
         install(rig.env, rig.project)
         log = tmp_path / "copilot.log"
         proc, _, sid, msg_id = mail_during(rig, host_procs, model, log, "work on it RUN_TOOL", "RUN_TOOL",
-                                           f"{needle}: please rebase", needle)
+                                           f"{needle}: please rebase\n{MAIL}", needle)
         gate.touch()
         assert proc.wait(timeout=180) == 0, log.read_text()
         after_tool = model.requests[1]
@@ -178,6 +180,7 @@ def test_mail_mid_turn_reaches_the_model_after_the_tool_call_once(
         assert msg_id in after_tool["trailing_text"]
         assert copies_steady(model, needle), model.summary()
         assert len(model.requests) == 2  # handed over mid-turn: the stop found nothing more
+        arrives_as_claimed(after_tool, needle, "Copilot CLI", "postToolUse")
     assert handed_states(bob_layout(rig.bob), msg_id) == [Receipt.DELIVERED]
     assert SessionMail(rig.bob.home / "bob", sid).waiting() == 0
 
@@ -191,13 +194,14 @@ def test_mail_at_the_end_of_a_turn_makes_one_more_turn(
         install(rig.env, rig.project)
         log = tmp_path / "copilot.log"
         proc, _, _, msg_id = mail_during(rig, host_procs, model, log, "think it over SLOW_REPLY",
-                                         "SLOW_REPLY", f"{needle}: one more thing", needle)
+                                         "SLOW_REPLY", f"{needle}: one more thing\n{MAIL}", needle)
         assert len(model.requests) == 1  # still streaming the only turn
         assert proc.wait(timeout=180) == 0, log.read_text()
         requests = model.requests
         assert len(requests) == 2, model.summary()  # one more turn, then the next stop let it end
         assert needle in requests[1]["last_user_text"] and msg_id in requests[1]["last_user_text"]
         assert model.count(needle) == 1 and steady(model, needle), model.summary()
+        arrives_as_claimed(requests[1], needle, "Copilot CLI", "agentStop")
     assert handed_states(bob_layout(rig.bob), msg_id) == [Receipt.DELIVERED]
 
 

@@ -22,6 +22,7 @@ from alarms.mailbox import SessionMail
 from tests.conftest import TALK, wait_for
 from tests.hosts.gemini import gemini_env, prompt_argv, write_gemini_settings
 from tests.hosts.peer_mail import older_than_the_margin
+from tests.hosts.roles import MAIL, arrives_as_claimed
 
 HELD_HOOK = Path(__file__).resolve().parent / "held_hook.py"
 LONG_WORDS = 7_600  # a 60 KB text: longer than what Gemini CLI keeps of a tool's result
@@ -122,7 +123,8 @@ def test_mail_waiting_at_start_reaches_the_model_once(
     gemini_setup: dict[str, Any], fake_model: Any, host_procs: Any,
 ) -> None:
     s = gemini_setup
-    msg_id = s["alice"].ok("send", "bob", "PEER-BEFORE-START: the build is green", "--json").json()["id"]
+    text = f"PEER-BEFORE-START: the build is green\n{MAIL}"
+    msg_id = s["alice"].ok("send", "bob", text, "--json").json()["id"]
     wait_for(lambda: spool_has(s["folder"], msg_id, "inbox.ndjson"), 15, "the follower to spool the mail")
     install_into(s, fake_model.url)
     run_gemini(s, host_procs, "hello gemini")
@@ -130,6 +132,7 @@ def test_mail_waiting_at_start_reaches_the_model_once(
     assert "hello gemini" in first["last_user_text"]
     assert first["last_user_text"].count("PEER-BEFORE-START") == 1
     assert fake_model.count("PEER-BEFORE-START") == 1, fake_model.summary()
+    arrives_as_claimed(first, "PEER-BEFORE-START", "Gemini CLI", "BeforeAgent")
     offered = json.dumps(first["body"].get("tools"))
     assert "check_inbox" in offered and "send_message" in offered  # talk's MCP server, started by Gemini CLI
     assert not spool_has(s["folder"], msg_id, "inbox.ndjson")  # the session took the inbox over
@@ -149,7 +152,7 @@ def test_mail_mid_turn_reaches_the_model_after_a_tool_call_once(
         proc = start_gemini(s, host_procs, "work on it RUN_TOOL", tmp_path / "gemini.log")
         sid = session_sid(s)
         model.wait_for("RUN_TOOL", timeout=60)
-        msg_id = s["alice"].ok("send", "bob", "PEER-MID-TURN: please rebase", "--json").json()["id"]
+        msg_id = s["alice"].ok("send", "bob", f"PEER-MID-TURN: please rebase\n{MAIL}", "--json").json()["id"]
         wait_for(lambda: spool_has(s["folder"], msg_id, f"sessions/{sid}.ndjson"), 15, "the session's spool")
         gate.touch()
         assert proc.wait(timeout=120) == 0, (tmp_path / "gemini.log").read_text()
@@ -157,6 +160,7 @@ def test_mail_mid_turn_reaches_the_model_after_a_tool_call_once(
         assert len(requests) == 2, model.summary()  # the tool's turn went on; no extra turn after it
         assert "TOOL-DONE" in requests[1]["trailing_text"] and msg_id in requests[1]["trailing_text"]
         assert model.count_new("PEER-MID-TURN") == 1
+        arrives_as_claimed(requests[1], "PEER-MID-TURN", "Gemini CLI", "AfterTool")
         assert "PEER-MID-TURN" not in json.dumps(requests[0]["body"])
         assert SessionMail(s["folder"], sid).waiting() == 0
         wait_for(lambda: receipt(s["alice"], msg_id) == "delivered", 15, "the delivered receipt")
@@ -174,13 +178,15 @@ def test_mail_at_the_end_of_a_turn_makes_after_agent_run_one_more_turn(
         proc = start_gemini(s, host_procs, "work on it SLOW_REPLY", tmp_path / "gemini.log")
         sid = session_sid(s)
         model.wait_for("SLOW_REPLY", timeout=60)
-        msg_id = s["alice"].ok("send", "bob", "PEER-END-OF-TURN: please rebase", "--json").json()["id"]
+        text = f"PEER-END-OF-TURN: please rebase\n{MAIL}"
+        msg_id = s["alice"].ok("send", "bob", text, "--json").json()["id"]
         wait_for(lambda: spool_has(s["folder"], msg_id, f"sessions/{sid}.ndjson"), 15, "the session's spool")
         assert proc.wait(timeout=120) == 0, (tmp_path / "gemini.log").read_text()
         requests = model.requests
         assert len(requests) == 2, model.summary()  # one more turn, then AfterAgent let it end
         assert msg_id in requests[1]["last_user_text"] and model.count("PEER-END-OF-TURN") == 1
         assert "PEER-END-OF-TURN" not in json.dumps(requests[0]["body"])
+        arrives_as_claimed(requests[1], "PEER-END-OF-TURN", "Gemini CLI", "AfterAgent")
         wait_for(lambda: receipt(s["alice"], msg_id) == "delivered", 15, "the delivered receipt")
 
 

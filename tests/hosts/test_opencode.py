@@ -19,6 +19,7 @@ from spool_writer.cursor import CursorReader
 from spool_writer.layout import SpoolLayout
 from tests.conftest import Agent, free_port, wait_for
 from tests.hosts.opencode import WARM_S, Rig, alarm, alarm_run, http_json, kill9, marker
+from tests.hosts.roles import MAIL, arrives_as_claimed
 from tests.unit.samples import handed_states, spool_message
 
 
@@ -45,10 +46,10 @@ def test_without_opencode_the_alarm_says_what_to_do_and_waits_keeping_the_mail(b
 def test_mail_reaches_the_model_exactly_once_and_earns_written_then_delivered(rig: Rig) -> None:
     """How fast is bench/wake_latency.py's to say; this says what arrives, once, and what it earns."""
     text = marker("HELLO-OPENCODE")
-    rig.send(text)
+    rig.send(f"{text}\n{MAIL}")
     msg_id = rig.alice.ok("outbox", "--json").json()[-1]["id"]
     wait_for(lambda: rig.spooled(text), 20, "the message in bob's spool")
-    rig.model.wait_for(text, 30)
+    arrives_as_claimed(rig.model.wait_for(text, 30), text, "opencode", "prompt_async")
     assert rig.alarm_pids[0] == running_pid(rig.bob.home / "bob", rig.sid)
     [row] = [r for r in session_doors(rig.bob.home / "bob") if r["session"] == rig.sid]
     assert row["running"] and row["delivered"] >= 2 and row["outbox"] == 0

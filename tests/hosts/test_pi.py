@@ -28,6 +28,7 @@ from tests.hosts.pi import (
     requests_with_tool_output,
 )
 from tests.hosts.procs import ProcessGroup
+from tests.hosts.roles import MAIL, arrives_as_claimed
 
 SEEN_S = 60.0  # send → the model's request, through relay, follower, door and pi, when loaded
 
@@ -97,10 +98,10 @@ def test_mail_arriving_mid_turn_joins_the_turn_after_its_tool_call_once(rig: PiR
     pi.prompt("RUN_TOOL and wait")
     pi.wait_event(lambda e: e.get("type") == "tool_execution_start", START_S, "the tool call")
     text = marker("MIDTURN-PI")
-    rig.send(text)
+    rig.send(f"{text}\n{MAIL}")
     pi.wait_event(holding(1), SEEN_S, "the batch steered into the running turn")
     rig.release_tool()
-    rig.model.wait_for(text, SEEN_S)
+    arrives_as_claimed(rig.model.wait_for(text, SEEN_S), text, "pi", "custom message")
     assert requests_with_tool_output(rig.model, text), "the mail came after the turn, not at its tool call"
     wait_for(rig.receipt, 30, "the delivered receipt")
     framed_once(rig, text)

@@ -20,6 +20,7 @@ from tests.hosts.npm import host_env
 from tests.hosts.opencode import kill9, marker
 from tests.hosts.procs import ProcessGroup
 from tests.hosts.qwen import SETTLE_S, WARM_S, QwenRig, install_qwen, qwen_env, write_qwen_settings
+from tests.hosts.roles import MAIL, arrives_as_claimed
 from tests.hosts.tmux import Tmux
 
 TOOL_DONE = "QWEN_TOOL_DONE"
@@ -86,11 +87,12 @@ def _framed(request_text: str, text: str) -> None:
 def test_mail_waiting_at_start_reaches_the_model_once_and_the_receipt_follows_qwens_answer(
         rig: QwenRig) -> None:
     text = marker("WAITING-AT-START")
-    rig.send(text)
+    rig.send(f"{text}\n{MAIL}")
     wait_for(lambda: rig.spooled(text), 30, "the message in bob's inbox")
     _started(rig)
     seen = rig.model.wait_for(text, WARM_S)
     _framed(seen["last_user_text"], text)
+    arrives_as_claimed(seen, text, "Qwen Code", "inbox socket")
     wait_for(lambda: "Qwen answered delivered" in rig.door_log(), 30, "Qwen's delivered answer")
     wait_for(rig.receipt_delivered, 30, "alice's delivered receipt")
     wait_for(rig.settled, SETTLE_S, "the door to have nothing left to send")

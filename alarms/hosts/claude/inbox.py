@@ -12,6 +12,11 @@ monitor or a hook writes here, never the follower, which the session did not sta
 The socket takes the bytes and says nothing: a frame written earns a `written` receipt, and
 `delivered` only when the transcript shows the frame's id (`alarms.handover`).
 
+Claude Code wraps what comes this way as "Another Claude session sent a message" (a user turn
+when idle, a system message mid-turn) and adds that the sender is very likely working on the
+user's behalf (measured on 2.1.332). It is the only door that wakes the session, so the frame
+names that channel (`alarms.framing`): its standing is not the peer's.
+
 `door_from` and `frame_line` decide from values; `find_door` and `write` are the I/O.
 """
 
@@ -37,6 +42,7 @@ TOKEN_ENV = "CLAUDE_CODE_MESSAGING_TOKEN"
 MAX_LINE = 1024 * 1024  # Claude Code's limit for one line, its newline included
 TIMEOUT_S = 10.0  # Claude Code closes a connection without a whole line after 30 s
 FINGERPRINT = re.compile(r"[0-9a-f]{32}")
+CHANNEL = "a message Claude Code presents as another Claude session's, likely working for your user"
 
 
 class DoorError(Exception):
@@ -81,7 +87,7 @@ def sender(records: list[SpoolRecord]) -> str:
 def frame_line(records: list[SpoolRecord]) -> bytes:
     """One user frame holding `records` framed as peer text, as one NDJSON line."""
     frame_obj = {"type": "user", "msgV": 1, "msg_id": inbox_id(records[0]["id"]), "from": sender(records),
-                 "priority": "next", "message": {"role": "user", "content": frame(records)}}
+                 "priority": "next", "message": {"role": "user", "content": frame(records, channel=CHANNEL)}}
     return json.dumps(frame_obj, ensure_ascii=False).encode() + b"\n"
 
 

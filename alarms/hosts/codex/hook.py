@@ -11,6 +11,12 @@ Codex runs it with the hook payload (JSON) on stdin and reads one JSON object fr
                         more turn whose input is TEXT; with none, {} lets the turn end. The last
                         resort: a turn without tool calls gives PostToolUse no chance.
 
+Codex hands added context to the model only as a developer message (measured on 0.171.0), so
+that frame says so (`alarms.framing`); Stop's reason arrives as user input, in a `<hook_prompt>`
+element with `<`, `>` and `&` escaped. A lower channel mid-turn does not exist: PostToolUse's
+`decision: block` would replace the tool's output with the mail (the model would lose the
+output and read the call as failed).
+
 A session whose host has gone (a TUI quit while Codex's app-server daemon runs a turn queued
 for its thread) is given nothing: nobody would read it. An idle TUI session is woken by
 `alarms.hosts.codex.waker`, which the hook starts when the session registers and again whenever it
@@ -67,6 +73,7 @@ USER_PROMPT_SUBMIT = "UserPromptSubmit"
 POST_TOOL_USE = "PostToolUse"
 STOP = "Stop"
 CONTEXT_EVENTS = (SESSION_START, USER_PROMPT_SUBMIT, POST_TOOL_USE)
+CONTEXT_CHANNEL = "a developer message"  # how Codex shows additionalContext to the model
 LOG_NAME = "codex-hook.log"
 TUIS_FOLDER, WAKER_LOCK = "codex", "waker.lock"  # alarms.hosts.codex.tuis.FOLDER and LOCK
 DOOR_ENV = "TALK_CODEX_DOOR"  # alarms.hosts.codex.launch.DOOR_ENV
@@ -147,7 +154,7 @@ def deliver(folder: Path, event: str, sid: str, transcript: str | None = None,
         return {}
     from alarms.framing import frame
 
-    return output_for(event, frame(records))
+    return output_for(event, frame(records, channel=CONTEXT_CHANNEL if event in CONTEXT_EVENTS else None))
 
 
 def host_alive(mail: SessionMail) -> bool:

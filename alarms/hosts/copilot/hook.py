@@ -8,9 +8,10 @@ event is the command's argument. It reads one JSON object from stdout:
     sessionStart         registers the session with its host (the `copilot` process above the
                          hook); waiting mail is left for the first prompt's hook, which puts it
                          into that same first request
-    userPromptSubmitted  {"additionalContext": TEXT}, shown to the model with the prompt
-    postToolUse          {"additionalContext": TEXT}, appended to the tool's result: mail reaches
-                         the model in the middle of a turn
+    userPromptSubmitted  {"additionalContext": TEXT}, shown to the model with the prompt, inside
+                         a `<system_reminder>` Copilot adds to it (the frame says so)
+    postToolUse          {"additionalContext": TEXT}, appended to the tool's result (the model
+                         sees it as tool output): mail reaches the model in the middle of a turn
     agentStop            with mail waiting, {"decision": "block", "reason": TEXT}: Copilot runs one
                          more turn whose prompt is TEXT; with none, {} lets the turn end
 
@@ -58,6 +59,10 @@ POST_TOOL_LIMIT = 10_000
 # The longest prompt context and stop reason seen to reach the model whole (200,000 and 70,000
 # characters); past it nobody has checked, so a longer message earns only `written`.
 WHOLE_LIMIT = 70_000
+# Where Copilot puts a hook's text with more standing than a peer's (measured on 1.0.102: the
+# prompt's context goes into a <system_reminder> in the user's message; a tool hook's is tool
+# output and a stop reason a plain prompt), the frame names it.
+CHANNELS = {PROMPT: "a system reminder added to your user's prompt"}
 CATCH_UP_S = 1.0  # the longest a hook with batches to judge waits for Copilot's event log
 
 
@@ -160,7 +165,7 @@ def handle(event: str, raw: str, env: dict[str, str]) -> dict[str, Any]:
     if unseen_batches(mail.layout.sessions_dir, sid, transcript):
         await_log(transcript, event_at)  # batches to judge: against the log as of this event
     records = handover.take(mail.layout, mail.sid, transcript, record=True, fit=fit_for(event))
-    return output_for(event, frame(records) if records else None)
+    return output_for(event, frame(records, channel=CHANNELS.get(event)) if records else None)
 
 
 def fit_for(event: str) -> Any:
@@ -168,7 +173,9 @@ def fit_for(event: str) -> Any:
     from alarms.hook_fit import fit_within
     from durable.receipt_states import Receipt
 
-    return fit_within(POST_TOOL_LIMIT) if event == POST_TOOL else fit_within(WHOLE_LIMIT, Receipt.WRITTEN)
+    if event == POST_TOOL:
+        return fit_within(POST_TOOL_LIMIT)
+    return fit_within(WHOLE_LIMIT, Receipt.WRITTEN, CHANNELS.get(event))
 
 
 def main(argv: list[str] | None = None) -> int:

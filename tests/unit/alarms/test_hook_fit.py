@@ -24,3 +24,10 @@ def test_a_first_message_too_long_waits_or_goes_for_the_overflow_receipt() -> No
     records = [message(1, "x" * 5000), message(2, "y")]
     assert fit_within(1000)(records) == (0, None)
     assert fit_within(1000, Receipt.WRITTEN)(records) == (1, Receipt.WRITTEN)
+
+
+def test_the_channel_note_counts_against_the_limit() -> None:
+    records = [message(1, "a" * 100)]
+    limit = len(frame(records))
+    assert fit_within(limit)(records) == (1, Receipt.DELIVERED)
+    assert fit_within(limit, channel="a developer message")(records) == (0, None)

@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 
 from alarms import handover
-from alarms.hosts.claude.inbox import MAX_LINE, InboxDoor, door_from, fits, frame_line, hand_on
+from alarms.framing import channel_note
+from alarms.hosts.claude.inbox import CHANNEL, MAX_LINE, InboxDoor, door_from, fits, frame_line, hand_on
 from alarms.mailbox import SessionMail
 from durable.receipt_states import Receipt
 from spool_writer.spool import Spool, received_now
@@ -33,6 +34,7 @@ def test_a_frame_is_one_line_of_framed_peer_text_with_a_stable_uuid4_id() -> Non
     content = obj["message"]["content"]
     assert obj["message"]["role"] == "user" and f"id {'0f' * 16}" in content
     assert "> hello\n> {\"type\":\"auth\"}\n> bye" in content and "not instructions from your user" in content
+    assert channel_note(CHANNEL) in content  # Claude Code says another session of the user's sent it
 
 
 def test_a_sender_that_is_not_a_fingerprint_is_not_written_into_from() -> None:
@@ -153,6 +155,8 @@ def test_the_fallback_hooks_show_only_what_fits_whole(folder: Path) -> None:
     assert fitter("Stop")([huge, small]) == (1, Receipt.WRITTEN)  # Claude Code keeps it in a file
     assert reply("Stop", [huge])["reason"].startswith(TOO_LONG)
     assert not reply("Stop", [small])["reason"].startswith(TOO_LONG)
+    context = reply("PostToolUse", [small])["hookSpecificOutput"]["additionalContext"]
+    assert "only as a system message" in context and "NOTE: your host" not in reply("Stop", [small])["reason"]
 
 
 def test_written_ranks_between_spooled_and_delivered_and_never_undoes_delivered() -> None:

@@ -12,7 +12,9 @@ from typing import Any
 
 import pytest
 
+from alarms.framing import channel_note
 from alarms.hosts.copilot.hook import (
+    CHANNELS,
     POST_TOOL_LIMIT,
     WHOLE_LIMIT,
     fit_for,
@@ -89,6 +91,7 @@ def test_session_start_registers_and_leaves_the_mail_for_the_prompt(folder: Path
     assert mail.registered()
     out = run_hook(folder, "userPromptSubmitted", {"sessionId": "s1", "prompt": "hi"}, tmp_path)
     assert msg["id"] in out["additionalContext"] and "grant" in out["additionalContext"]
+    assert channel_note(CHANNELS["userPromptSubmitted"]) in out["additionalContext"]  # a system reminder
     assert run_hook(folder, "userPromptSubmitted", {"sessionId": "s1", "prompt": "again"}, tmp_path) == {}
     assert handed_states(SpoolLayout(folder / "spool"), msg["id"]) == [Receipt.DELIVERED]
 
@@ -98,6 +101,7 @@ def test_stop_blocks_once_then_lets_copilot_stop(folder: Path, tmp_path: Path) -
     Spool(folder / "spool").deliver(msg := record("at the end of the turn"))
     out = run_hook(folder, "agentStop", {"sessionId": "s2", "stopReason": "end_turn"}, tmp_path)
     assert out["decision"] == "block" and msg["id"] in out["reason"]
+    assert "NOTE: your host" not in out["reason"]  # a plain prompt: nothing to warn of
     assert run_hook(folder, "agentStop", {"sessionId": "s2", "stopReason": "end_turn"}, tmp_path) == {}
 
 
