@@ -31,6 +31,11 @@ the batch its `delivered` receipt; writing it earned only `written`. A writer ki
 its write and the hand-over to the host leaves a batch that may be handed on twice, if the
 host had not shown it by the time the transcript moved on: the window is one file write wide.
 
+A batch sent to the host as a prompt (door PROMPT, `alarms.hosts.copilot.ui_door`) is held by
+the host once it accepted the prompt, like an inbox frame, and its marker is each message's own
+`id MSGID`, which the host writes into its transcript with the prompt's text. Accepted earns
+`written`; shown in the transcript, `delivered`.
+
 A batch a door took but could not hand on (it did not fit, or the socket refused it) is
 released: kept with no holder, and handed on again by the next take, first.
 
@@ -62,7 +67,8 @@ VERSION = 1
 # hook's exit, so two seconds of later activity mean it will never come.
 MARGIN_S = 2.0
 DELIVERED, LOST, WAIT = "delivered", "lost", "wait"
-OUTPUT, INBOX = "output", "inbox"  # doors: the alarm's own output, or the host's inbox socket
+# Doors: the alarm's own output, the host's inbox socket, or a prompt the host's server accepted.
+OUTPUT, INBOX, PROMPT = "output", "inbox", "prompt"
 RELEASED = 0  # the holder pid of a released batch: nobody holds it
 
 
@@ -111,10 +117,10 @@ class PendingBatch:
     @classmethod
     def from_json(cls, obj: dict[str, Any]) -> PendingBatch:
         start, transcript = obj.get("start"), obj.get("transcript")
-        door = INBOX if obj.get("door") == INBOX else OUTPUT
+        door = obj.get("door") if obj.get("door") in (INBOX, PROMPT) else OUTPUT
         return cls(tuple(map(str, obj["ids"])), float(obj["at"]), int(obj["pid"]),
                    None if start is None else int(start), None if transcript is None else str(transcript),
-                   int(obj.get("mark", 0)), door)
+                   int(obj.get("mark", 0)), str(door))
 
     def markers(self) -> dict[str, bytes]:
         """What shows each id reached the model: its own marker, or the one frame's id for all."""
@@ -288,6 +294,24 @@ def release(layout: SpoolLayout, sid: str, records: Sequence[SpoolRecord]) -> No
         save(path, [*batches, PendingBatch(ids, time.time(), RELEASED, None, None, 0)])
 
 
+def settle(layout: SpoolLayout, sid: str, transcript: str) -> list[str]:
+    """Judge the session's pending batches against `transcript` now, without taking new mail;
+    the ids the host has now shown (they earn `delivered`). Lost and released ones are kept,
+    released, for the next take."""
+    spool_file = layout.session_file(sid)
+    path = Path(pending_file(str(layout.sessions_dir), sid))
+    with flocked(lock_path(layout.cursor_file(sid))):
+        batches = load(path)
+        kept, again, shown = reconciled(batches, transcript)
+        if again:  # released and lost ids stay for the next take, as one released batch
+            kept.append(PendingBatch(tuple(again), time.time(), RELEASED, None, None, 0))
+        if kept != batches:
+            save(path, kept)
+        if shown:
+            handed_log.record(layout.handed, records_by_id(spool_file, shown), sid, Receipt.DELIVERED)
+    return shown
+
+
 def reconciled(batches: list[PendingBatch],
                transcript: str | None) -> tuple[list[PendingBatch], list[str], list[str]]:
     """The batches still pending, the ids to hand on again, and inbox ids the host has now shown."""
@@ -306,6 +330,6 @@ def reconciled(batches: list[PendingBatch],
             again += missing(batch, s)
         elif verdict == WAIT:
             kept.append(batch)
-        elif batch.door == INBOX:
+        elif batch.door != OUTPUT:  # an OUTPUT batch earned `delivered` when it was printed
             shown += batch.ids
     return kept, again, shown
