@@ -60,6 +60,11 @@ def _messages(path: str, body: dict[str, Any]) -> list[tuple[str, Any]]:
     return [(str(m.get("role", "")), m.get("content")) for m in messages]
 
 
+def roles_with(path: str, body: dict[str, Any], needle: str) -> list[str]:
+    """The role of each message of a request that carries `needle` ("tool" for a tool's output)."""
+    return [role for role, content in _messages(path, body) if any(needle in s for s in strings(content))]
+
+
 def extract(path: str, body: dict[str, Any]) -> Texts:
     """Split a request's text into conversation texts, system texts and the trailing user turn.
 

@@ -1,8 +1,10 @@
 """GitHub Copilot CLI: a hook door for sessionStart, userPromptSubmitted, postToolUse and agentStop,
-and talk's MCP server (`alarms/hosts/copilot/`). Copilot CLI sets no variable of its own in its tools'
-environment that we know of.
+and talk's MCP server (`alarms/hosts/copilot/`); and `talk run copilot`, which starts Copilot in its
+TUI+server mode with a door (`ui_door`) that sends mail into the session as a prompt, idle or
+mid-turn. Copilot CLI sets no variable of its own in its tools' environment that we know of.
 
-Delivered: a batch the hook printed and the session's events file then shows (`alarms.handover`).
+Delivered: a batch the hook printed, or a prompt Copilot's server accepted, and the session's
+events file then shows (`alarms.handover`).
 """
 
 from __future__ import annotations
@@ -11,10 +13,14 @@ from durable.faces import face
 
 TYPE_CHECKING = False  # not typing.TYPE_CHECKING: hooks import this package on every turn
 if TYPE_CHECKING:
-    from alarms.door import Option
+    from collections.abc import Mapping, Sequence
+    from pathlib import Path
+    from typing import Any
 
-__all__ = ("AUTHOR_ENV", "INSTALL_HELP", "NAME", "OPTIONS", "PROCESS_NAMES", "TITLE",
-           "UNINSTALL_HELP", "WAKES")
+    from alarms.door import DoorOption, Option
+
+__all__ = ("AUTHOR_ENV", "INSTALL_HELP", "NAME", "OPTIONS", "PROCESS_NAMES", "RUN_HELP", "RUN_OPTIONS",
+           "TITLE", "UNINSTALL_HELP", "WAKES", "run_session")
 __getattr__ = face(__name__, __all__)
 
 NAME = "copilot"
@@ -30,3 +36,18 @@ WAKES = "Copilot CLI hooks (sessionStart, userPromptSubmitted, postToolUse, agen
 OPTIONS: tuple[Option, ...] = (
     ("--copilot-home", "where", "Copilot CLI's home folder (default: COPILOT_HOME or ~/.copilot)."),
 )
+RUN_HELP = (
+    "Start Copilot CLI in this terminal with talk's door open: peer mail starts a turn when the "
+    "session is idle and joins a running turn at its next model request. Copilot's server port "
+    "has no authentication, so this needs --allow-local-port."
+)
+RUN_OPTIONS: tuple[DoorOption, ...] = (
+    ("--allow-local-port", "switch", "",
+     "Accept that any local user can reach Copilot's unauthenticated server port while it runs."),
+)
+
+
+def run_session(folder: Path, args: Sequence[str], env: Mapping[str, str], given: Mapping[str, Any]) -> int:
+    from alarms.hosts.copilot.launch import run
+
+    return run(folder, args, env, given)
