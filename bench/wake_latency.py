@@ -9,8 +9,9 @@ and the host's alarm (Claude Code: `talk install claude` plugin, monitor and hoo
 `talk install pi`'s extension and the door it starts; Gemini CLI: `talk install gemini` hooks,
 which no outside event can run while it is idle; Qwen Code: `talk install qwen`, whose
 SessionStart hook starts the Qwen door; Copilot CLI: `talk install copilot` hooks, which nothing
-from outside can run in an idle session). Whatever doors the installed talk has are
-what is measured. Two modes per host:
+from outside can run in an idle session; copilot-run: the same hooks, with Copilot started by
+`talk run copilot`, whose door sends mail through Copilot's JSON-RPC port). Whatever doors the
+installed talk has are what is measured. Two modes per host:
 
   idle     the session sits idle after a first turn; alice sends; the figure is the start of
            `talk send` → the first model request carrying the message (target ≤ 1 s)
@@ -26,8 +27,8 @@ tool: delivered mid-turn), `after_turn` (only after the turn's last step: not de
 mid-turn; its lag is still reported, and flagged), `during_tool` (before the tool ended), or
 `not_delivered` (not within --wait s). Between runs the bench waits for the session to be idle.
 
-    .venv/bin/python bench/wake_latency.py [--hosts claude,codex,opencode,pi,gemini,qwen,copilot] [--runs 5]
-                                           [--hold 2] [--wait 60] [--timeout 1800]
+    .venv/bin/python bench/wake_latency.py [--hosts claude,codex,opencode,pi,gemini,qwen,copilot,copilot-run]
+                                           [--runs 5] [--hold 2] [--wait 60] [--timeout 1800]
 
 A table goes to stderr; stdout ends with one JSON line:
 
@@ -65,7 +66,7 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))  # tests/hosts: the host programs, the fake model, their configs
 
-HOSTS = ("claude", "codex", "opencode", "pi", "gemini", "qwen", "copilot")
+HOSTS = ("claude", "codex", "opencode", "pi", "gemini", "qwen", "copilot", "copilot-run")
 MODES = ("idle", "midturn")
 TARGET_S = 1.0
 OUTCOMES = ("woken", "at_boundary", "after_turn", "during_tool", "not_delivered")
@@ -575,9 +576,33 @@ class Copilot:
             self.tmux.kill()
 
 
+class CopilotRun(Copilot):
+    """Copilot CLI started by `talk run copilot --allow-local-port --yolo` in tmux: its TUI+server
+    mode with talk's door on the JSON-RPC port, and the hooks installed beside it. The project
+    is trusted in Copilot's config, so no question waits at the start."""
+
+    name = "copilot-run"
+
+    def start(self, rig: Rig, model_url: str) -> None:
+        from tests.hosts.copilot import copilot_env
+        from tests.hosts.npm import host_env
+        from tests.hosts.tmux import Tmux
+
+        self.rig = rig
+        env = host_env(rig.home, **copilot_env(model_url), TALK_HOME=str(rig.bob.home), TERM="xterm-256color")
+        env["PATH"] = f"{rig.host_bin}:{env.get('PATH', '')}"
+        rig.bob.ok(rig.deadline, "install", "copilot", "--copilot-home", str(rig.home / ".copilot"), "--json")
+        config = rig.home / ".copilot" / "config.json"
+        config.write_text(json.dumps({"trustedFolders": [str(rig.project)]}))
+        self.tmux = tmux = Tmux(env, "wake")
+        tmux.start(rig.project, [rig.bob.talk, "run", "copilot", "--allow-local-port", "--yolo"])
+        wait(lambda: "/ commands" in tmux.screen(), READY_S, "Copilot's prompt", step=0.2)
+
+
 def make_host(name: str) -> Host:
     hosts: dict[str, Callable[[], Host]] = {"claude": Claude, "codex": Codex, "opencode": Opencode, "pi": Pi,
-                                            "gemini": Gemini, "qwen": Qwen, "copilot": Copilot}
+                                            "gemini": Gemini, "qwen": Qwen, "copilot": Copilot,
+                                            "copilot-run": CopilotRun}
     return hosts[name]()
 
 
