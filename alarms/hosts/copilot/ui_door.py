@@ -63,7 +63,10 @@ def holder_pid(workspace: str) -> int | None:
 
 class UiDoor:
     """`run()` serves until `stop()` or until Copilot's server goes away. `alive` says whether
-    the Copilot process still runs; `say` gets one line for the user (a note, never mail)."""
+    the Copilot process still runs; `say` gets one line for the user (a note, never mail).
+
+    Events reach `_notice` on the connection's reader thread, which also reads the answers to
+    this door's calls: nothing may call the server while holding `changed`, or both wait."""
 
     def __init__(self, folder: Path, port: int, cwd: str, alive: Callable[[], bool],
                  say: Callable[[str], None]) -> None:
@@ -143,9 +146,10 @@ class UiDoor:
         host = holder_pid(workspace) if workspace else None
         mail = SessionMail(self.folder, sid)
         mail.register(HOST, host or os.getpid())
+        trusted = self._trusted(conn, sid)  # not under the lock: the reader thread needs it for events
         with self.changed:
             self.sid, self.workspace, self.host = sid, workspace, host or 0
-            self.activity = Activity(trusted=self._trusted(conn, sid))
+            self.activity = Activity(trusted=trusted)
 
     def _trusted(self, conn: Connection, sid: str) -> bool:
         """Whether the folder is trusted for good (a trust given for this session only is not
