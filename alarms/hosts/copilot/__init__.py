@@ -32,7 +32,9 @@ INSTALL_HELP = (
     "end of a turn) and its MCP server."
 )
 UNINSTALL_HELP = "Take talk's hooks and MCP server out of Copilot CLI's config, leaving the rest as it was."
-WAKES = "Copilot CLI hooks (sessionStart, userPromptSubmitted, postToolUse, agentStop)"  # for `talk status`
+# for `talk status`
+WAKES = ("Copilot CLI hooks (sessionStart, userPromptSubmitted, postToolUse, agentStop); "
+         "`talk run copilot` adds a door that wakes an idle session")
 OPTIONS: tuple[Option, ...] = (
     ("--copilot-home", "where", "Copilot CLI's home folder (default: COPILOT_HOME or ~/.copilot)."),
 )
