@@ -154,3 +154,32 @@ def test_mail_while_a_tool_runs_waits_for_it_then_reaches_the_model_once(
             assert handed_states(bob_layout(r.bob), msg_id) == [Receipt.WRITTEN, Receipt.DELIVERED]
         finally:
             tmux.kill()
+
+
+@pytest.mark.hosts
+def test_mail_waits_while_a_permission_prompt_is_open(run_rig: Rig, tmp_path: Path) -> None:
+    """Without --yolo Copilot asks before running the command. Mail sent then would wait under the
+    question and, once the user allowed the command, move it to the background: the door holds
+    it until the question is answered and the command has run."""
+    r, gate = run_rig, tmp_path / "gate"
+    needle = f"PEER-RUN-ASKING-{uuid.uuid4().hex[:8]}"
+    with gated_model(gate) as model:
+        tmux = launch(r, model, "--allow-local-port")
+        try:
+            sid = session_id(r)
+            tmux.type("work on it RUN_TOOL")
+            tmux.wait_shown("Do you want to run this command?", 90, "Copilot's permission question")
+            msg_id = send(r.alice, f"{needle}: one more thing")
+            wait_for(lambda: in_session_spool(r, sid, needle), 30, "the session's spool")
+            screen = tmux.screen()
+            assert "Do you want to run this command?" in screen and needle not in screen
+            assert len(model.requests) == 1
+            tmux.keys("Enter")  # 1. Yes
+            gate.touch()
+            seen = model.wait_for(needle, timeout=90)
+            # It ran in the foreground: mail waiting under the question would have moved it away.
+            assert TOOL_DONE in model.requests[1]["trailing_text"], model.summary()
+            assert roles(seen, needle) == ["user"] and model.count(needle) == 1, model.summary()
+            wait_for(lambda: delivered(r, msg_id), 30, "the door's `delivered`, from Copilot's event log")
+        finally:
+            tmux.kill()
