@@ -4,9 +4,10 @@ mode, with talk's door on its JSON-RPC port, against the fake model.
 The project folder is trusted in Copilot's config beforehand, so nobody touches the terminal
 between the start and the mail: a just-started session takes mail waiting for it and mail that
 arrives while it is idle, each as a turn of its own, once, with the hooks installed beside the
-door (one cursor); mail that arrives while a tool runs waits for the tool, which is not moved
-to the background, and reaches the model once. The port has no authentication: without
---allow-local-port the command refuses, and the port answers a client that offers no token.
+door (one cursor); mail that arrives in a turn is left to the hooks (after the tool call) or,
+without them, waits for the turn's end, so the running command is never moved to the
+background. The port has no authentication: without --allow-local-port the command refuses,
+and the port answers a client that offers no token.
 """
 
 from __future__ import annotations
@@ -125,14 +126,15 @@ def test_a_just_started_session_takes_mail_waiting_and_mail_arriving_idle_each_o
 
 
 @pytest.mark.hosts
-def test_mail_while_a_tool_runs_waits_for_it_then_reaches_the_model_once(
+def test_mail_in_a_turn_is_left_to_the_hooks_and_reaches_the_model_after_the_tool_once(
     run_rig: Rig, tmp_path: Path,
 ) -> None:
-    """No hooks: only the door brings this mail. Sent mid-turn, it would move the running
-    command to the background; the door holds it until the tool has finished."""
+    """Sent into a running turn, a prompt would move the running command to the background: the
+    door leaves mid-turn mail to the postToolUse hook, which hands it on with the tool's result."""
     r, gate = run_rig, tmp_path / "gate"
     needle = f"PEER-RUN-MID-{uuid.uuid4().hex[:8]}"
     with gated_model(gate) as model:
+        install(r.env, r.project)
         tmux = launch(r, model, "--allow-local-port", "--yolo")
         try:
             sid = session_id(r)
@@ -143,24 +145,22 @@ def test_mail_while_a_tool_runs_waits_for_it_then_reaches_the_model_once(
             assert model.first_seen(needle) is None and len(model.requests) == 1  # held while the tool runs
             gate.touch()
             seen = model.wait_for(needle, timeout=90)
-            assert roles(seen, needle) == ["user"], seen["body"].get("messages")
-            after_tool = model.requests[1]
-            assert TOOL_DONE in after_tool["trailing_text"], model.summary()  # not moved to the background
-            # Sent as the tool ends, it joins the request that carries the tool's result (seen so
-            # here), or, on a loaded machine, the one right after it.
-            assert seen["n"] in (2, 3), model.summary()
-            assert model.count(needle) == 1 and copies_steady(model, needle), model.summary()
-            wait_for(lambda: delivered(r, msg_id), 30, "the door's `delivered`, from Copilot's event log")
-            assert handed_states(bob_layout(r.bob), msg_id) == [Receipt.WRITTEN, Receipt.DELIVERED]
+            assert seen["n"] == 2 and TOOL_DONE in seen["trailing_text"], model.summary()  # the next request
+            assert roles(seen, needle) == ["tool"], seen["body"].get("messages")  # with the tool's result
+            assert model.count_new(needle) == 1 and copies_steady(model, needle), model.summary()
+            wait_for(lambda: delivered(r, msg_id), 30, "`delivered`, from Copilot's event log")
+            assert handed_states(bob_layout(r.bob), msg_id) == [Receipt.DELIVERED]  # the hook's, alone
         finally:
             tmux.kill()
 
 
 @pytest.mark.hosts
-def test_mail_waits_while_a_permission_prompt_is_open(run_rig: Rig, tmp_path: Path) -> None:
-    """Without --yolo Copilot asks before running the command. Mail sent then would wait under the
-    question and, once the user allowed the command, move it to the background: the door holds
-    it until the question is answered and the command has run."""
+def test_without_hooks_mail_in_a_turn_waits_for_its_end_past_a_permission_question(
+    run_rig: Rig, tmp_path: Path,
+) -> None:
+    """No hooks, no --yolo: Copilot asks before running the command. Mail sent then would wait
+    under the question and, once the user allowed the command, move it to the background: the
+    door holds it until the turn is over, then starts a turn of its own."""
     r, gate = run_rig, tmp_path / "gate"
     needle = f"PEER-RUN-ASKING-{uuid.uuid4().hex[:8]}"
     with gated_model(gate) as model:
@@ -179,6 +179,7 @@ def test_mail_waits_while_a_permission_prompt_is_open(run_rig: Rig, tmp_path: Pa
             seen = model.wait_for(needle, timeout=90)
             # It ran in the foreground: mail waiting under the question would have moved it away.
             assert TOOL_DONE in model.requests[1]["trailing_text"], model.summary()
+            assert seen["n"] == 3 and needle in seen["last_user_text"], model.summary()  # a turn of its own
             assert roles(seen, needle) == ["user"] and model.count(needle) == 1, model.summary()
             wait_for(lambda: delivered(r, msg_id), 30, "the door's `delivered`, from Copilot's event log")
         finally:

@@ -1,7 +1,8 @@
 """GitHub Copilot CLI: a hook door for sessionStart, userPromptSubmitted, postToolUse and agentStop,
 and talk's MCP server (`alarms/hosts/copilot/`); and `talk run copilot`, which starts Copilot in its
-TUI+server mode with a door (`ui_door`) that sends mail into the session as a prompt, idle or
-mid-turn. Copilot CLI sets no variable of its own in its tools' environment that we know of.
+TUI+server mode with a door (`ui_door`) that sends mail into the idle session as a prompt (in a
+turn the hooks hand it on). Copilot CLI sets no variable of its own in its tools' environment
+that we know of.
 
 Delivered: a batch the hook printed, or a prompt Copilot's server accepted, and the session's
 events file then shows (`alarms.handover`).
@@ -40,8 +41,8 @@ OPTIONS: tuple[Option, ...] = (
 )
 RUN_HELP = (
     "Start Copilot CLI in this terminal with talk's door open: peer mail starts a turn when the "
-    "session is idle and joins a running turn at its next model request. Copilot's server port "
-    "has no authentication, so this needs --allow-local-port."
+    "session is idle (in a turn, talk's hooks hand it on after each tool call). Copilot's server "
+    "port has no authentication, so this needs --allow-local-port."
 )
 RUN_OPTIONS: tuple[DoorOption, ...] = (
     ("--allow-local-port", "switch", "",

@@ -1,15 +1,17 @@
-"""What a Copilot CLI session is doing, from the events its server sends, and how mail may go in now.
+"""What a Copilot CLI session is doing, from the events its server sends, and whether mail may go in.
 
 Measured on Copilot CLI 1.0.102 (`copilot --ui-server`), through `session.send`:
 
 - idle, `mode: "enqueue"` starts a turn whose user message is the prompt;
-- in a turn, `mode: "immediate"` joins the turn at its next model request, without aborting it;
-  but a shell command that is running then, or that starts while the message waits, is moved to
-  the background ("moved to background by the user"), and the model is told not to wait for it.
-  So mail waits while a tool runs, and goes in when it has finished;
-- a permission prompt open in the TUI stays open, the message waiting under it ("[pending]"),
-  and the command it asked about, once allowed, is at once moved to the background: so mail
-  waits while a prompt is open (`permission.requested` to `permission.completed`);
+- in a turn, `mode: "immediate"` joins the turn at its next model request without aborting it,
+  but a shell command running then, or starting while the message waits (the model was
+  streaming its call), is moved to the background ("moved to background by the user") and the
+  model is told to wait for the user. No event says in time whether the model's reply will be a
+  tool call, so the door sends nothing in a turn: mail waits for the turn's end, or for the
+  hooks (`talk install copilot`), which hand it on after each tool call without disturbing it;
+- a permission prompt open in the TUI stays open under a prompt sent then ("[pending]"), and
+  the command it asked about, once allowed, is at once moved to the background: so mail waits
+  while one is open (`permission.requested` to `permission.completed`, or the server lists one);
 - while the folder-trust question of a first start is open, a prompt runs a turn at once, before
   the user said whether Copilot may read the folder: so mail waits until the folder is trusted
   (its persisted trust, `session.permissions.folderTrust.isTrusted`) or the user answered (the TUI
@@ -29,8 +31,7 @@ __all__ = ["Activity", "Send", "next_send"]
 
 class Send(enum.Enum):
     HOLD = "hold"  # not now
-    ENQUEUE = "enqueue"  # idle: the prompt starts a turn
-    IMMEDIATE = "immediate"  # in a turn: the prompt joins it at its next model request
+    ENQUEUE = "enqueue"  # the session is idle: the prompt starts a turn
 
 
 BUSY = frozenset({"user.message", "assistant.turn_start"})
@@ -76,7 +77,7 @@ class Activity:
 
 
 def next_send(activity: Activity, prompts_open: bool) -> Send:
-    """How mail may enter now; `prompts_open`: the server lists a pending permission request."""
-    if not activity.trusted or prompts_open or activity.asking or activity.tools:
+    """Whether mail may enter now; `prompts_open`: the server lists a pending permission request."""
+    if not activity.trusted or prompts_open or activity.asking or activity.tools or activity.busy:
         return Send.HOLD
-    return Send.IMMEDIATE if activity.busy else Send.ENQUEUE
+    return Send.ENQUEUE

@@ -1,5 +1,6 @@
 """`talk run copilot [ARGS…]`: Copilot CLI in this terminal, with a door that brings peer mail into
-its session from the first second, idle or not (`ui_door`).
+its idle session from the first second (`ui_door`); in a turn, the hooks of `talk install copilot`
+hand it on after each tool call.
 
 The door needs Copilot's TUI+server mode, `copilot --ui-server --port N` (not in `--help`; Copilot
 CLI 1.0.102 has it): the full TUI, plus the SDK's JSON-RPC server on 127.0.0.1:N. That server asks

@@ -11,7 +11,8 @@ the session's one cursor and never hand a message on twice.
 Each batch is pending (`alarms.handover`, door PROMPT) before the cursor moves; once the server
 accepted the prompt the Copilot process holds it (`written`); once the session's event log
 (`session-state/SID/events.jsonl`) shows its messages' ids it is `delivered`. A prompt the server
-refused is released for the next take. When and how mail may go in is `activity`'s to say.
+refused is released for the next take. When mail may go in is `activity`'s to say: only into an
+idle session, which it starts a turn of (in a turn the hooks hand mail on, after each tool call).
 
 When the TUI switches to another session (/resume, /clear), the door follows it.
 """
@@ -166,6 +167,9 @@ class UiDoor:
 
     def _mode(self, conn: Connection) -> Send:
         assert self.sid is not None
+        with self.changed:
+            if next_send(self.activity, False) is Send.HOLD:
+                return Send.HOLD  # no need to ask the server
         pending = conn.call("session.permissions.pendingRequests", {"sessionId": self.sid})
         items = pending.get("items") if isinstance(pending, dict) else None
         with self.changed:

@@ -11,25 +11,28 @@ def fold(activity: Activity, *events: tuple[str, dict[str, object]]) -> Activity
     return activity
 
 
-def test_idle_mail_starts_a_turn_and_mail_in_a_turn_joins_it() -> None:
+def test_idle_mail_starts_a_turn_and_mail_in_a_turn_waits_for_its_end() -> None:
+    """A prompt sent in a turn would move a shell command that runs or starts while it waits to
+    the background: mid-turn mail is the hooks' (after each tool call), or waits for the end."""
     a = Activity(trusted=True)
     assert next_send(a, prompts_open=False) is Send.ENQUEUE
     fold(a, ("user.message", {"content": "hi"}), ("assistant.turn_start", {}))
-    assert next_send(a, prompts_open=False) is Send.IMMEDIATE
+    assert next_send(a, prompts_open=False) is Send.HOLD
+    fold(a, ("tool.execution_start", {"toolCallId": "t1"}), ("tool.execution_complete", {"toolCallId": "t1"}))
+    assert next_send(a, prompts_open=False) is Send.HOLD
     fold(a, ("assistant.turn_end", {}), ("assistant.idle", {}))
     assert next_send(a, prompts_open=False) is Send.ENQUEUE
 
 
 def test_mail_waits_while_a_tool_runs_or_a_permission_prompt_is_open() -> None:
-    a = fold(Activity(trusted=True), ("assistant.turn_start", {}),
-             ("tool.execution_start", {"toolCallId": "t1"}))
-    assert next_send(a, prompts_open=False) is Send.HOLD  # it would move the command to the background
+    a = fold(Activity(trusted=True), ("tool.execution_start", {"toolCallId": "t1"}))  # a background task
+    assert next_send(a, prompts_open=False) is Send.HOLD
     fold(a, ("tool.execution_complete", {"toolCallId": "t1"}))
-    assert next_send(a, prompts_open=False) is Send.IMMEDIATE
+    assert next_send(a, prompts_open=False) is Send.ENQUEUE
     fold(a, ("permission.requested", {"requestId": "p1"}))
     assert next_send(a, prompts_open=False) is Send.HOLD
     fold(a, ("permission.completed", {"requestId": "p1"}))
-    assert next_send(a, prompts_open=False) is Send.IMMEDIATE
+    assert next_send(a, prompts_open=False) is Send.ENQUEUE
     assert next_send(a, prompts_open=True) is Send.HOLD  # the server still lists one
 
 
