@@ -578,8 +578,8 @@ class Copilot:
 
 class CopilotRun(Copilot):
     """Copilot CLI started by `talk run copilot --allow-local-port --yolo` in tmux: its TUI+server
-    mode with talk's door on the JSON-RPC port, and the hooks installed beside it. The project
-    is trusted in Copilot's config, so no question waits at the start."""
+    mode with talk's door on the JSON-RPC port (idle sessions), and the hooks installed beside it
+    (mid-turn). The project is trusted in Copilot's config, so no question waits at the start."""
 
     name = "copilot-run"
 

@@ -115,7 +115,7 @@ def run(folder: Path, args: Sequence[str], env: Mapping[str, str], given: Mappin
 
     port = free_port()
     proc = foreground([copilot, "--ui-server", "--port", str(port), *args], env)
-    door = UiDoor(folder, port, os.getcwd(), lambda: proc.poll() is None, notes.say)
+    door = UiDoor(folder, port, os.getcwd(), proc.pid, lambda: proc.poll() is None, notes.say)
     thread = threading.Thread(target=door.run, name="copilot-door", daemon=True)
     thread.start()
     try:

@@ -33,7 +33,7 @@ from alarms.hosts.copilot import NAME as HOST
 from alarms.hosts.copilot.activity import Activity, Send, next_send
 from alarms.hosts.copilot.rpc import Connection, RpcError
 from alarms.mailbox import SessionMail
-from alarms.procnet import peer_owner
+from alarms.procnet import peer_owner, pid_listening_on
 from spool_writer.peek import nothing_new
 
 __all__ = ["UiDoor"]
@@ -62,16 +62,32 @@ def holder_pid(workspace: str) -> int | None:
     return None
 
 
+def descends_from(pid: int, ancestor: int) -> bool:
+    """Whether `pid` is `ancestor` or one of its descendants (Linux: /proc)."""
+    for _ in range(32):
+        if pid == ancestor:
+            return True
+        try:
+            stat = Path(f"/proc/{pid}/stat").read_text()
+        except OSError:
+            return False
+        pid = int(stat[stat.rindex(")") + 2:].split()[1])
+        if pid <= 1:
+            return False
+    return False
+
+
 class UiDoor:
-    """`run()` serves until `stop()` or until Copilot's server goes away. `alive` says whether
-    the Copilot process still runs; `say` gets one line for the user (a note, never mail).
+    """`run()` serves until `stop()` or until Copilot's server goes away. `launched` is the pid
+    talk started Copilot as, `alive` says whether it still runs; `say` gets one line for the
+    user (a note, never mail).
 
     Events reach `_notice` on the connection's reader thread, which also reads the answers to
     this door's calls: nothing may call the server while holding `changed`, or both wait."""
 
-    def __init__(self, folder: Path, port: int, cwd: str, alive: Callable[[], bool],
+    def __init__(self, folder: Path, port: int, cwd: str, launched: int, alive: Callable[[], bool],
                  say: Callable[[str], None]) -> None:
-        self.folder, self.port, self.cwd = folder, port, cwd
+        self.folder, self.port, self.cwd, self.launched = folder, port, cwd, launched
         self.alive, self.say = alive, say
         self.activity = Activity()
         self.ours: set[str] = set()  # prompts this door sent
@@ -145,11 +161,16 @@ class UiDoor:
         workspace = str(shown.get("workspacePath") or "")
         conn.call("session.resume", {"sessionId": sid, "suppressResumeEvent": True})
         host = holder_pid(workspace) if workspace else None
+        listener = pid_listening_on(self.port)
+        # The port may have gone to another program (even another Copilot) before ours bound it.
+        if host is None or listener != host or not descends_from(host, self.launched):
+            raise RpcError(f"port {self.port} is served by pid {listener}, not by the Copilot CLI "
+                           "talk started")
         mail = SessionMail(self.folder, sid)
-        mail.register(HOST, host or os.getpid())
+        mail.register(HOST, host)
         trusted = self._trusted(conn, sid)  # not under the lock: the reader thread needs it for events
         with self.changed:
-            self.sid, self.workspace, self.host = sid, workspace, host or 0
+            self.sid, self.workspace, self.host = sid, workspace, host
             self.activity = Activity(trusted=trusted)
 
     def _trusted(self, conn: Connection, sid: str) -> bool:
@@ -197,7 +218,7 @@ class UiDoor:
             self.say(f"Copilot CLI did not take the mail ({exc}); trying again")
             self.stopped.wait(RETRY_S)
             return
-        handover.written(layout, sid, records, self.host or os.getpid())
+        handover.written(layout, sid, records, self.host)
         self._await_shown([f"id {r['id']}" for r in records], log)
         handover.settle(layout, sid, log)
 
