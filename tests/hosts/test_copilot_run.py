@@ -184,3 +184,24 @@ def test_without_hooks_mail_in_a_turn_waits_for_its_end_past_a_permission_questi
             wait_for(lambda: delivered(r, msg_id), 30, "the door's `delivered`, from Copilot's event log")
         finally:
             tmux.kill()
+
+
+@pytest.mark.hosts
+def test_after_clear_the_door_follows_the_new_session_and_retires_the_old(
+    run_rig: Rig, fake_model: FakeModel,
+) -> None:
+    r = run_rig
+    needle = f"PEER-RUN-CLEARED-{uuid.uuid4().hex[:8]}"
+    tmux = launch(r, fake_model, "--allow-local-port", "--yolo")
+    try:
+        first = session_id(r)
+        tmux.type("/clear")
+        second = wait_for(lambda: (s := live_session(r.bob)) and s["sid"] != first and s["sid"], 60,
+                          "the door to register the new session, and only it")
+        msg_id = send(r.alice, f"{needle}: after the clear")
+        seen = fake_model.wait_for(needle, timeout=90)
+        assert roles(seen, needle) == ["user"] and fake_model.count(needle) == 1, fake_model.summary()
+        assert in_session_spool(r, second, needle) and not in_session_spool(r, first, needle)
+        wait_for(lambda: delivered(r, msg_id), 30, "the door's `delivered`, from Copilot's event log")
+    finally:
+        tmux.kill()

@@ -14,7 +14,10 @@ accepted the prompt the Copilot process holds it (`written`); once the session's
 refused is released for the next take. When mail may go in is `activity`'s to say: only into an
 idle session, which it starts a turn of (in a turn the hooks hand mail on, after each tool call).
 
-When the TUI switches to another session (/resume, /clear), the door follows it.
+When the TUI switches to another session (/clear, /resume), the door follows it, and retires the
+session it leaves: that session's unread mail goes back to the inbox, which the new session's
+registration takes over (a line the new session already holds is not added twice). The hooks
+register a session again when it runs a turn.
 """
 
 from __future__ import annotations
@@ -166,8 +169,9 @@ class UiDoor:
         if host is None or listener != host or not descends_from(host, self.launched):
             raise RpcError(f"port {self.port} is served by pid {listener}, not by the Copilot CLI "
                            "talk started")
-        mail = SessionMail(self.folder, sid)
-        mail.register(HOST, host)
+        if self.sid is not None:  # left behind (/clear, /resume): its unread mail follows the TUI
+            SessionMail(self.folder, self.sid).retire()
+        SessionMail(self.folder, sid).register(HOST, host)
         trusted = self._trusted(conn, sid)  # not under the lock: the reader thread needs it for events
         with self.changed:
             self.sid, self.workspace, self.host = sid, workspace, host
