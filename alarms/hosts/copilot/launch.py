@@ -101,13 +101,13 @@ def wait(proc: subprocess.Popen[bytes]) -> int:
 def run(folder: Path, args: Sequence[str], env: Mapping[str, str], given: Mapping[str, Any]) -> int:
     """Copilot CLI with the door open (or plain, where it cannot be); its exit status."""
     copilot = program(env)
-    if not given.get("allow_local_port"):
-        raise UserError(REFUSED)
     notes = Notes(folder)
-    if not has_ui_server(copilot, env):
+    if not has_ui_server(copilot, env):  # no port to open: nothing to opt into
         notes.say("this Copilot CLI has no --ui-server; running it plain (mail comes with its hooks)")
         notes.show()
         return wait(foreground([copilot, *args], env))
+    if not given.get("allow_local_port"):
+        raise UserError(REFUSED)
     clash = [a for a in args if a.split("=", 1)[0] in NOT_WITH_DOOR]
     if clash:
         raise UserError(f"talk run copilot chooses Copilot's mode and port itself; leave out {clash[0]}")
