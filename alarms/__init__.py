@@ -5,7 +5,8 @@ holding its doors (hook, monitor, daemon, extension), its install and uninstall,
 (`__init__`, meeting the contract in `door.py`); `registry.py` lists them. Beside them, what the
 doors share: `mailbox` (a session's mail), `framing` (what the model reads), `handover` (the
 exactly-once hand-over reconciled with the host's transcript), `hook_runtime` (what every hook
-door runs on), `hook_fit`, and the install machinery `host_config`, `host_files`, `wiring`.
+door runs on), `hook_fit`, `procnet` (who is at the other end of a local TCP socket), and
+the install machinery `host_config`, `host_files`, `wiring`.
 
 Every door of a session reads that session's spool through one shared cursor, so a message
 handed on by one door (a monitor, a hook, a daemon) is never handed on again by another.

@@ -141,7 +141,10 @@ class LaunchHost(Protocol):
     NAME: str
     TITLE: str
     RUN_HELP: str  # what `talk run NAME` does, for its --help
+    RUN_OPTIONS: tuple[DoorOption, ...]  # talk's own options of `talk run NAME`, before the host's
 
-    def run_session(self, folder: Path, args: Sequence[str], env: Mapping[str, str]) -> int:
+    def run_session(self, folder: Path, args: Sequence[str], env: Mapping[str, str],
+                    given: Mapping[str, Any]) -> int:
         """Run the host in this terminal with the door open for the identity in `folder`, `args`
-        passed to the host as given; the host's exit status. UserError when it cannot start."""
+        passed to the host as given, `given` holding RUN_OPTIONS by key; the host's exit status.
+        UserError when it cannot start."""

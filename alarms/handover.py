@@ -31,11 +31,11 @@ the batch its `delivered` receipt; writing it earned only `written`. A writer ki
 its write and the hand-over to the host leaves a batch that may be handed on twice, if the
 host had not shown it by the time the transcript moved on: the window is one file write wide.
 
-A batch a door gave the host as the input of a turn it started or steered (door TURN: Codex's
-app-server, `alarms.hosts.codex.remote_door`) is held by that door, which lives as long as the
-session; the host answered that it took the input, and writes it into its rollout with the turn.
-Its markers are the frame's own (`id MSGID`), and seeing them earns the batch its `delivered`
-receipt, as for an inbox batch.
+A batch a door gave the host as the input of a turn (door TURN): a turn it started or steered
+through Codex's app-server (`alarms.hosts.codex.remote_door`), or a prompt Copilot's server
+accepted (`alarms.hosts.copilot.ui_door`). The host holds it once it answered that it took the
+input, and writes it into its transcript with the turn. Its markers are each message's own
+(`id MSGID`): accepted earns `written`, seen in the transcript `delivered`, as for an inbox batch.
 
 A batch a door took but could not hand on (it did not fit, or the socket refused it) is
 released: kept with no holder, and handed on again by the next take, first.
@@ -68,7 +68,7 @@ VERSION = 1
 # hook's exit, so two seconds of later activity mean it will never come.
 MARGIN_S = 2.0
 DELIVERED, LOST, WAIT = "delivered", "lost", "wait"
-# doors: the alarm's own output, the host's inbox socket, or a turn's input the door gave the host
+# Doors: the alarm's own output, the host's inbox socket, or a turn's input the host accepted.
 OUTPUT, INBOX, TURN = "output", "inbox", "turn"
 RELEASED = 0  # the holder pid of a released batch: nobody holds it
 
@@ -296,6 +296,24 @@ def release(layout: SpoolLayout, sid: str, records: Sequence[SpoolRecord]) -> No
         save(path, [*batches, PendingBatch(ids, time.time(), RELEASED, None, None, 0)])
 
 
+def settle(layout: SpoolLayout, sid: str, transcript: str) -> list[str]:
+    """Judge the session's pending batches against `transcript` now, without taking new mail;
+    the ids the host has now shown (they earn `delivered`). Lost and released ones are kept,
+    released, for the next take."""
+    spool_file = layout.session_file(sid)
+    path = Path(pending_file(str(layout.sessions_dir), sid))
+    with flocked(lock_path(layout.cursor_file(sid))):
+        batches = load(path)
+        kept, again, shown = reconciled(batches, transcript)
+        if again:  # released and lost ids stay for the next take, as one released batch
+            kept.append(PendingBatch(tuple(again), time.time(), RELEASED, None, None, 0))
+        if kept != batches:
+            save(path, kept)
+        if shown:
+            handed_log.record(layout.handed, records_by_id(spool_file, shown), sid, Receipt.DELIVERED)
+    return shown
+
+
 def reconciled(batches: list[PendingBatch],
                transcript: str | None) -> tuple[list[PendingBatch], list[str], list[str]]:
     """The batches still pending, the ids to hand on again, and inbox ids the host has now shown."""
@@ -314,6 +332,6 @@ def reconciled(batches: list[PendingBatch],
             again += missing(batch, s)
         elif verdict == WAIT:
             kept.append(batch)
-        elif batch.door != OUTPUT:  # an OUTPUT batch earned its receipt when it was printed
+        elif batch.door != OUTPUT:  # an OUTPUT batch earned `delivered` when it was printed
             shown += batch.ids
     return kept, again, shown

@@ -53,6 +53,16 @@ class SessionMail:
 
         return register(self.layout.root, host, self.sid, pid).took_over
 
+    def retire(self) -> None:
+        """Stop taking new mail; unread lines go back to the inbox. Nothing if not registered."""
+        import contextlib
+
+        from durable.errors import NotFound
+        from spool_writer.sessions import unregister
+
+        with contextlib.suppress(NotFound):
+            unregister(self.layout.root, self.sid)
+
     def registered(self) -> bool:
         return self.layout.session_file(self.sid).exists()
 

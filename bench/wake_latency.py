@@ -11,8 +11,9 @@ whose door is a second client of talk's own app-server, with the hooks installed
 `talk install pi`'s extension and the door it starts; Gemini CLI: `talk install gemini` hooks,
 which no outside event can run while it is idle; Qwen Code: `talk install qwen`, whose
 SessionStart hook starts the Qwen door; Copilot CLI: `talk install copilot` hooks, which nothing
-from outside can run in an idle session). Whatever doors the installed talk has are
-what is measured. Three modes per host:
+from outside can run in an idle session; copilot-run: the same hooks, with Copilot started by
+`talk run copilot`, whose door sends mail through Copilot's JSON-RPC port). Whatever doors the
+installed talk has are what is measured. Three modes per host:
 
   first    mail waits in bob's spool before the host starts; the bench starts the session and
            types nothing. The figure is the launch → the first model request carrying the
@@ -33,9 +34,9 @@ tool: delivered mid-turn), `after_turn` (only after the turn's last step: not de
 mid-turn; its lag is still reported, and flagged), `during_tool` (before the tool ended), or
 `not_delivered` (not within --wait s). Between runs the bench waits for the session to be idle.
 
-    .venv/bin/python bench/wake_latency.py [--hosts claude,codex,codex-run,opencode,pi,gemini,qwen,copilot]
-                                           [--runs 5]
-                                           [--hold 2] [--wait 60] [--timeout 1800]
+    .venv/bin/python bench/wake_latency.py [--hosts claude,codex,codex-run,opencode,pi,gemini,qwen,copilot,
+                                                    copilot-run] [--runs 5] [--hold 2] [--wait 60]
+                                           [--timeout 1800]
 
 A table goes to stderr; stdout ends with one JSON line:
 
@@ -73,7 +74,7 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))  # tests/hosts: the host programs, the fake model, their configs
 
-HOSTS = ("claude", "codex", "codex-run", "opencode", "pi", "gemini", "qwen", "copilot")
+HOSTS = ("claude", "codex", "codex-run", "opencode", "pi", "gemini", "qwen", "copilot", "copilot-run")
 MODES = ("idle", "midturn")  # repeated --runs times; "first" is once per host, at its start
 TARGET_S = 1.0
 OUTCOMES = ("woken", "at_boundary", "after_turn", "during_tool", "not_delivered")
@@ -600,10 +601,33 @@ class Copilot:
             self.tmux.kill()
 
 
+class CopilotRun(Copilot):
+    """Copilot CLI started by `talk run copilot --allow-local-port --yolo` in tmux: its TUI+server
+    mode with talk's door on the JSON-RPC port (idle sessions), and the hooks installed beside it
+    (mid-turn). The project is trusted in Copilot's config, so no question waits at the start."""
+
+    name = "copilot-run"
+
+    def start(self, rig: Rig, model_url: str) -> None:
+        from tests.hosts.copilot import copilot_env
+        from tests.hosts.npm import host_env
+        from tests.hosts.tmux import Tmux
+
+        self.rig = rig
+        env = host_env(rig.home, **copilot_env(model_url), TALK_HOME=str(rig.bob.home), TERM="xterm-256color")
+        env["PATH"] = f"{rig.host_bin}:{env.get('PATH', '')}"
+        rig.bob.ok(rig.deadline, "install", "copilot", "--copilot-home", str(rig.home / ".copilot"), "--json")
+        config = rig.home / ".copilot" / "config.json"
+        config.write_text(json.dumps({"trustedFolders": [str(rig.project)]}))
+        self.tmux = tmux = Tmux(env, "wake")
+        tmux.start(rig.project, [rig.bob.talk, "run", "copilot", "--allow-local-port", "--yolo"])
+        wait(lambda: "/ commands" in tmux.screen(), READY_S, "Copilot's prompt", step=0.2)
+
+
 def make_host(name: str) -> Host:
     hosts: dict[str, Callable[[], Host]] = {"claude": Claude, "codex": Codex, "codex-run": CodexRun,
                                             "opencode": Opencode, "pi": Pi, "gemini": Gemini, "qwen": Qwen,
-                                            "copilot": Copilot}
+                                            "copilot": Copilot, "copilot-run": CopilotRun}
     return hosts[name]()
 
 

@@ -8,10 +8,9 @@ return. The options every one shares: --user and --json.
 
 from __future__ import annotations
 
-import inspect
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Any
 
 import typer
 
@@ -19,11 +18,9 @@ from alarms.door import Done, DoorOption
 from talk.help_format import TalkTyper
 from talk.options import Json, User
 from talk.output import result
-from talk.typed_command import keyword, typed
+from talk.typed_command import host_option, keyword, typed
 
 __all__ = ["door_app"]
-
-KINDS: dict[str, type] = {"text": str, "required": str, "number": int, "path": Path}
 
 door_app = TalkTyper(no_args_is_help=True)
 stop_app = TalkTyper(help="Stop a daemon door.", no_args_is_help=True)
@@ -36,18 +33,6 @@ def _folder(user: str | None) -> Path:
     return open_account(user, None, None).folder
 
 
-def _parameter(option: DoorOption) -> inspect.Parameter:
-    flag, kind, metavar, help_text = option
-    key = flag.lstrip("-").replace("-", "_")
-    if kind == "switch":
-        return keyword(key, Annotated[bool, typer.Option(f"{flag}/--no-{flag.lstrip('-')}", help=help_text)],
-                       False)
-    info = typer.Option(flag, help=help_text, metavar=metavar or None)
-    if kind == "required":
-        return keyword(key, Annotated[str, info])
-    return keyword(key, Annotated[KINDS[kind] | None, info], None)
-
-
 def command(name: str, run: Callable[[Path, Mapping[str, Any]], Done | int],
             options: tuple[DoorOption, ...], doc: str) -> Callable[..., None]:
     """A typer command for host `name`'s door: its own options, then --user and --json."""
@@ -58,7 +43,7 @@ def command(name: str, run: Callable[[Path, Mapping[str, Any]], Done | int],
             raise typer.Exit(done)
         result(done.data, done.said, bool(given.get("as_json")))
 
-    params = [*(_parameter(option) for option in options), keyword("user", User, None),
+    params = [*(host_option(option) for option in options), keyword("user", User, None),
               keyword("as_json", Json, False)]
     return typed(handler, params, doc, f"{name}_door")
 

@@ -2,9 +2,9 @@
 command per host in `alarms.registry.launch_hosts`.
 
 Each host's package says what its `run` does (`alarms.door.LaunchHost`); this module only turns
-that into typer commands. talk's own option (--user) goes before the host's arguments; everything
-from the first argument talk does not know is the host's, passed through as given (`--` first
-passes even `--help` on).
+that into typer commands. talk's own options (the host's RUN_OPTIONS, then --user) go before the
+host's arguments; everything from the first argument talk does not know is the host's, passed
+through as given (`--` first passes even `--help` on).
 """
 
 from __future__ import annotations
@@ -16,8 +16,10 @@ from typing import Any
 
 import typer
 
+from alarms.door import DoorOption
 from talk.help_format import TalkTyper
 from talk.options import User
+from talk.typed_command import host_option, keyword, typed
 
 __all__ = ["run_app"]
 
@@ -31,16 +33,20 @@ def _folder(user: str | None) -> Path:
     return open_account(user, None, None).folder
 
 
-def command(run: Any, doc: str) -> Any:
-    """A typer command running `run(folder, args, env)` in this terminal; exits with its status."""
+def command(name: str, run: Any, options: tuple[DoorOption, ...], doc: str) -> Any:
+    """A typer command running `run(folder, args, env, given)` in this terminal, `given` holding
+    the host's own options; exits with its status."""
 
-    def handler(ctx: typer.Context, user: User = None) -> None:
+    def handler(**given: Any) -> None:
+        ctx: typer.Context = given.pop("ctx")
+        folder = _folder(given.pop("user", None))
         args: Sequence[str] = list(ctx.args)
         env: Mapping[str, str] = dict(os.environ)
-        raise typer.Exit(int(run(_folder(user), args, env)))
+        raise typer.Exit(int(run(folder, args, env, given)))
 
-    handler.__doc__ = doc
-    return handler
+    params = [keyword("ctx", typer.Context), *(host_option(option) for option in options),
+              keyword("user", User, None)]
+    return typed(handler, params, doc, f"{name}_run")
 
 
 def register() -> None:
@@ -49,7 +55,8 @@ def register() -> None:
 
     hosts = launch_hosts()
     for host in hosts:
-        run_app.command(host.NAME, context_settings=PASS_THROUGH)(command(host.run_session, host.RUN_HELP))
+        run_app.command(host.NAME, context_settings=PASS_THROUGH)(
+            command(host.NAME, host.run_session, host.RUN_OPTIONS, host.RUN_HELP))
     titles = ", ".join(host.TITLE for host in hosts) or "none yet"
     run_app.info.help = (f"Start an agent host with talk's door open from its first second ({titles}); "
                          "other arguments go to the host.")

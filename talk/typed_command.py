@@ -6,9 +6,14 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Callable
-from typing import Any
+from pathlib import Path
+from typing import Annotated, Any
 
-__all__ = ["keyword", "typed"]
+import typer
+
+__all__ = ["host_option", "keyword", "typed"]
+
+KINDS: dict[str, type] = {"text": str, "required": str, "number": int, "path": Path}
 
 
 def keyword(name: str, annotation: Any, default: Any = inspect.Parameter.empty) -> inspect.Parameter:
@@ -24,3 +29,16 @@ def typed(handler: Callable[..., None], params: list[inspect.Parameter], doc: st
     handler.__doc__ = doc
     handler.__name__ = name
     return handler
+
+
+def host_option(option: tuple[str, str, str, str]) -> inspect.Parameter:
+    """One option a host's package declares (`alarms.door.DoorOption`: flag, kind, metavar, help)."""
+    flag, kind, metavar, help_text = option
+    key = flag.lstrip("-").replace("-", "_")
+    if kind == "switch":
+        return keyword(key, Annotated[bool, typer.Option(f"{flag}/--no-{flag.lstrip('-')}", help=help_text)],
+                       False)
+    info = typer.Option(flag, help=help_text, metavar=metavar or None)
+    if kind == "required":
+        return keyword(key, Annotated[str, info])
+    return keyword(key, Annotated[KINDS[kind] | None, info], None)

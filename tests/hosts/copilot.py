@@ -6,12 +6,15 @@ from __future__ import annotations
 
 import json
 import subprocess
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from tests.conftest import TALK, Agent
+from tests.hosts.fake_model import FakeModel
 from tests.hosts.tmux import Tmux
 
+TOOL_DONE = "TOOL_FINISHED"
 MODEL = "gpt-4.1"  # a name Copilot knows the limits of; the fake model answers whatever is asked
 
 
@@ -58,3 +61,29 @@ def interactive(tmux: Tmux, copilot: Path, project: Path) -> None:
                      "Copilot's folder trust question")
     tmux.keys("Enter")  # 1. Yes
     tmux.wait_shown("/ commands", what="Copilot's prompt")
+
+
+@dataclass
+class Rig:
+    alice: Agent
+    bob: Agent
+    copilot: Path
+    project: Path
+    home: Path
+    env: dict[str, str]
+
+    def env_for(self, model: FakeModel) -> dict[str, str]:
+        return {**self.env, **copilot_env(model.url)}
+
+    def copilot_home(self) -> Path:
+        return self.home / ".copilot"
+
+
+def gated_model(gate: Path) -> FakeModel:
+    """RUN_TOOL is answered with a `bash` call that runs until the test opens the gate."""
+    return FakeModel(tool_command=f"while [ ! -e {gate} ]; do sleep 0.05; done; echo {TOOL_DONE}")
+
+
+def in_session_spool(r: Rig, sid: str, needle: str) -> bool:
+    path = r.bob.home / "bob" / "spool" / "sessions" / f"{sid}.ndjson"
+    return path.exists() and needle in path.read_text()

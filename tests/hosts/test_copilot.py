@@ -16,7 +16,6 @@ import signal
 import subprocess
 import uuid
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
 
@@ -26,7 +25,17 @@ from alarms.handover import pending_file
 from alarms.mailbox import SessionMail
 from tests.conftest import Agent, wait_for
 from tests.hosts.claude import spool_has
-from tests.hosts.copilot import copilot_env, install, interactive, live_session, prompt_argv, uninstall
+from tests.hosts.copilot import (
+    TOOL_DONE,
+    Rig,
+    gated_model,
+    in_session_spool,
+    install,
+    interactive,
+    live_session,
+    prompt_argv,
+    uninstall,
+)
 from tests.hosts.fake_model import FakeModel
 from tests.hosts.npm import host_env
 from tests.hosts.peer_mail import (
@@ -46,24 +55,7 @@ from tests.hosts.roles import MAIL, arrives_as_claimed
 from tests.hosts.tmux import Tmux
 
 HELD_HOOK = Path(__file__).resolve().parent / "held_hook.py"
-TOOL_DONE = "TOOL_FINISHED"
 AFTER_TOOL = "Additional guidance from postToolUse hooks"  # what Copilot puts before the context
-
-
-@dataclass
-class Rig:
-    alice: Agent
-    bob: Agent
-    copilot: Path
-    project: Path
-    home: Path
-    env: dict[str, str]
-
-    def env_for(self, model: FakeModel) -> dict[str, str]:
-        return {**self.env, **copilot_env(model.url)}
-
-    def copilot_home(self) -> Path:
-        return self.home / ".copilot"
 
 
 @pytest.fixture
@@ -79,19 +71,9 @@ def rig(pair: tuple[Agent, Agent], host_bin: Path, host_home: Path, tmp_path: Pa
         bob.run("stop")
 
 
-def gated_model(gate: Path) -> FakeModel:
-    """RUN_TOOL is answered with a `bash` call that runs until the test opens the gate."""
-    return FakeModel(tool_command=f"while [ ! -e {gate} ]; do sleep 0.05; done; echo {TOOL_DONE}")
-
-
 def session_of(r: Rig) -> str:
     session = wait_for(lambda: live_session(r.bob), 60, "the session's registration by sessionStart")
     return str(session["sid"])
-
-
-def in_session_spool(r: Rig, sid: str, needle: str) -> bool:
-    path = r.bob.home / "bob" / "spool" / "sessions" / f"{sid}.ndjson"
-    return path.exists() and needle in path.read_text()
 
 
 class Run(NamedTuple):

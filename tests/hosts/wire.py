@@ -65,6 +65,11 @@ def role_texts(path: str, body: dict[str, Any], role: str) -> list[str]:
     return [text for r, content in _messages(path, body) if r == role for text in strings(content)]
 
 
+def roles_with(path: str, body: dict[str, Any], needle: str) -> list[str]:
+    """The role of each message of a request that carries `needle` ("tool" for a tool's output)."""
+    return [role for role, content in _messages(path, body) if any(needle in s for s in strings(content))]
+
+
 def extract(path: str, body: dict[str, Any]) -> Texts:
     """Split a request's text into conversation texts, system texts and the trailing user turn.
 

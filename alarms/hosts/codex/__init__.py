@@ -15,11 +15,12 @@ TYPE_CHECKING = False  # not typing.TYPE_CHECKING: hooks import this package on 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
     from pathlib import Path
+    from typing import Any
 
-    from alarms.door import Option
+    from alarms.door import DoorOption, Option
 
 __all__ = ("AUTHOR_ENV", "INSTALL_HELP", "NAME", "OPTIONS", "PROCESS_NAMES", "PROGRAM", "REACH", "RUN_HELP",
-           "TITLE", "UNINSTALL_HELP", "WAKES", "hook", "run_session")
+           "RUN_OPTIONS", "TITLE", "UNINSTALL_HELP", "WAKES", "hook", "run_session")
 __getattr__ = face(__name__, __all__)
 
 NAME = "codex"
@@ -49,10 +50,12 @@ RUN_HELP = (
     "app-server` on a private socket and `codex --remote` on it; other arguments go to codex. "
     "The codex program: PATH, or TALK_CODEX_BIN."
 )
+RUN_OPTIONS: tuple[DoorOption, ...] = ()
 
 
-def run_session(folder: Path, args: Sequence[str], env: Mapping[str, str]) -> int:
-    """`talk run codex` (`alarms.door.LaunchHost`): see `alarms.hosts.codex.launch`."""
+def run_session(folder: Path, args: Sequence[str], env: Mapping[str, str], given: Mapping[str, Any]) -> int:
+    """`talk run codex` (`alarms.door.LaunchHost`): see `alarms.hosts.codex.launch`. It has no
+    options of its own (`given` is empty): the socket is private, so nothing needs opting into."""
     from alarms.hosts.codex.launch import run
 
     return run(folder, args, env)

@@ -29,9 +29,10 @@ leaves its batch missing there, and a later hook hands it on again. Copilot writ
 about 100 ms behind its events, so a hook that finds a batch not in the log yet first waits
 (up to a second) until the log has caught up with its own event.
 
-No door wakes an idle interactive session from outside: mail that arrives then waits for the
-next prompt (or `talk inbox` over MCP). A broken hook must never wedge the agent: any error
-prints `{}`, exits 0, and is appended to `copilot-hook.log` in the identity folder.
+No hook wakes an idle interactive session: mail that arrives then waits for the next prompt (or
+`talk inbox` over MCP), unless the session was started by `talk run copilot`, whose door
+(`ui_door`) shares this session's cursor and starts a turn. A broken hook must never wedge the
+agent: any error prints `{}`, exits 0, and is appended to `copilot-hook.log` in the identity folder.
 """
 
 from __future__ import annotations

@@ -31,8 +31,8 @@ import urllib.parse
 from dataclasses import dataclass
 from typing import Any
 
-from alarms.hosts.opencode.procnet import peer_owner
 from alarms.hosts.opencode.trust import authorization, distrust
+from alarms.procnet import peer_owner
 
 __all__ = ["split_url"]
 

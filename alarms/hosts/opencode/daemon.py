@@ -62,10 +62,10 @@ from alarms.hosts.opencode.outbox import (
     new_prompt,
     settled,
 )
-from alarms.hosts.opencode.procnet import pid_listening_on
 from alarms.hosts.opencode.status import HOST, DoorState, SessionDoorFiles, SessionDoorStatus, start_log
 from alarms.hosts.opencode.verdict import WINDOW, PromptVerdict, verdict
 from alarms.mailbox import SessionMail
+from alarms.procnet import pid_listening_on
 from durable.backoff import Backoff
 from durable.daemon import setup_logging
 from durable.receipt_states import Receipt

@@ -118,3 +118,17 @@ def test_each_host_package_imports_nothing_at_the_top(name: str) -> None:
                           check=True)
     assert done.stdout.strip() == "[]"
     assert name == importlib.import_module(f"alarms.hosts.{name}").NAME
+
+
+def test_each_launch_host_meets_the_launch_contract() -> None:
+    """`talk run HOST` is built from these when talk starts: a host missing one breaks every command."""
+    import inspect
+
+    from alarms.registry import launch_hosts
+
+    found = launch_hosts()
+    assert {host.NAME for host in found} >= {"codex", "copilot"}
+    for host in found:
+        assert isinstance(host.RUN_HELP, str) and host.RUN_HELP
+        assert isinstance(host.RUN_OPTIONS, tuple)
+        assert list(inspect.signature(host.run_session).parameters) == ["folder", "args", "env", "given"]

@@ -26,7 +26,6 @@ from alarms.hosts.opencode.outbox import (
     opencode_id,
     settled,
 )
-from alarms.hosts.opencode.procnet import listening_inodes, pid_listening_on
 from alarms.hosts.opencode.status import (
     SessionDoorFiles,
     SessionDoorStatus,
@@ -35,6 +34,7 @@ from alarms.hosts.opencode.status import (
     session_doors,
 )
 from alarms.hosts.opencode.verdict import PromptVerdict, verdict
+from alarms.procnet import listening_inodes, pid_listening_on
 from durable.errors import UserError
 from spool_writer import lines
 from spool_writer.cursor import CursorReader

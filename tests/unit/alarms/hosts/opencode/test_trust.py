@@ -10,8 +10,8 @@ import socket
 import pytest
 
 from alarms.hosts.opencode.api import OpencodeClient, OpencodeUntrusted
-from alarms.hosts.opencode.procnet import connection_owner, peer_owner
 from alarms.hosts.opencode.trust import authorization, distrust
+from alarms.procnet import connection_owner, peer_owner
 from tests.conftest import free_port, wait_for
 from tests.fake_opencode import NOBODY, fake_opencode
 

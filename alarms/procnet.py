@@ -14,6 +14,8 @@ import os
 import socket
 from pathlib import Path
 
+__all__ = ["connection_owner", "listening_inodes", "peer_owner", "pid_listening_on"]
+
 PROC = Path("/proc")
 LISTEN = "0A"
 
