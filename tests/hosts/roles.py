@@ -37,7 +37,7 @@ __all__ = [
 ]
 
 README = Path(__file__).resolve().parents[2] / "README.md"
-MATRIX_HEAD = "| Host, version | Door |"
+MATRIX_HEAD = "| Host, version |"
 COLUMN = "Model sees it as"
 ROLES = ("user", "tool", "developer", "system")
 ELEVATED = ("developer", "system")

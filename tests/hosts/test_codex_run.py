@@ -25,6 +25,7 @@ from alarms.mailbox import SessionMail
 from tests.conftest import TALK, wait_for
 from tests.hosts import wire
 from tests.hosts.codex import EXTRA_CONFIG, argv_of, assert_once, thread_requests, wait_idle
+from tests.hosts.roles import MAIL, arrives_as_claimed
 from tests.hosts.talk_install import install_codex
 from tests.hosts.tmux import Tmux
 
@@ -144,8 +145,10 @@ def test_a_just_started_tui_gets_mail_without_a_keystroke_once_as_user_input(
     print(f"first turn: talk run -> model request {first['ts'] - started:.2f} s")
 
     sent = time.time()
-    later = s["alice"].ok("send", "bob", "PEER-IDLE: still there?", "--json").json()["id"]
+    idle_text = f"PEER-IDLE: still there?\n{MAIL}"  # what a host might rewrite: quotes, > & <, non-ASCII
+    later = s["alice"].ok("send", "bob", idle_text, "--json").json()["id"]
     woken = fake_model.wait_until(as_user(later), 60, "the idle mail")
+    arrives_as_claimed(woken, "PEER-IDLE", "`talk run codex`", "turn/start", idle_text)
     wait_idle(rollout, 2)
     print(f"idle: send -> model request {woken['ts'] - sent:.2f} s")
 

@@ -28,6 +28,7 @@ from tests.hosts.fake_model import FakeModel, Request
 from tests.hosts.npm import host_env
 from tests.hosts.peer_mail import Receipt, bob_layout, copies_steady, handed_states, outbox_state, send
 from tests.hosts.procs import descendants
+from tests.hosts.roles import MAIL, arrives_as_claimed
 from tests.hosts.tmux import Tmux
 
 PROMPT = "/ commands"  # on Copilot's screen once its input is ready
@@ -109,9 +110,10 @@ def test_a_just_started_session_takes_mail_waiting_and_mail_arriving_idle_each_o
         assert first_id in seen["last_user_text"], fake_model.summary()
         assert roles(seen, waiting) == ["user"], seen["body"].get("messages")
         tmux.wait_shown(f"FAKE_OK [req {seen['n']}]", 60, "the end of that turn: the session is idle")
-        second_id = send(r.alice, f"{idle}: are you there?")
+        second_id = send(r.alice, f"{idle}: are you there?\n{MAIL}")
         later = fake_model.wait_for(idle, timeout=90)
         assert roles(later, idle) == ["user"] and second_id in later["last_user_text"], fake_model.summary()
+        arrives_as_claimed(later, idle, "`talk run copilot`", "enqueue", f"{idle}: are you there?\n{MAIL}")
         assert fake_model.count(waiting) == 1 and fake_model.count(idle) == 1, fake_model.summary()
         assert copies_steady(fake_model, waiting) and copies_steady(fake_model, idle), fake_model.summary()
         wait_for(lambda: delivered(r, first_id) and delivered(r, second_id), 30,
