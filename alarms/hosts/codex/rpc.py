@@ -23,6 +23,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import IO, Any
 
+from alarms.rpc_calls import Calls, NoAnswer
+
 START_TIMEOUT_S = 30.0
 CLOSE_TIMEOUT_S = 5.0
 NO_CLIENT_METHODS = -32601
@@ -40,10 +42,9 @@ class AppServer:
 
     def __init__(self, proc: subprocess.Popen[bytes]) -> None:
         self.proc = proc
-        self._next_id = 0
-        self._responses: dict[int, dict[str, Any]] = {}
+        self._calls = Calls()
         self.notifications: list[Notification] = []
-        self._changed = threading.Condition()
+        self._changed = self._calls.changed  # answers and notifications alike
         self._write_lock = threading.Lock()
         self._reader = threading.Thread(target=self._read_loop, name="codex-app-server", daemon=True)
         self._reader.start()
@@ -92,19 +93,13 @@ class AppServer:
 
     def request(self, method: str, params: dict[str, Any], timeout: float = START_TIMEOUT_S) -> Any:
         """Send a request and wait for its result; an error answer raises RpcError."""
-        with self._changed:
-            self._next_id += 1
-            msg_id = self._next_id
+        msg_id = self._calls.new_id()
         self._send({"id": msg_id, "method": method, "params": params})
-        deadline = time.monotonic() + timeout
-        with self._changed:
-            while msg_id not in self._responses:
-                left = deadline - time.monotonic()
-                if left <= 0 or not self._reader.is_alive():
-                    why = "did not answer in time" if left <= 0 else "exited"
-                    raise RpcError(f"codex app-server {why} (pid {self.pid}, request {method})")
-                self._changed.wait(min(left, 0.5))
-            response = self._responses.pop(msg_id)
+        try:
+            response = self._calls.wait(msg_id, timeout)
+        except NoAnswer as exc:
+            why = "did not answer in time" if exc.late else "exited"
+            raise RpcError(f"codex app-server {why} (pid {self.pid}, request {method})") from None
         if "error" in response:
             raise RpcError(f"codex app-server refused {method}: {response['error']}")
         return response.get("result")
@@ -121,22 +116,23 @@ class AppServer:
                     if note.get("method") == method and match(note):
                         return note
                 left = deadline - time.monotonic()
-                if left <= 0 or not self._reader.is_alive():
+                if left <= 0 or self._calls.is_gone:
                     raise RpcError(f"no {method} notification from codex app-server (pid {self.pid})")
                 self._changed.wait(min(left, 0.5))
 
     def _read_loop(self) -> None:
         stdout: IO[bytes] | None = self.proc.stdout
         assert stdout is not None
-        for line in stdout:
-            try:
-                message = json.loads(line)
-            except ValueError:
-                continue  # not ours to judge; the server logs to stderr
-            if isinstance(message, dict):
-                self._dispatch(message)
-        with self._changed:
-            self._changed.notify_all()
+        try:
+            for line in stdout:
+                try:
+                    message = json.loads(line)
+                except ValueError:
+                    continue  # not ours to judge; the server logs to stderr
+                if isinstance(message, dict):
+                    self._dispatch(message)
+        finally:
+            self._calls.gone()
 
     def _dispatch(self, message: dict[str, Any]) -> None:
         if "method" in message and "id" in message:  # the server asks us: we answer nothing
@@ -144,12 +140,12 @@ class AppServer:
             with contextlib.suppress(RpcError):
                 self._send({"id": message["id"], "error": error})
             return
-        with self._changed:
-            if "method" in message:
+        if "method" in message:
+            with self._changed:
                 self.notifications.append(message)
-            elif isinstance(message.get("id"), int):
-                self._responses[message["id"]] = message
-            self._changed.notify_all()
+                self._changed.notify_all()
+        elif isinstance(message.get("id"), int):
+            self._calls.answered(message)
 
     def close(self) -> None:
         """End the server: EOF on its stdin, then SIGTERM, then SIGKILL, sent to its process group.

@@ -18,8 +18,10 @@ import contextlib
 import json
 import queue
 import threading
-import time
 from typing import Any
+
+from alarms.hosts.codex.rpc import RpcError
+from alarms.rpc_calls import Calls, NoAnswer
 
 __all__ = ["RemoteClient", "RpcError"]
 
@@ -28,10 +30,6 @@ REQUEST_TIMEOUT_S = 30.0
 MAX_MESSAGE = 64 * 1024 * 1024  # a thread's history can be large; the server is our own child
 
 Notification = dict[str, Any]
-
-
-class RpcError(Exception):
-    """The app-server refused a call, went away, or did not answer in time."""
 
 
 class RemoteClient:
@@ -45,9 +43,7 @@ class RemoteClient:
                                     max_size=MAX_MESSAGE)
         except (OSError, TimeoutError, ValueError) as exc:
             raise RpcError(f"cannot connect to codex app-server at {socket_path}: {exc}") from exc
-        self._next_id = 0
-        self._answers: dict[int, dict[str, Any]] = {}
-        self._changed = threading.Condition()
+        self._calls = Calls()
         self._notes: queue.Queue[Notification | None] = queue.Queue()
         self._reader = threading.Thread(target=self._read_loop, name="codex-remote", daemon=True)
         self._reader.start()
@@ -73,19 +69,13 @@ class RemoteClient:
     def request(self, method: str, params: dict[str, Any], timeout: float = REQUEST_TIMEOUT_S) -> Any:
         """Send a call and wait for its result. Raises RpcError on an error answer, a closed
         connection or no answer within `timeout`."""
-        with self._changed:
-            self._next_id += 1
-            msg_id = self._next_id
+        msg_id = self._calls.new_id()
         self._send({"id": msg_id, "method": method, "params": params})
-        deadline = time.monotonic() + timeout
-        with self._changed:
-            while msg_id not in self._answers:
-                left = deadline - time.monotonic()
-                if left <= 0 or not self._reader.is_alive():
-                    why = "did not answer in time" if left <= 0 else "closed the connection"
-                    raise RpcError(f"codex app-server {why} ({method})")
-                self._changed.wait(min(left, 0.5))
-            answer = self._answers.pop(msg_id)
+        try:
+            answer = self._calls.wait(msg_id, timeout)
+        except NoAnswer as exc:
+            why = "did not answer in time" if exc.late else "closed the connection"
+            raise RpcError(f"codex app-server {why} ({method})") from None
         if "error" in answer:
             raise RpcError(f"codex app-server refused {method}: {answer['error']}")
         return answer.get("result")
@@ -112,8 +102,7 @@ class RemoteClient:
             pass
         finally:
             self._notes.put(None)
-            with self._changed:
-                self._changed.notify_all()
+            self._calls.gone()
 
     def _dispatch(self, message: dict[str, Any]) -> None:
         if "method" in message and "id" in message:
@@ -122,9 +111,7 @@ class RemoteClient:
             self._notes.put(message)
             return
         if isinstance(message.get("id"), int):
-            with self._changed:
-                self._answers[message["id"]] = message
-                self._changed.notify_all()
+            self._calls.answered(message)
 
     def close(self) -> None:
         with contextlib.suppress(Exception):

@@ -22,6 +22,8 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
+from alarms.rpc_calls import Calls, NoAnswer
+
 __all__ = ["Connection", "Decoder", "FramingError", "RpcError", "encode"]
 
 MAX_HEADER = 8 * 1024
@@ -97,10 +99,8 @@ class Connection:
     def __init__(self, sock: socket.socket, on_notice: Callable[[Message], None] | None = None) -> None:
         self.sock = sock
         self._on_notice = on_notice or (lambda _m: None)
-        self._next_id = 0
-        self._responses: dict[int, Message] = {}
+        self._calls = Calls()
         self._closed: str | None = None
-        self._changed = threading.Condition()
         self._write_lock = threading.Lock()
         self._reader = threading.Thread(target=self._read_loop, name="copilot-rpc", daemon=True)
         self._reader.start()
@@ -128,16 +128,14 @@ class Connection:
 
     def call(self, method: str, params: dict[str, Any], timeout: float = CALL_TIMEOUT_S) -> Any:
         """The result of `method`; RpcError if the server answers with an error, closes, or is late."""
-        with self._changed:
-            self._next_id += 1
-            rid = self._next_id
+        rid = self._calls.new_id()
         self._send({"jsonrpc": "2.0", "id": rid, "method": method, "params": params})
-        with self._changed:
-            if not self._changed.wait_for(lambda: rid in self._responses or self.closed, timeout):
-                raise RpcError(f"Copilot CLI did not answer {method} within {timeout:g} s")
-            if rid not in self._responses:
-                raise RpcError(f"Copilot CLI closed the connection ({self._closed}) before {method}")
-            response = self._responses.pop(rid)
+        try:
+            response = self._calls.wait(rid, timeout)
+        except NoAnswer as exc:
+            if exc.late:
+                raise RpcError(f"Copilot CLI did not answer {method} within {timeout:g} s") from None
+            raise RpcError(f"Copilot CLI closed the connection ({self._closed}) before {method}") from None
         if "error" in response:
             error = response["error"] if isinstance(response["error"], dict) else {}
             raise RpcError(f"Copilot CLI refused {method}: {error.get('message', response['error'])}")
@@ -169,9 +167,8 @@ class Connection:
                     self._dispatch(message)
         except (OSError, FramingError) as exc:
             reason = str(exc) or type(exc).__name__
-        with self._changed:
-            self._closed = reason
-            self._changed.notify_all()
+        self._closed = reason
+        self._calls.gone()
         self._on_notice({"method": "connection.closed", "params": {"reason": reason}})
 
     def _dispatch(self, message: Message) -> None:
@@ -182,6 +179,4 @@ class Connection:
         elif "method" in message:
             self._on_notice(message)
         elif isinstance(message.get("id"), int):
-            with self._changed:
-                self._responses[message["id"]] = message
-                self._changed.notify_all()
+            self._calls.answered(message)
