@@ -114,7 +114,9 @@ def test_install_merges_into_copilots_config_and_uninstall_leaves_the_rest(
     assert (Path(first["hooks_file"]).read_text(), Path(first["mcp_file"]).read_text()) == before
     listed = host_procs.run([rig.copilot, "mcp", "list"], cwd=rig.project, env=rig.env, timeout=60)
     assert "talk" in listed.stdout and "other" in listed.stdout, listed.stdout + listed.stderr
-    assert uninstall(rig.env, rig.project)["changed"] == [first["hooks_file"], first["mcp_file"]]
+    assert Path(first["extension_dir"], "extension.mjs").is_file()
+    changed = [first["hooks_file"], first["mcp_file"], first["extension_dir"]]
+    assert uninstall(rig.env, rig.project)["changed"] == changed
     assert json.loads(Path(first["hooks_file"]).read_text())["hooks"] == {"agentStop": [theirs]}
     assert list(json.loads(Path(first["mcp_file"]).read_text())["mcpServers"]) == ["other"]
     assert uninstall(rig.env, rig.project)["changed"] == []
