@@ -33,6 +33,7 @@ from tests.hosts.copilot import (
 from tests.hosts.fake_model import FakeModel, Request
 from tests.hosts.npm import host_env
 from tests.hosts.peer_mail import Receipt, bob_layout, copies_steady, handed_states, outbox_state, send
+from tests.hosts.procs import descendants
 from tests.hosts.roles import MAIL, arrives_whole
 from tests.hosts.tmux import Tmux
 
@@ -72,6 +73,16 @@ def roles(request: Request, needle: str) -> list[str]:
     return wire.roles_with(request["path"].split("?")[0], request["body"], needle)
 
 
+def copilot_pid(r: Rig, tmux: Tmux) -> int:
+    """The live session's registered process: Copilot itself, under the pane."""
+    session = live_session(r.bob)
+    assert session is not None
+    pid, pane = int(session["pid"]), tmux.pane_pid()
+    argv0 = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[0]
+    assert pane is not None and pid in descendants(pane) and Path(argv0.decode()).name == "copilot", pid
+    return pid
+
+
 def delivered(r: Rig, msg_id: str) -> bool:
     layout = bob_layout(r.bob)
     return layout.handed.exists() and Receipt.DELIVERED in handed_states(layout, msg_id)
@@ -88,6 +99,7 @@ def test_plain_copilot_takes_mail_waiting_and_mail_arriving_idle_without_a_keyst
     tmux = start(r, fake_model)
     try:
         session_id(r)
+        host = copilot_pid(r, tmux)
         seen = fake_model.wait_for(waiting, timeout=90)
         assert seen["n"] == 1 and first_id in seen["last_user_text"], fake_model.summary()
         assert roles(seen, waiting) == ["user"] and arrives_whole(seen), seen["body"].get("messages")
@@ -98,6 +110,7 @@ def test_plain_copilot_takes_mail_waiting_and_mail_arriving_idle_without_a_keyst
         tmux.wait_shown(f"FAKE_OK [req {later['n']}]", 60, "the end of that turn")
         tmux.type("and now?")  # the hooks run on the same cursor: nothing more to hand on
         fake_model.wait_for("and now?", timeout=60)
+        assert copilot_pid(r, tmux) == host  # the hooks register the process the door registered
         assert fake_model.count(waiting) == 1 and fake_model.count(idle) == 1, fake_model.summary()
         assert copies_steady(fake_model, waiting) and copies_steady(fake_model, idle), fake_model.summary()
         wait_for(lambda: delivered(r, first_id) and delivered(r, second_id), 30,

@@ -13,6 +13,10 @@ session (`activity`), as a prompt that starts a turn, through the hand-over's TU
 holds it while a turn runs or a permission question is open. Copilot loads extensions only in a
 trusted folder, so no folder-trust question can be open when this door starts.
 
+In prompt mode (`copilot -p PROMPT`) the door stays shut: the prompt is on its way, and the hooks
+bring mail waiting with it (a turn of the door's own would come first and answer on the script's
+stdout).
+
 When the extension goes (Copilot's /clear or /resume stops it and starts it again for the new
 session; Copilot's exit stops it), the door's stdin ends and it retires its session: the
 session's unread mail goes back to the inbox, for the next session's registration to take over.
@@ -36,7 +40,9 @@ from alarms.hosts.copilot.rpc import CALL_TIMEOUT_S, MAX_BODY, RpcError
 from alarms.hosts.copilot.ui_door import UiDoor, holder_pid
 from spool_writer import process
 
-__all__ = ["Bridge", "ExtDoor", "main"]
+__all__ = ["Bridge", "ExtDoor", "main", "prompt_mode"]
+
+PROMPT_FLAGS = ("-p", "--prompt")
 
 Notice = Callable[[dict[str, Any]], None]
 
@@ -127,6 +133,18 @@ class ExtDoor(UiDoor):
         """The session is the extension's for good: Copilot starts the extension again for another."""
 
 
+def prompt_mode(argv: list[str]) -> bool:
+    """Whether Copilot was started as `copilot -p PROMPT` (or --prompt[=PROMPT])."""
+    return any(a in PROMPT_FLAGS or a.startswith("--prompt=") for a in argv[1:])
+
+
+def argv_of(pid: int) -> list[str]:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace").split("\0")
+    except OSError:
+        return []
+
+
 say = teller("copilot door")
 
 
@@ -143,6 +161,10 @@ def arguments(argv: list[str]) -> argparse.Namespace:
 
 def main(argv: list[str]) -> int:
     args = arguments(argv)
+    if prompt_mode(argv_of(args.pid)):
+        for _ in sys.stdin.buffer:  # until the extension ends
+            pass
+        return 0
     # The process the hooks register: the one holding the session open, else the extension's parent.
     host = (holder_pid(args.workspace) if args.workspace else None) or args.pid
     start = process.start_time(host)

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from alarms.hosts.copilot.ext_door import Bridge
+from alarms.hosts.copilot.ext_door import Bridge, prompt_mode
 from alarms.hosts.copilot.rpc import RpcError
 
 
@@ -61,3 +61,9 @@ def test_events_arrive_as_the_servers_notifications_and_the_stream_end_closes() 
     assert relay.notices[0] == {"method": "session.event", "params": {"sessionId": "sid-1", "event": event}}
     assert relay.notices[1]["method"] == "connection.closed" and len(relay.notices) == 2
     assert relay.bridge.closed
+
+
+def test_prompt_mode_is_copilot_started_with_a_prompt() -> None:
+    assert prompt_mode(["copilot", "-p", "hello", "--allow-all-tools"])
+    assert prompt_mode(["copilot", "--prompt=hello"]) and prompt_mode(["copilot", "--prompt", "hi"])
+    assert not prompt_mode(["copilot", "--yolo"]) and not prompt_mode(["copilot"]) and not prompt_mode([])
