@@ -164,3 +164,27 @@ def test_uninstall_takes_the_extension_out(ext_rig: Rig) -> None:
     assert (folder / "extension.mjs").is_file() and (folder / "extension.mjs").stat().st_mode & 0o022 == 0
     assert str(folder) in uninstall(r.env, r.project)["changed"]
     assert not folder.exists() and (r.copilot_home() / "settings.json").exists()  # the user's settings stay
+
+
+@pytest.mark.hosts
+def test_after_clear_the_new_session_takes_the_mail_and_the_old_one_is_retired(
+    ext_rig: Rig, fake_model: FakeModel,
+) -> None:
+    """/clear stops the extension and starts it again for the new session: the old door retires
+    its session, the new one registers and takes the mail."""
+    r = ext_rig
+    needle = f"PEER-EXT-CLEARED-{uuid.uuid4().hex[:8]}"
+    install(r.env, r.project)
+    tmux = start(r, fake_model)
+    try:
+        first = session_id(r)
+        tmux.type("/clear")
+        second = wait_for(lambda: (s := live_session(r.bob)) and s["sid"] != first and s["sid"], 60,
+                          "the new session's registration, and only it")
+        msg_id = send(r.alice, f"{needle}: after the clear")
+        seen = fake_model.wait_for(needle, timeout=90)
+        assert roles(seen, needle) == ["user"] and fake_model.count(needle) == 1, fake_model.summary()
+        assert in_session_spool(r, second, needle) and not in_session_spool(r, first, needle)
+        wait_for(lambda: delivered(r, msg_id), 30, "the door's `delivered`, from Copilot's event log")
+    finally:
+        tmux.kill()
