@@ -5,6 +5,9 @@ with talk installed by the real `talk install copilot`, a real relay and bob's r
 Each test passes when the fake model sees alice's text whole, in the request the hook was for,
 and once: mail waiting at start, mail after a tool call in the middle of a turn, mail at the
 end of a turn (one more turn), a long message, and a hook killed while handing mail over.
+Copilot's extensions are off here, as Copilot CLI 1.0.102 ships: talk's extension is installed
+but not loaded, so these are the hooks alone (test_copilot_ext.py turns extensions on; then an
+idle session is woken, and in prompt mode the hooks still bring the mail).
 """
 
 from __future__ import annotations

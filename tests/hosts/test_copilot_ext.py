@@ -21,6 +21,7 @@ import pytest
 
 from tests.conftest import Agent, wait_for
 from tests.hosts import wire
+from tests.hosts.claude import spool_has
 from tests.hosts.copilot import (
     TOOL_DONE,
     Rig,
@@ -28,12 +29,13 @@ from tests.hosts.copilot import (
     in_session_spool,
     install,
     live_session,
+    prompt_argv,
     uninstall,
 )
 from tests.hosts.fake_model import FakeModel, Request
 from tests.hosts.npm import host_env
 from tests.hosts.peer_mail import Receipt, bob_layout, copies_steady, handed_states, outbox_state, send
-from tests.hosts.procs import descendants
+from tests.hosts.procs import ProcessGroup, descendants
 from tests.hosts.roles import MAIL, arrives_whole
 from tests.hosts.tmux import Tmux
 
@@ -188,3 +190,24 @@ def test_after_clear_the_new_session_takes_the_mail_and_the_old_one_is_retired(
         wait_for(lambda: delivered(r, msg_id), 30, "the door's `delivered`, from Copilot's event log")
     finally:
         tmux.kill()
+
+
+@pytest.mark.hosts
+def test_in_prompt_mode_the_door_stays_shut_and_the_prompt_brings_the_mail(
+    ext_rig: Rig, fake_model: FakeModel, host_procs: ProcessGroup,
+) -> None:
+    """`copilot -p` loads the extension too: a turn of the door's own would run before the
+    script's prompt and answer on its stdout, so the door leaves mail to the prompt's hook."""
+    r = ext_rig
+    needle = f"PEER-EXT-PROMPT-{uuid.uuid4().hex[:8]}"
+    msg_id = send(r.alice, f"{needle}: the build is green")
+    wait_for(lambda: spool_has(r.bob, needle), 30, "the follower to spool the mail")
+    install(r.env, r.project)
+    done = host_procs.run(prompt_argv(r.copilot, "hello copilot"), cwd=r.project, env=r.env_for(fake_model),
+                          timeout=180)
+    assert done.returncode == 0, done.stderr
+    assert len(fake_model.requests) == 1, fake_model.summary()
+    first = fake_model.requests[0]
+    text = first["last_user_text"]
+    assert needle in text and "hello copilot" in text, fake_model.summary()
+    assert handed_states(bob_layout(r.bob), msg_id) == [Receipt.DELIVERED]  # the hook's, alone
