@@ -211,3 +211,27 @@ def test_in_prompt_mode_the_door_stays_shut_and_the_prompt_brings_the_mail(
     text = first["last_user_text"]
     assert needle in text and "hello copilot" in text, fake_model.summary()
     assert handed_states(bob_layout(r.bob), msg_id) == [Receipt.DELIVERED]  # the hook's, alone
+
+
+@pytest.mark.hosts
+def test_in_an_untrusted_folder_mail_waits_for_the_users_answer(ext_rig: Rig, fake_model: FakeModel) -> None:
+    """Copilot starts extensions only once the folder is trusted: while its question is open no
+    door is there, and no turn runs before the user said Copilot may read the folder."""
+    r = ext_rig
+    needle = f"PEER-EXT-TRUST-{uuid.uuid4().hex[:8]}"
+    (r.copilot_home() / "config.json").write_text("{}")
+    msg_id = send(r.alice, f"{needle}: the build is green")
+    wait_for(lambda: spool_has(r.bob, needle), 30, "the follower to spool the mail")
+    install(r.env, r.project)
+    tmux = Tmux({**r.env_for(fake_model), "TERM": "xterm-256color"}, "copilot-ext")
+    try:
+        tmux.start_shown(r.project, [str(r.copilot)], "Do you trust the files", "the folder trust question")
+        with pytest.raises(AssertionError):  # a door there would have sent by now (it takes ~0.1 s)
+            fake_model.wait_for(needle, timeout=5)
+        assert live_session(r.bob) is None and fake_model.requests == []
+        tmux.keys("Enter")  # 1. Yes
+        seen = fake_model.wait_for(needle, timeout=90)
+        assert seen["n"] == 1 and roles(seen, needle) == ["user"] and fake_model.count(needle) == 1
+        wait_for(lambda: delivered(r, msg_id), 30, "the door's `delivered`, from Copilot's event log")
+    finally:
+        tmux.kill()
