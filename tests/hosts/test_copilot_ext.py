@@ -7,7 +7,9 @@ and trusts the project in Copilot's config, so nobody touches the terminal befor
 extension's door reaches the session over the extension's own stdio (no port): a just-started
 session takes mail waiting for it, and mail arriving while it is idle, each as a turn of its own,
 once, with the hooks beside it on the same cursor; mail that arrives while Copilot asks
-permission for a command waits for the end of the turn.
+permission for a command waits for the end of the turn; in an untrusted folder nothing runs until
+the user answers; after /clear the new session takes the mail; in prompt mode the prompt's hook
+brings it; uninstalling takes the extension out.
 """
 
 from __future__ import annotations
