@@ -5,6 +5,9 @@ with talk installed by the real `talk install copilot`, a real relay and bob's r
 Each test passes when the fake model sees alice's text whole, in the request the hook was for,
 and once: mail waiting at start, mail after a tool call in the middle of a turn, mail at the
 end of a turn (one more turn), a long message, and a hook killed while handing mail over.
+Copilot's extensions are off here, as Copilot CLI 1.0.102 ships: talk's extension is installed
+but not loaded, so these are the hooks alone (test_copilot_ext.py turns extensions on; then an
+idle session is woken, and in prompt mode the hooks still bring the mail).
 """
 
 from __future__ import annotations
@@ -114,7 +117,9 @@ def test_install_merges_into_copilots_config_and_uninstall_leaves_the_rest(
     assert (Path(first["hooks_file"]).read_text(), Path(first["mcp_file"]).read_text()) == before
     listed = host_procs.run([rig.copilot, "mcp", "list"], cwd=rig.project, env=rig.env, timeout=60)
     assert "talk" in listed.stdout and "other" in listed.stdout, listed.stdout + listed.stderr
-    assert uninstall(rig.env, rig.project)["changed"] == [first["hooks_file"], first["mcp_file"]]
+    assert Path(first["extension_dir"], "extension.mjs").is_file()
+    changed = [first["hooks_file"], first["mcp_file"], first["extension_dir"]]
+    assert uninstall(rig.env, rig.project)["changed"] == changed
     assert json.loads(Path(first["hooks_file"]).read_text())["hooks"] == {"agentStop": [theirs]}
     assert list(json.loads(Path(first["mcp_file"]).read_text())["mcpServers"]) == ["other"]
     assert uninstall(rig.env, rig.project)["changed"] == []

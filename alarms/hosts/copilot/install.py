@@ -5,24 +5,32 @@ The hooks go into `hooks/talk.json` under Copilot's home (COPILOT_HOME, else ~/.
 Copilot CLI loads for every session of the user: `alarms.hosts.copilot.hook` for sessionStart,
 userPromptSubmitted, postToolUse and agentStop, run by the interpreter that runs talk, by its
 absolute path and with `-I` (no PYTHONPATH, no cwd on sys.path). The MCP server (`talk mcp
---host copilot`) goes into `mcp-config.json` as `mcpServers.talk`.
+--host copilot`) goes into `mcp-config.json` as `mcpServers.talk`. talk's extension
+(alarms/hosts/copilot/extension) goes into `extensions/talk/`, with `talk.json` beside it naming
+the same interpreter and identity: it opens talk's door (`ext_door`) in every session, from the
+first second, once Copilot's extensions are on (`enabledFeatureFlags.EXTENSIONS` in Copilot's
+settings.json, or --experimental: a preview feature of Copilot CLI 1.0.102 that talk leaves to the
+user to turn on).
 
 Both files are merged, never overwritten: other hooks and servers stay as they are; talk's own
 entries are found by what they run and replaced in place, so running the command twice changes
 nothing. Uninstalling takes out talk's entries only, and a file left holding nothing of anyone
-else's is removed. `wiring` reads both back for `talk doctor`.
+else's is removed, and the extension's folder goes. `wiring` reads all three back for `talk doctor`.
 """
 
 from __future__ import annotations
 
+import contextlib
 import copy
+import json
 import os
+import shutil
 from pathlib import Path
 from typing import Any
 
 from alarms.door import Done, Request
 from alarms.host_config import edit_config, identity_warning, read_config, with_server
-from alarms.host_files import tighten
+from alarms.host_files import copy_file, tighten, tree, write_file
 from alarms.hosts.copilot import NAME as HOST
 from alarms.wiring import State, Wiring, guarded, judge_hooks, with_mcp_server
 
@@ -35,6 +43,8 @@ SERVER = "talk"
 AGAIN = "talk install copilot"
 HOOK_TIMEOUT_S = 10
 HOME_ENV = "COPILOT_HOME"
+EXTENSION = "extension.mjs"
+EXTENSION_CONFIG = "talk.json"
 
 
 def copilot_home(given: Path | None, env: Any = os.environ) -> Path:
@@ -98,6 +108,27 @@ def unmerge_hooks(doc: dict[str, Any]) -> dict[str, Any] | None:
     return left if hooks or set(left) - {"version", "hooks"} else None
 
 
+def extension_source() -> Path:
+    """The extension as shipped in the `alarms` package."""
+    return Path(__file__).resolve().parent / "extension" / EXTENSION
+
+
+def extension_dir(home: Path) -> Path:
+    return home / "extensions" / SERVER
+
+
+def extension_config(python: str, talk_home: str | None, user: str | None) -> dict[str, str]:
+    config = {"python": python, **({"talk_home": talk_home} if talk_home else {})}
+    return {**config, **({"user": user} if user else {})}
+
+
+def install_extension(home: Path, config: dict[str, str]) -> Path:
+    target = extension_dir(home)
+    copy_file(extension_source(), target / EXTENSION)
+    write_file(target / EXTENSION_CONFIG, (json.dumps(config, indent=2) + "\n").encode())
+    return target
+
+
 def server_entry(python: str, talk_home: str | None, user: str | None) -> dict[str, Any]:
     env = {"TALK_HOME": talk_home} if talk_home else {}
     env.update({"TALK_USER": user} if user else {})
@@ -123,10 +154,14 @@ def install(request: Request) -> Done:
     edit_config(hooks_file, lambda doc: merge_hooks(doc, handlers), AGAIN)
     entry = server_entry(request.python, talk_home, user)
     edit_config(mcp_file, lambda doc: merge_servers(doc, entry), AGAIN)
+    extension = install_extension(home, extension_config(request.python, talk_home, user))
     tighten(paths(home))
     warning = identity_warning(request.env, user)
-    return Done({"hooks_file": str(hooks_file), "mcp_file": str(mcp_file), "events": list(EVENTS)},
-                f"installed talk's hooks in {hooks_file} and its MCP server in {mcp_file}",
+    return Done({"hooks_file": str(hooks_file), "mcp_file": str(mcp_file), "events": list(EVENTS),
+                 "extension_dir": str(extension)},
+                f"installed talk's hooks in {hooks_file}, its MCP server in {mcp_file} and its extension "
+                f"in {extension}\nthe extension wakes an idle session once Copilot's extensions are on: "
+                '"enabledFeatureFlags": {"EXTENSIONS": true} in settings.json, or copilot --experimental',
                 (warning,) if warning else ())
 
 
@@ -136,14 +171,22 @@ def uninstall(request: Request) -> Done:
     hooks_file, mcp_file = home / "hooks" / HOOKS_NAME, home / MCP_NAME
     changed = [str(p) for p, change in ((hooks_file, unmerge_hooks), (mcp_file, unmerge_servers))
                if p.exists() and edit_config(p, change, AGAIN)]
+    extension = extension_dir(home)
+    if extension.is_dir():
+        shutil.rmtree(extension)
+        changed.append(str(extension))
+        with contextlib.suppress(OSError):  # the folder install made, when nothing else is in it
+            extension.parent.rmdir()
     said = "removed talk from " + ", ".join(changed) if changed else "talk was not installed for Copilot CLI"
     return Done({"changed": changed}, said)
 
 
 def paths(given: Path | None = None) -> list[Path]:
-    """What the install writes, for `talk doctor`: Copilot's home, its hooks folder, both files."""
+    """What the install writes, for `talk doctor`: Copilot's home, its hooks folder, both files,
+    and the extension (Copilot runs every extension in its extensions folder)."""
     home = copilot_home(given)
-    return [home, home / "hooks", home / "hooks" / HOOKS_NAME, home / MCP_NAME]
+    return [home, home / "hooks", home / "hooks" / HOOKS_NAME, home / MCP_NAME, home / "extensions",
+            *tree(extension_dir(home))]
 
 
 def wiring(given: Path | None = None) -> Wiring:
@@ -152,12 +195,18 @@ def wiring(given: Path | None = None) -> Wiring:
     if not home.is_dir():
         return Wiring(HOST, State.ABSENT, f"not installed (no {home})")
     hooks_file = home / "hooks" / HOOKS_NAME
-    return guarded(HOST, AGAIN, hooks_file, lambda: _judge(hooks_file, home / MCP_NAME))
+    return guarded(HOST, AGAIN, hooks_file, lambda: _judge(hooks_file, home / MCP_NAME, extension_dir(home)))
 
 
-def _judge(hooks_file: Path, mcp_file: Path) -> Wiring:
+def _judge(hooks_file: Path, mcp_file: Path, extension: Path) -> Wiring:
     hooks = _hooks_of(read_config(hooks_file, AGAIN))
     found = {e: [str(h.get("bash")) for h in hooks.get(e, []) if is_talk_handler(h)] for e in EVENTS}
     servers = read_config(mcp_file, AGAIN).get("mcpServers")
     entry = servers.get(SERVER) if isinstance(servers, dict) else None
-    return with_mcp_server(judge_hooks(HOST, found, EVENTS, AGAIN, hooks_file), entry, mcp_file, AGAIN)
+    wired = with_mcp_server(judge_hooks(HOST, found, EVENTS, AGAIN, hooks_file), entry, mcp_file, AGAIN)
+    whole = all((extension / name).is_file() for name in (EXTENSION, EXTENSION_CONFIG))
+    if wired.state is State.WIRED and not whole:
+        return Wiring(HOST, State.INCOMPLETE, f"talk's extension is missing from {extension}", AGAIN)
+    if wired.state is State.WIRED:
+        return Wiring(HOST, State.WIRED, f"{wired.detail}; extension in {extension}", wired.fix)
+    return wired

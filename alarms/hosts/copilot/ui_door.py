@@ -28,7 +28,7 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from alarms import handover
 from alarms.framing import frame
@@ -39,12 +39,22 @@ from alarms.mailbox import SessionMail
 from alarms.procnet import peer_owner, pid_listening_on
 from spool_writer.peek import nothing_new
 
-__all__ = ["UiDoor"]
+__all__ = ["Calls", "UiDoor"]
 
 POLL_S = 0.2  # how often an idle door looks at the spool (one stat) and the foreground session
 CONNECT_S = 180.0  # node loading Copilot's bundle on a busy machine: well over a minute
 SHOWN_S = 10.0  # how long the door waits for an accepted prompt to reach the event log
 RETRY_S = 2.0  # after a refused send
+
+
+class Calls(Protocol):
+    """Where the door's calls go: Copilot's server (`rpc.Connection`) or talk's extension
+    (`ext_door.Bridge`). `call` raises RpcError when refused, gone or late."""
+
+    @property
+    def closed(self) -> bool: ...
+
+    def call(self, method: str, params: dict[str, Any], timeout: float = ...) -> Any: ...
 
 
 class DoorStopped(Exception):
@@ -147,7 +157,7 @@ class UiDoor:
                 self.activity.user_typed(self.ours)
             self.changed.notify_all()
 
-    def _serve(self, conn: Connection) -> None:
+    def _serve(self, conn: Calls) -> None:
         while not self.stopped.is_set() and not conn.closed and self.alive():
             self._follow(conn)
             if self.sid is not None and self._due():
@@ -155,7 +165,7 @@ class UiDoor:
             with self.changed:
                 self.changed.wait(POLL_S)
 
-    def _follow(self, conn: Connection) -> None:
+    def _follow(self, conn: Calls) -> None:
         """Attach to the session the TUI shows, and register it, when it is a new one."""
         shown = conn.call("session.getForeground", {})
         sid = shown.get("sessionId") if isinstance(shown, dict) else None
@@ -177,7 +187,7 @@ class UiDoor:
             self.sid, self.workspace, self.host = sid, workspace, host
             self.activity = Activity(trusted=trusted)
 
-    def _trusted(self, conn: Connection, sid: str) -> bool:
+    def _trusted(self, conn: Calls, sid: str) -> bool:
         """Whether the folder is trusted for good (a trust given for this session only is not
         visible here: `activity` then waits for the TUI's sign)."""
         try:
@@ -190,7 +200,7 @@ class UiDoor:
     def _due(self) -> bool:
         return self.sid is not None and not nothing_new(self.folder, self.sid)
 
-    def _mode(self, conn: Connection) -> Send:
+    def _mode(self, conn: Calls) -> Send:
         assert self.sid is not None
         with self.changed:
             if next_send(self.activity, False) is Send.HOLD:
@@ -200,7 +210,7 @@ class UiDoor:
         with self.changed:
             return next_send(self.activity, bool(items))
 
-    def _hand_on(self, conn: Connection) -> None:
+    def _hand_on(self, conn: Calls) -> None:
         mode = self._mode(conn)
         if mode is Send.HOLD:
             return

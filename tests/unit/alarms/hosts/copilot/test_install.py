@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import json
+import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
 
+from alarms.door import Request
 from alarms.hosts.copilot.install import (
     EVENTS,
+    extension_dir,
     handler_for,
     hook_argv,
     is_talk_handler,
@@ -16,7 +21,10 @@ from alarms.hosts.copilot.install import (
     server_entry,
     unmerge_hooks,
     unmerge_servers,
+    wiring,
 )
+from alarms.hosts.copilot.install import install as install_copilot
+from alarms.wiring import State
 
 THEIRS = {"type": "command", "bash": "/usr/bin/notify-me", "timeoutSec": 5}
 HANDLERS = {e: handler_for(hook_argv("/py", e, "/th", "bob")) for e in EVENTS}
@@ -67,3 +75,16 @@ def test_servers_merge_and_unmerge() -> None:
     assert merge_servers(merged, entry) == merged
     assert unmerge_servers(merged) == doc
     assert unmerge_servers(merge_servers({}, entry)) is None
+
+
+def test_install_writes_the_extension_and_doctor_misses_it_when_gone(tmp_path: Path) -> None:
+    home = tmp_path / "copilot"
+    env = {"TALK_HOME": str(tmp_path / "talk"), "HOME": str(tmp_path)}
+    done = install_copilot(Request(python=sys.executable, env=env, where=home))
+    folder = extension_dir(home.resolve())
+    assert done.data["extension_dir"] == str(folder) and (folder / "extension.mjs").is_file()
+    assert json.loads((folder / "talk.json").read_text())["python"] == sys.executable
+    assert wiring(home).state is State.WIRED and str(folder) in wiring(home).detail
+    (folder / "extension.mjs").unlink()
+    missing = wiring(home)
+    assert missing.state is State.INCOMPLETE and "extension" in missing.detail and missing.fix
