@@ -38,7 +38,7 @@ from tests.hosts.fake_model import FakeModel, Request
 from tests.hosts.npm import host_env
 from tests.hosts.peer_mail import Receipt, bob_layout, copies_steady, handed_states, outbox_state, send
 from tests.hosts.procs import ProcessGroup, descendants
-from tests.hosts.roles import MAIL, arrives_whole
+from tests.hosts.roles import MAIL, arrives_as_claimed, arrives_whole
 from tests.hosts.tmux import Tmux
 
 PROMPT = "/ commands"  # on Copilot's screen once its input is ready
@@ -107,6 +107,7 @@ def test_plain_copilot_takes_mail_waiting_and_mail_arriving_idle_without_a_keyst
         seen = fake_model.wait_for(waiting, timeout=90)
         assert seen["n"] == 1 and first_id in seen["last_user_text"], fake_model.summary()
         assert roles(seen, waiting) == ["user"] and arrives_whole(seen), seen["body"].get("messages")
+        arrives_as_claimed(seen, waiting, "`copilot` with extensions on", "enqueue")
         tmux.wait_shown(f"FAKE_OK [req {seen['n']}]", 60, "the end of that turn: the session is idle")
         second_id = send(r.alice, f"{idle}: are you there?")
         later = fake_model.wait_for(idle, timeout=90)
