@@ -12,7 +12,8 @@ whose door is a second client of talk's own app-server, with the hooks installed
 which no outside event can run while it is idle; Qwen Code: `talk install qwen`, whose
 SessionStart hook starts the Qwen door; Copilot CLI: `talk install copilot` hooks, which nothing
 from outside can run in an idle session; copilot-run: the same hooks, with Copilot started by
-`talk run copilot`, whose door sends mail through Copilot's JSON-RPC port). Whatever doors the
+`talk run copilot`, whose door sends mail through Copilot's JSON-RPC port; copilot-ext: a plain
+`copilot` with its extensions on, talk's extension opening the door). Whatever doors the
 installed talk has are what is measured. Three modes per host:
 
   first    mail waits in bob's spool before the host starts; the bench starts the session and
@@ -35,7 +36,7 @@ mid-turn; its lag is still reported, and flagged), `during_tool` (before the too
 `not_delivered` (not within --wait s). Between runs the bench waits for the session to be idle.
 
     .venv/bin/python bench/wake_latency.py [--hosts claude,codex,codex-run,opencode,pi,gemini,qwen,copilot,
-                                                    copilot-run] [--runs 5] [--hold 2] [--wait 60]
+                                                    copilot-run,copilot-ext] [--runs 5] [--hold 2] [--wait 60]
                                            [--timeout 1800]
 
 A table goes to stderr; stdout ends with one JSON line:
@@ -74,7 +75,8 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))  # tests/hosts: the host programs, the fake model, their configs
 
-HOSTS = ("claude", "codex", "codex-run", "opencode", "pi", "gemini", "qwen", "copilot", "copilot-run")
+HOSTS = ("claude", "codex", "codex-run", "opencode", "pi", "gemini", "qwen", "copilot", "copilot-run",
+         "copilot-ext")
 MODES = ("idle", "midturn")  # repeated --runs times; "first" is once per host, at its start
 TARGET_S = 1.0
 OUTCOMES = ("woken", "at_boundary", "after_turn", "during_tool", "not_delivered")
@@ -624,10 +626,35 @@ class CopilotRun(Copilot):
         wait(lambda: "/ commands" in tmux.screen(), READY_S, "Copilot's prompt", step=0.2)
 
 
+class CopilotExt(Copilot):
+    """A plain `copilot --yolo` in tmux with Copilot's extensions on (`"enabledFeatureFlags":
+    {"EXTENSIONS": true}` in its settings.json), so talk's extension, which `talk install copilot`
+    writes, opens the door over its own stdio; the hooks hand mail on mid-turn. The project is
+    trusted in Copilot's config, so no question waits at the start."""
+
+    name = "copilot-ext"
+
+    def start(self, rig: Rig, model_url: str) -> None:
+        from tests.hosts.copilot import copilot_env
+        from tests.hosts.npm import host_env
+        from tests.hosts.tmux import Tmux
+
+        self.rig = rig
+        home = rig.home / ".copilot"
+        env = host_env(rig.home, **copilot_env(model_url), TALK_HOME=str(rig.bob.home), TERM="xterm-256color")
+        rig.bob.ok(rig.deadline, "install", "copilot", "--copilot-home", str(home), "--json")
+        (home / "config.json").write_text(json.dumps({"trustedFolders": [str(rig.project)]}))
+        (home / "settings.json").write_text(json.dumps({"enabledFeatureFlags": {"EXTENSIONS": True}}))
+        self.tmux = tmux = Tmux(env, "wake")
+        tmux.start(rig.project, [str(rig.host_bin / "copilot"), "--yolo"])
+        wait(lambda: "/ commands" in tmux.screen(), READY_S, "Copilot's prompt", step=0.2)
+
+
 def make_host(name: str) -> Host:
     hosts: dict[str, Callable[[], Host]] = {"claude": Claude, "codex": Codex, "codex-run": CodexRun,
                                             "opencode": Opencode, "pi": Pi, "gemini": Gemini, "qwen": Qwen,
-                                            "copilot": Copilot, "copilot-run": CopilotRun}
+                                            "copilot": Copilot, "copilot-run": CopilotRun,
+                                            "copilot-ext": CopilotExt}
     return hosts[name]()
 
 
