@@ -121,7 +121,12 @@ def test_doctor_reads_old_configs_and_install_rewrites_them_in_place(bob: Agent,
     r = bob.run("doctor", "--json")
     assert "Traceback" not in r.err, r.err
     checks = {c["name"]: c for c in r.json()}
-    assert checks["gemini"]["status"] == "ok" and checks["copilot"]["status"] == "ok", checks
+    assert checks["gemini"]["status"] == "ok", checks["gemini"]
+    # An install from before talk's Copilot extension: its hooks read fine, and the missing
+    # extension (the door that wakes an idle session) is named with the command that adds it.
+    copilot = checks["copilot"]
+    assert copilot["status"] == "warn" and "extension is missing" in copilot["detail"], copilot
+    assert "talk install copilot" in copilot["fix"], copilot
     assert checks["codex"]["detail"].endswith("Codex skips them without a word")  # never trusted here
     assert checks["qwen"]["status"] == "ok", checks["qwen"]
 
@@ -139,3 +144,5 @@ def test_doctor_reads_old_configs_and_install_rewrites_them_in_place(bob: Agent,
         assert all(len(groups) == 1 and len(groups[0]["hooks"]) == 1 for groups in events.values()), events
     r = bob.run("doctor", "--json")
     assert "Traceback" not in r.err, r.err
+    after = {c["name"]: c for c in r.json()}
+    assert after["copilot"]["status"] == "ok" and after["gemini"]["status"] == "ok", after

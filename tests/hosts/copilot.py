@@ -10,8 +10,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tests.conftest import TALK, Agent
-from tests.hosts.fake_model import FakeModel
+from tests.conftest import TALK, Agent, wait_for
+from tests.hosts import wire
+from tests.hosts.fake_model import FakeModel, Request
+from tests.hosts.peer_mail import Receipt, bob_layout, handed_states
 from tests.hosts.tmux import Tmux
 
 TOOL_DONE = "TOOL_FINISHED"
@@ -87,3 +89,20 @@ def gated_model(gate: Path) -> FakeModel:
 def in_session_spool(r: Rig, sid: str, needle: str) -> bool:
     path = r.bob.home / "bob" / "spool" / "sessions" / f"{sid}.ndjson"
     return path.exists() and needle in path.read_text()
+
+
+def door_session(r: Rig) -> str:
+    """The id of bob's live Copilot session, once a door (or a hook) registered it."""
+    session = wait_for(lambda: live_session(r.bob), 60, "the session's registration by talk's door")
+    return str(session["sid"])
+
+
+def roles(request: Request, needle: str) -> list[str]:
+    """The role of each message of a recorded request that carries `needle`."""
+    return wire.roles_with(request["path"].split("?")[0], request["body"], needle)
+
+
+def delivered(r: Rig, msg_id: str) -> bool:
+    """bob's hand-over log holds a `delivered` receipt for the message."""
+    layout = bob_layout(r.bob)
+    return layout.handed.exists() and Receipt.DELIVERED in handed_states(layout, msg_id)

@@ -22,19 +22,21 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import Agent, wait_for
-from tests.hosts import wire
 from tests.hosts.claude import spool_has
 from tests.hosts.copilot import (
     TOOL_DONE,
     Rig,
+    delivered,
+    door_session,
     gated_model,
     in_session_spool,
     install,
     live_session,
     prompt_argv,
+    roles,
     uninstall,
 )
-from tests.hosts.fake_model import FakeModel, Request
+from tests.hosts.fake_model import FakeModel
 from tests.hosts.npm import host_env
 from tests.hosts.peer_mail import Receipt, bob_layout, copies_steady, handed_states, outbox_state, send
 from tests.hosts.procs import ProcessGroup, descendants
@@ -68,13 +70,6 @@ def start(r: Rig, model: FakeModel, *args: str) -> Tmux:
     return tmux
 
 
-def session_id(r: Rig) -> str:
-    session = wait_for(lambda: live_session(r.bob), 60, "the session's registration by the extension's door")
-    return str(session["sid"])
-
-
-def roles(request: Request, needle: str) -> list[str]:
-    return wire.roles_with(request["path"].split("?")[0], request["body"], needle)
 
 
 def copilot_pid(r: Rig, tmux: Tmux) -> int:
@@ -87,10 +82,6 @@ def copilot_pid(r: Rig, tmux: Tmux) -> int:
     return pid
 
 
-def delivered(r: Rig, msg_id: str) -> bool:
-    layout = bob_layout(r.bob)
-    return layout.handed.exists() and Receipt.DELIVERED in handed_states(layout, msg_id)
-
 
 @pytest.mark.hosts
 def test_plain_copilot_takes_mail_waiting_and_mail_arriving_idle_without_a_keystroke_each_once(
@@ -102,7 +93,7 @@ def test_plain_copilot_takes_mail_waiting_and_mail_arriving_idle_without_a_keyst
     install(r.env, r.project)
     tmux = start(r, fake_model)
     try:
-        session_id(r)
+        door_session(r)
         host = copilot_pid(r, tmux)
         seen = fake_model.wait_for(waiting, timeout=90)
         assert seen["n"] == 1 and first_id in seen["last_user_text"], fake_model.summary()
@@ -140,7 +131,7 @@ def test_mail_waits_while_copilot_asks_permission_and_comes_after_the_turn(
         Path(install(r.env, r.project)["hooks_file"]).unlink()
         tmux = start(r, model)
         try:
-            sid = session_id(r)
+            sid = door_session(r)
             tmux.type("work on it RUN_TOOL")
             tmux.wait_shown("Do you want to run this command?", 90, "Copilot's permission question")
             msg_id = send(r.alice, f"{needle}: one more thing")
@@ -182,7 +173,7 @@ def test_after_clear_the_new_session_takes_the_mail_and_the_old_one_is_retired(
     install(r.env, r.project)
     tmux = start(r, fake_model)
     try:
-        first = session_id(r)
+        first = door_session(r)
         tmux.type("/clear")
         second = wait_for(lambda: (s := live_session(r.bob)) and s["sid"] != first and s["sid"], 60,
                           "the new session's registration, and only it")

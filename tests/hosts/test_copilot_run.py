@@ -22,9 +22,18 @@ import pytest
 
 from alarms.hosts.copilot.rpc import Connection
 from tests.conftest import TALK, Agent, wait_for
-from tests.hosts import wire
-from tests.hosts.copilot import TOOL_DONE, Rig, gated_model, in_session_spool, install, live_session
-from tests.hosts.fake_model import FakeModel, Request
+from tests.hosts.copilot import (
+    TOOL_DONE,
+    Rig,
+    delivered,
+    door_session,
+    gated_model,
+    in_session_spool,
+    install,
+    live_session,
+    roles,
+)
+from tests.hosts.fake_model import FakeModel
 from tests.hosts.npm import host_env
 from tests.hosts.peer_mail import Receipt, bob_layout, copies_steady, handed_states, outbox_state, send
 from tests.hosts.procs import descendants
@@ -58,18 +67,7 @@ def launch(r: Rig, model: FakeModel, *args: str) -> Tmux:
     return tmux
 
 
-def session_id(r: Rig) -> str:
-    session = wait_for(lambda: live_session(r.bob), 60, "the session's registration by the door")
-    return str(session["sid"])
 
-
-def roles(request: Request, needle: str) -> list[str]:
-    return wire.roles_with(request["path"].split("?")[0], request["body"], needle)
-
-
-def delivered(r: Rig, msg_id: str) -> bool:
-    layout = bob_layout(r.bob)
-    return layout.handed.exists() and Receipt.DELIVERED in handed_states(layout, msg_id)
 
 
 def port_of(tmux: Tmux) -> int:
@@ -105,7 +103,7 @@ def test_a_just_started_session_takes_mail_waiting_and_mail_arriving_idle_each_o
     install(r.env, r.project)  # the hooks beside the door: one cursor, so still once
     tmux = launch(r, fake_model, "--allow-local-port", "--yolo")
     try:
-        sid = session_id(r)
+        sid = door_session(r)
         seen = fake_model.wait_for(waiting, timeout=90)
         assert first_id in seen["last_user_text"], fake_model.summary()
         assert roles(seen, waiting) == ["user"], seen["body"].get("messages")
@@ -139,7 +137,7 @@ def test_mail_in_a_turn_is_left_to_the_hooks_and_reaches_the_model_after_the_too
         install(r.env, r.project)
         tmux = launch(r, model, "--allow-local-port", "--yolo")
         try:
-            sid = session_id(r)
+            sid = door_session(r)
             tmux.type("work on it RUN_TOOL")
             model.wait_for("RUN_TOOL", timeout=90)
             msg_id = send(r.alice, f"{needle}: please rebase")
@@ -168,7 +166,7 @@ def test_without_hooks_mail_in_a_turn_waits_for_its_end_past_a_permission_questi
     with gated_model(gate) as model:
         tmux = launch(r, model, "--allow-local-port")
         try:
-            sid = session_id(r)
+            sid = door_session(r)
             tmux.type("work on it RUN_TOOL")
             tmux.wait_shown("Do you want to run this command?", 90, "Copilot's permission question")
             msg_id = send(r.alice, f"{needle}: one more thing")
@@ -196,7 +194,7 @@ def test_after_clear_the_door_follows_the_new_session_and_retires_the_old(
     needle = f"PEER-RUN-CLEARED-{uuid.uuid4().hex[:8]}"
     tmux = launch(r, fake_model, "--allow-local-port", "--yolo")
     try:
-        first = session_id(r)
+        first = door_session(r)
         tmux.type("/clear")
         second = wait_for(lambda: (s := live_session(r.bob)) and s["sid"] != first and s["sid"], 60,
                           "the door to register the new session, and only it")
