@@ -4,8 +4,10 @@ real `talk install copilot`."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import subprocess
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -106,3 +108,27 @@ def delivered(r: Rig, msg_id: str) -> bool:
     """bob's hand-over log holds a `delivered` receipt for the message."""
     layout = bob_layout(r.bob)
     return layout.handed.exists() and Receipt.DELIVERED in handed_states(layout, msg_id)
+
+
+@contextlib.contextmanager
+def trusted_rig(pair: tuple[Agent, Agent], host_bin: Path, host_home: Path, tmp_path: Path,
+                settings: dict[str, Any] | None = None) -> Iterator[Rig]:
+    """bob following alice, `copilot` on PATH, the project trusted in Copilot's own config, and
+    `settings` (if any) as Copilot's settings.json; bob's follower stopped on the way out."""
+    from tests.hosts.npm import host_env
+
+    alice, bob = pair
+    bob.ok("follow", "--peer", "alice")
+    project = tmp_path / "project"
+    project.mkdir()
+    home = host_home / ".copilot"
+    home.mkdir(parents=True, exist_ok=True)
+    (home / "config.json").write_text(json.dumps({"trustedFolders": [str(project)]}))
+    if settings is not None:
+        (home / "settings.json").write_text(json.dumps(settings))
+    env = host_env(host_home, TALK_HOME=str(bob.home), NO_COLOR="1")
+    env["PATH"] = f"{host_bin}:{env.get('PATH', '')}"
+    try:
+        yield Rig(alice, bob, host_bin / "copilot", project, host_home, env)
+    finally:
+        bob.run("stop")

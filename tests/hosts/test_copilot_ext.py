@@ -34,10 +34,10 @@ from tests.hosts.copilot import (
     live_session,
     prompt_argv,
     roles,
+    trusted_rig,
     uninstall,
 )
 from tests.hosts.fake_model import FakeModel
-from tests.hosts.npm import host_env
 from tests.hosts.peer_mail import Receipt, bob_layout, copies_steady, handed_states, outbox_state, send
 from tests.hosts.procs import ProcessGroup, descendants
 from tests.hosts.roles import MAIL, arrives_as_claimed, arrives_whole
@@ -49,19 +49,9 @@ PROMPT = "/ commands"  # on Copilot's screen once its input is ready
 @pytest.fixture
 def ext_rig(pair: tuple[Agent, Agent], host_bin: Path, host_home: Path, tmp_path: Path) -> Iterator[Rig]:
     """bob following alice, the project trusted and Copilot's extensions on in its own config."""
-    alice, bob = pair
-    bob.ok("follow", "--peer", "alice")
-    project = tmp_path / "project"
-    project.mkdir()
-    home = host_home / ".copilot"
-    home.mkdir(parents=True, exist_ok=True)
-    (home / "config.json").write_text(json.dumps({"trustedFolders": [str(project)]}))
-    (home / "settings.json").write_text(json.dumps({"enabledFeatureFlags": {"EXTENSIONS": True}}))
-    env = host_env(host_home, TALK_HOME=str(bob.home), NO_COLOR="1")
-    try:
-        yield Rig(alice, bob, host_bin / "copilot", project, host_home, env)
-    finally:
-        bob.run("stop")
+    extensions_on = {"enabledFeatureFlags": {"EXTENSIONS": True}}
+    with trusted_rig(pair, host_bin, host_home, tmp_path, extensions_on) as rig:
+        yield rig
 
 
 def start(r: Rig, model: FakeModel, *args: str) -> Tmux:

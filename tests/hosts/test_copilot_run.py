@@ -12,7 +12,6 @@ and the port answers a client that offers no token.
 
 from __future__ import annotations
 
-import json
 import subprocess
 import uuid
 from collections.abc import Iterator
@@ -32,9 +31,9 @@ from tests.hosts.copilot import (
     install,
     live_session,
     roles,
+    trusted_rig,
 )
 from tests.hosts.fake_model import FakeModel
-from tests.hosts.npm import host_env
 from tests.hosts.peer_mail import Receipt, bob_layout, copies_steady, handed_states, outbox_state, send
 from tests.hosts.procs import descendants
 from tests.hosts.roles import MAIL, arrives_as_claimed
@@ -46,19 +45,8 @@ PROMPT = "/ commands"  # on Copilot's screen once its input is ready
 @pytest.fixture
 def run_rig(pair: tuple[Agent, Agent], host_bin: Path, host_home: Path, tmp_path: Path) -> Iterator[Rig]:
     """bob following alice, `copilot` on PATH, and the project trusted in Copilot's own config."""
-    alice, bob = pair
-    bob.ok("follow", "--peer", "alice")
-    project = tmp_path / "project"
-    project.mkdir()
-    config = host_home / ".copilot" / "config.json"
-    config.parent.mkdir(parents=True, exist_ok=True)
-    config.write_text(json.dumps({"trustedFolders": [str(project)]}))
-    env = host_env(host_home, TALK_HOME=str(bob.home), NO_COLOR="1")
-    env["PATH"] = f"{host_bin}:{env.get('PATH', '')}"
-    try:
-        yield Rig(alice, bob, host_bin / "copilot", project, host_home, env)
-    finally:
-        bob.run("stop")
+    with trusted_rig(pair, host_bin, host_home, tmp_path) as rig:
+        yield rig
 
 
 def launch(r: Rig, model: FakeModel, *args: str) -> Tmux:
