@@ -1,5 +1,8 @@
 """The follower: fetch → open → spool (durable) → ack, woken by push, polling as a safety net.
 
+Small mail comes with its push (`follower.relay.push.PushedMail`) and is opened without a fetch;
+the fetch that acks it asks for whatever else waits.
+
 It never exits on a network or relay error: it records the error for `talk status`, backs
 off with jitter and tries again. A crash anywhere leaves unacked mail on the relay; the spool
 drops the copy it already has by message id.
@@ -28,7 +31,7 @@ from follower.receive.inbound import LINGER_S, Dedup, Receiver
 from follower.receive.receipts import ReceiptBatch
 from follower.relay.backoff import RETRY
 from follower.relay.client import RelayClient
-from follower.relay.push import PushListener
+from follower.relay.push import PushedMail, PushListener
 from keys.contacts import Contact, ContactBook
 from keys.identity import Identity
 from spool_writer.doorbell import Doorbell, bell_path
@@ -85,6 +88,7 @@ class Follower:
                                          page=self.page)
         self.upkeep = Upkeep(identity, folder, self.client, receipts)
         self.wake = threading.Event()
+        self.pushed = PushedMail()
         self.upkeep_due = True
         self.status_lock = threading.Lock()  # the push thread saves the status too
         self.stopping = False
@@ -120,7 +124,7 @@ class Follower:
 
     def drain(self) -> None:
         with receiving(self.folder):  # a `talk receive` started meanwhile waits, then sees what we took
-            report = self.receiver.receive(self.deliver, self.peers())
+            report = self.receiver.receive(self.deliver, self.peers(), pushed=self.pushed.take())
         for reason in report.refused:
             log.warning("refused: %s", reason)
         for note in report.notes:
@@ -163,7 +167,7 @@ class Follower:
         self.config = FollowConfig.load(self.folder)
         push = None
         if self.config.push:
-            push = PushListener(self.client.url, self.identity, self.wake, self.set_push)
+            push = PushListener(self.client.url, self.identity, self.wake, self.set_push, self.pushed)
             push.start()
         try:
             self.spool.layout.ensure()
