@@ -18,6 +18,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager
+from dataclasses import replace
 from pathlib import Path
 from types import FrameType
 from typing import Any, Protocol, cast
@@ -95,6 +96,7 @@ class Follower:
         self.reload = True
         self.config = FollowConfig()
         self.status = FollowStatus(pid=os.getpid(), relay=relay, since=time.time())
+        self.saved: tuple[FollowStatus, float] | None = None  # what the file holds, and since when
 
     @contextlib.contextmanager
     def page(self) -> Iterator[None]:
@@ -149,15 +151,21 @@ class Follower:
         self.upkeep_due = True
         self.wake.set()
 
-    def save_status(self) -> None:
-        """Never fatal: a full disk or a lost folder must not stop the follower (nothing is acked
+    def save_status(self, final: bool = False) -> None:
+        """Write the status when it changed (`FollowStatus.due`; `final`: whatever changed).
+        Never fatal: a full disk or a lost folder must not stop the follower (nothing is acked
         that is not on disk, so mail waits on the relay); the error is logged and kept in memory,
         and saved with the status once there is room."""
         with self.status_lock:
             if self.client.republished_at is not None:
                 self.status.republished_at = self.client.republished_at
+            now = time.monotonic()
+            saved, saved_at = self.saved or (None, 0.0)
+            if not (self.status.due(saved, saved_at, now) or (final and saved != self.status)):
+                return
             try:
                 self.status.save(self.folder)
+                self.saved = (replace(self.status, peers=list(self.status.peers)), now)
             except OSError as exc:
                 log.warning("cannot save the follower's status: %s", exc)
 
@@ -189,7 +197,7 @@ class Follower:
             except Exception as exc:  # best effort: the senders' resends make up for it
                 self.record_error(exc)
             self.status.push = "off"
-            self.save_status()
+            self.save_status(final=True)
             log.info("stopped")
 
     def loop(self) -> None:
@@ -220,7 +228,7 @@ class Follower:
                     self.upkeep.run()
                 except Exception as exc:  # the same: record it at once and try again later
                     self.record_error(exc)
-                    self.save_status()
+                self.save_status()  # a heartbeat held back by the last drain, if any
             soonest = min(next_drain, next_upkeep) if not failures else next_drain
             receipts_due = self.upkeep.receipts.next_due()
             if receipts_due is not None and not failures and receipts_due < soonest:

@@ -47,6 +47,7 @@ MALFORMED = "malformed_answer"
 UNKNOWN_MAILBOX = "unknown_mailbox"  # the relay holds no keys for the mailbox a request names
 OWNER = "owner"  # the lane of requests that name and prove our own fingerprint
 TIMEOUT_ENV = "TALK_RELAY_TIMEOUT"
+MAX_ID = 64  # a relay's message ids are short letters and digits (what an ack may name)
 
 
 def relay_timeout(default: float) -> float:
@@ -429,15 +430,19 @@ def read_mail(item: object) -> Fetched:
     one place its fields are checked. The blob is as hostile as ever; opening it decides.
 
     Raises:
-        KeyError, TypeError, ValueError: not {"id": str, "tag": str, "blob": base64} with a
-            blob of at most MAX_BLOB bytes.
+        KeyError, TypeError, ValueError: not {"id": str, "tag": str, "blob": base64} with an id
+            the relay takes back in an ack and a blob of at most MAX_BLOB bytes.
     """
     if not isinstance(item, dict):
         raise TypeError(f"expected a message object, got {type(item).__name__}")
     blob = b64d(item["blob"])
     if len(blob) > MAX_BLOB:
         raise ValueError(f"a blob of {len(blob)} bytes, over the limit of {MAX_BLOB}")
-    return Fetched(_text(item["id"]), _text(item["tag"]), blob)
+    mail_id = _text(item["id"])
+    if not (0 < len(mail_id) <= MAX_ID and mail_id.isascii() and mail_id.isalnum()):
+        # An id an ack cannot name would make the relay refuse the ack of the whole page.
+        raise ValueError("a message id that is not 1 to 64 letters and digits")
+    return Fetched(mail_id, _text(item["tag"]), blob)
 
 
 def _json_object(raw: bytes) -> dict[str, Any] | None:
