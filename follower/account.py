@@ -300,6 +300,16 @@ class Account:
                 "the follower, or with your next `talk send` or `talk receive`: do not send it again")
         return inner.id, "stored", None
 
+    def _send_queued(self) -> None:
+        """What an earlier send left queued goes now. One stat says whether anything is: only
+        then are the outbox and the sending machinery loaded (`talk receive` runs on every turn)."""
+        from follower.send.queue_mark import anything_queued
+
+        if anything_queued(self.folder):
+            from follower.send.outbound import send_queued
+
+            send_queued(self.client, self.outbox)
+
     def wait(self, msg_id: str, wanted: str, timeout: float) -> str:
         """Block until the receipts for sent message `msg_id` say it got as far as `wanted`
         ("stored", "spooled" or "delivered"); returns the state reached. With no follower
@@ -311,7 +321,7 @@ class Account:
                 sent all the same, and the error says so with its id.
         """
         from durable.errors import RelayError, TimedOut
-        from follower.daemon.state import running_pid
+        from follower.daemon.liveness import running_pid
         from follower.send.waiting import check_wanted, wait_for
 
         check_wanted(wanted)
@@ -335,10 +345,9 @@ class Account:
             RelayError: the relay failed; what was not acked stays there for next time.
         """
         from durable.errors import UserError
-        from follower.daemon.state import running_pid
+        from follower.daemon.liveness import running_pid
         from follower.history.receivelog import ReceiveLog
         from follower.receive.channeldb import ChannelDB, SpoolDedup, last_spooled, receiving
-        from follower.send.outbound import send_queued
 
         pid = running_pid(self.folder)
         if pid:
@@ -347,7 +356,7 @@ class Account:
                 "`talk log`, or stop the follower with `talk stop` to use `talk receive`")
         chosen = [self.contacts.get(p) for p in peers] if peers else None
         self.identity()
-        send_queued(self.client, self.outbox)  # what an earlier send left queued goes now
+        self._send_queued()
         log = ReceiveLog(self.folder)
 
         def kept(record: dict[str, Any]) -> None:

@@ -13,7 +13,7 @@ import os
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from nacl import pwhash, secret, utils
+from nacl import secret
 from nacl.exceptions import CryptoError
 
 from durable.errors import NotFound, UserError
@@ -80,6 +80,8 @@ def read_passphrase_file(path: str) -> bytes:
 
 
 def _derive(passphrase: bytes, salt: bytes, opslimit: int, memlimit: int) -> bytes:
+    from nacl import pwhash  # only a protected identity's unlock needs it
+
     return bytes(
         pwhash.argon2id.kdf(secret.SecretBox.KEY_SIZE, passphrase, salt, opslimit, memlimit)
     )
@@ -88,6 +90,8 @@ def _derive(passphrase: bytes, salt: bytes, opslimit: int, memlimit: int) -> byt
 def protect(secret_bytes: bytes, passphrase: bytes | None) -> dict[str, Any]:
     if passphrase is None:
         return {"protection": "none", "secret": b64e(secret_bytes)}
+    from nacl import pwhash, utils
+
     salt = utils.random(pwhash.argon2id.SALTBYTES)
     key = _derive(passphrase, salt, OPSLIMIT, MEMLIMIT)
     sealed = secret.SecretBox(key).encrypt(secret_bytes)

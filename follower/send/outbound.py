@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import secrets
 import time
 from pathlib import Path
@@ -156,7 +155,7 @@ def send_again(identity: Identity, client: RelayClient, contact: Contact, outbox
     """
     if way is Way.RENUMBERED:
         with next_seq(outbox.folder, contact.fingerprint) as seq:
-            inner = dataclasses.replace(inner, seq=seq)
+            inner = inner._replace(seq=seq)
             blob = _sealed(identity, client, contact, outbox.folder, inner, True)
     else:
         blob = _sealed(identity, client, contact, outbox.folder, inner, True)

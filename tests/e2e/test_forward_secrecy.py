@@ -27,10 +27,10 @@ from nacl.public import PublicKey
 
 from durable.errors import TamperedMessage
 from durable.ndjson import json_lines, read_records
-from follower.receive.inbound import UNOPENED
 from follower.receive.receipts import send_receipts
 from follower.relay.client import RelayClient
 from follower.send.outbox import Outbox
+from follower.send.resending import Cause
 from keys import keystore
 from keys.contacts import Contact, ContactBook
 from keys.encoding import b64d, b64e
@@ -66,6 +66,8 @@ def page():
 follower.receiver.page = page
 follower.drain()
 """
+
+UNOPENED = Cause.UNOPENED.value  # how a refusal of a message no held session opens begins
 
 
 def unlocked(agent: Agent, name: str) -> Identity:
