@@ -109,8 +109,23 @@ class Account:
             UserError: the passphrase is missing or wrong, or the identity file is damaged.
         """
         if self.unlocked is None:
-            self.unlocked = unlock(self.record, self.passphrase())
+            self.unlocked = self._held() or unlock(self.record, self.passphrase())
         return self.unlocked
+
+    def _held(self) -> Identity | None:
+        """A protected identity's keys opened by the key its follower holds after `talk unlock`
+        (follower.daemon.keyagent), sparing the KDF; None if no follower holds one that opens them."""
+        if not self.record.protected:
+            return None
+        from follower.daemon.keyagent import ask
+        from keys.encoding import b64d
+        from keys.keystore import unlock_with_key
+
+        reply = ask(self.folder, {"op": "key"})
+        try:
+            return unlock_with_key(self.record, b64d(reply["key"], 32)) if reply and "key" in reply else None
+        except (UserError, ValueError):
+            return None  # a key that does not open the file (it changed since): unlock as always
 
     @cached_property
     def client(self) -> RelayClient:
