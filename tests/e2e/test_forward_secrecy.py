@@ -498,8 +498,13 @@ def relay_blobs(relay: RelayProcess, fp: str) -> list[bytes]:
 
 
 def pipes(folder: str, names: list[str]) -> list[str]:
-    """A follower's doorbell is a named pipe: a copy of the files has no use for it."""
-    return [n for n in names if stat.S_ISFIFO(os.lstat(os.path.join(folder, n)).st_mode)]
+    """A follower's doorbell is a named pipe, its key agent a socket: a copy of the files has no
+    use for them (and cannot read them)."""
+    def special(name: str) -> bool:
+        mode = os.lstat(os.path.join(folder, name)).st_mode
+        return stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode)
+
+    return [n for n in names if special(n)]
 
 
 class Thief:
