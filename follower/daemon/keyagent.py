@@ -26,7 +26,6 @@ import json
 import os
 import socket
 import struct
-import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -48,6 +47,8 @@ class Held:
     copies a request and a reply made are left to the garbage collector)."""
 
     def __init__(self) -> None:
+        import threading  # the follower's side only: a command asking for the key needs none
+
         self._key: bytearray | None = None
         self._lock = threading.Lock()
 
@@ -171,6 +172,8 @@ class KeyAgent:
             os.umask(old)
         server.listen(8)
         self._server = server
+        import threading
+
         threading.Thread(target=self._serve, name="keyagent", daemon=True).start()
 
     def close(self) -> None:
