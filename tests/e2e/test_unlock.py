@@ -11,7 +11,7 @@ import pytest
 
 from follower.daemon.keyagent import SOCKET_FILE
 from tests.conftest import Agent
-from tests.e2e.test_cli_errors import one_line
+from tests.e2e.probes import one_line
 
 
 @pytest.fixture
