@@ -18,6 +18,11 @@ Each round runs the four measurements in a rotating order, so host noise hits bo
 
     .venv/bin/python bench/retalk_cli.py --retalk RETALK_VENV/bin/retalk [--runs 20] [--warmups 2]
 
+The `talk` measured is the one beside the interpreter that runs this. retalk is an ordinary
+install; an editable one of talk (`pip install -e`) also pays its import hook's modules on
+every start (about 10 ms here), so compare installs of the same kind (`pip install .` into a
+venv of its own) for the figure a user sees.
+
 A table goes to stderr; stdout ends with one JSON line: the medians in ms, `ratio` (per
 command, the median of the round-by-round ratios talk/retalk: below 1, talk is faster) and the
 load average. Without --retalk, or where it names no program, it says so and prints talk's
