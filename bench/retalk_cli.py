@@ -20,7 +20,7 @@ Each round runs the four measurements in a rotating order, so host noise hits bo
 
 The `talk` measured is the one beside the interpreter that runs this. retalk is an ordinary
 install; an editable one of talk (`pip install -e`) also pays its import hook's modules on
-every start (about 10 ms here), so compare installs of the same kind (`pip install .` into a
+every start (about 6 ms here), so compare installs of the same kind (`pip install .` into a
 venv of its own) for the figure a user sees.
 
 A table goes to stderr; stdout ends with one JSON line: the medians in ms, `ratio` (per
