@@ -150,8 +150,9 @@ def ask(folder: Path, request: dict[str, Any]) -> dict[str, Any] | None:
 class KeyAgent:
     """The socket and the thread that serves it, for the follower's lifetime (`start`, `close`)."""
 
-    def __init__(self, folder: Path, opens: Check, log: Callable[[str], None],
-                 owner: int | None = None) -> None:
+    def __init__(
+        self, folder: Path, opens: Check, log: Callable[[str], None], owner: int | None = None
+    ) -> None:
         self.path = folder / SOCKET_FILE
         self.opens = opens
         self.log = log

@@ -21,19 +21,42 @@ except SystemExit:
 sys.stderr.write("\\n" + json.dumps(sorted(sys.modules)) + "\\n")
 """
 
-NEVER = {"typer", "click", "talk.cli", "asyncio", "logging", "follower.daemon.daemon",
-         "follower.daemon.state"}
+NEVER = {
+    "typer",
+    "click",
+    "talk.cli",
+    "asyncio",
+    "logging",
+    "follower.daemon.daemon",
+    "follower.daemon.state",
+}
 # Beside those, what one chat message from a contact never needs.
 NOT_FOR_ONE_MESSAGE = {
-    "dataclasses", "inspect", "secrets", "nacl.pwhash", "follower.send.outbound", "follower.send.outbox",
-    "follower.groups.group_inbound", "keys.groups.sessions", "follower.receive.joining",
-    "follower.receive.recovery", "follower.receive.quarantine", "follower.held", "follower.tasks.mesh",
+    "dataclasses",
+    "inspect",
+    "secrets",
+    "nacl.pwhash",
+    "follower.send.outbound",
+    "follower.send.outbox",
+    "follower.groups.group_inbound",
+    "keys.groups.sessions",
+    "follower.receive.joining",
+    "follower.receive.recovery",
+    "follower.receive.quarantine",
+    "follower.held",
+    "follower.tasks.mesh",
 }
 
 
 def loaded(agent: Agent, *args: str) -> tuple[str, set[str]]:
-    p = subprocess.run([sys.executable, "-c", RUN, *args], capture_output=True, text=True, env=agent.env(),
-                       stdin=subprocess.DEVNULL, timeout=30)
+    p = subprocess.run(
+        [sys.executable, "-c", RUN, *args],
+        capture_output=True,
+        text=True,
+        env=agent.env(),
+        stdin=subprocess.DEVNULL,
+        timeout=30,
+    )
     *err, modules = p.stderr.rstrip("\n").split("\n")
     assert p.returncode == 0, err
     return p.stdout, set(json.loads(modules))

@@ -29,15 +29,18 @@ def test_the_key_is_served_only_between_unlock_and_lock() -> None:
     assert answer({"op": "lock"}, held, opens_only) == {"ok": True, "was": False}
 
 
-@pytest.mark.parametrize("request_", [
-    {"op": "unlock", "key": b64e(bytes(32))},  # opens nothing
-    {"op": "unlock", "key": b64e(KEY[:16])},  # not a key
-    {"op": "unlock", "key": 7},
-    {"op": "unlock"},
-    {"op": "forget everything"},
-    ["op", "key"],
-    None,
-])
+@pytest.mark.parametrize(
+    "request_",
+    [
+        {"op": "unlock", "key": b64e(bytes(32))},  # opens nothing
+        {"op": "unlock", "key": b64e(KEY[:16])},  # not a key
+        {"op": "unlock", "key": 7},
+        {"op": "unlock"},
+        {"op": "forget everything"},
+        ["op", "key"],
+        None,
+    ],
+)
 def test_a_bad_request_holds_nothing_and_says_why(request_: object) -> None:
     held = Held()
     assert "error" in answer(request_, held, opens_only)
