@@ -8,12 +8,16 @@ subprocess.run, so interpreter start-up, imports, key loading and the HTTP round
   receive          `talk receive` by bob with exactly one message waiting
   send_passphrase  `talk send bob TEXT` by carol, whose keys are protected by a passphrase
                    file: the same path plus the argon2id key derivation on unlock
+  send_unlocked    `talk send bob TEXT` by dave, protected as carol is, whose follower runs
+                   and holds his key (`talk unlock`): the key comes from the follower instead
+                   of the derivation (a talk without `talk unlock` sends as carol does)
 
-Setup: a relay (`talk relay`) on a free 127.0.0.1 port with a temporary SQLite file, and three
-identities, each in its own temporary TALK_HOME; alice and carol become contacts of bob through
-invite -> join -> receive. After the warm-up rounds, each round runs all four measurements in
-a rotating order, so host noise hits them alike. Everything is removed afterwards, and the
-relay is stopped by its PID, even on failure. Only loopback traffic.
+Setup: a relay (`talk relay`) on a free 127.0.0.1 port with a temporary SQLite file, and four
+identities, each in its own temporary TALK_HOME; alice, carol and dave become contacts of bob
+through invite -> join -> receive. After the warm-up rounds, each round runs all five
+measurements in a rotating order, so host noise hits them alike. Everything is removed
+afterwards, and the relay and dave's follower are stopped, even on failure. Only loopback
+traffic.
 
 Bytecode: an installed `talk` has compiled .pyc files, but an editable install run with
 PYTHONDONTWRITEBYTECODE=1 recompiles the project's own modules on every start. By default the
@@ -30,7 +34,8 @@ interpreter is the one measured:
 
 A table (median, p90, min in ms) goes to stderr; stdout ends with one JSON line of medians:
 
-    {"send_ms": ..., "receive_ms": ..., "python_ms": ..., "send_passphrase_ms": ..., "runs": N}
+    {"send_ms": ..., "receive_ms": ..., "python_ms": ..., "send_passphrase_ms": ...,
+     "send_unlocked_ms": ..., "runs": N, "load": [1, 5, 15 min]}
 
 With --baseline, a second `talk` (another checkout, installed in its own venv) gets a relay
 and identities of its own, and the two are measured round by round, taking turns to go first,
@@ -48,6 +53,7 @@ before it: identities that publish no ratchet keys, mail in today's envelope.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import math
 import os
@@ -72,7 +78,7 @@ from common import (
 )
 
 PASSPHRASE = "correct horse battery staple"
-NAMES = ("python", "send", "receive", "send_passphrase")
+NAMES = ("python", "send", "receive", "send_passphrase", "send_unlocked")
 
 
 @dataclass
@@ -81,6 +87,7 @@ class Bench:
     alice: Agent
     bob: Agent
     carol: Agent
+    dave: Agent
     deadline: Deadline
     pending: int = 0  # messages to bob sent by timed sends and not yet drained
     counter: int = 0
@@ -106,6 +113,9 @@ class Bench:
     def send_passphrase(self) -> float:
         return self.send_from(self.carol)
 
+    def send_unlocked(self) -> float:
+        return self.send_from(self.dave)
+
     def receive(self) -> float:
         # Untimed: drain what the timed sends left, then leave exactly one message waiting.
         drained = ndjson(self.bob.ok(self.deadline, "receive"))
@@ -127,7 +137,7 @@ class Bench:
     def round(self, index: int) -> dict[str, float]:
         steps: dict[str, Callable[[], float]] = {
             "python": self.python, "send": self.send, "receive": self.receive,
-            "send_passphrase": self.send_passphrase,
+            "send_passphrase": self.send_passphrase, "send_unlocked": self.send_unlocked,
         }
         order = NAMES[index % len(NAMES):] + NAMES[:index % len(NAMES)]
         return {name: steps[name]() for name in order}
@@ -146,6 +156,7 @@ def report(samples: dict[str, list[float]], runs: int) -> str:
         "send": "talk send (no passphrase)",
         "receive": "talk receive (1 message)",
         "send_passphrase": "talk send (passphrase, argon2id)",
+        "send_unlocked": "talk send (passphrase, unlocked)",
     }
     for name in NAMES:
         v = samples[name]
@@ -202,6 +213,7 @@ class World:
     relay: Relay
     bench: Bench | None = None
     samples: dict[str, list[float]] | None = None
+    follower: Agent | None = None  # whose follower runs, to be stopped
 
 
 def start_world(label: str, talk: str, root: Path, env: dict[str, str], deadline: Deadline) -> World:
@@ -210,9 +222,17 @@ def start_world(label: str, talk: str, root: Path, env: dict[str, str], deadline
     alice = make_agent(talk, root, world.relay, "alice", None, deadline)
     bob = make_agent(talk, root, world.relay, "bob", None, deadline)
     carol = make_agent(talk, root, world.relay, "carol", PASSPHRASE, deadline)
+    dave = make_agent(talk, root, world.relay, "dave", PASSPHRASE, deadline)
     befriend(alice, bob, deadline)
     befriend(bob, carol, deadline)
-    world.bench = Bench(talk, alice, bob, carol, deadline)
+    befriend(bob, dave, deadline)
+    world.follower = dave
+    dave.ok(deadline, "follow")
+    try:
+        dave.ok(deadline, "unlock")
+    except BenchError as exc:
+        print(f"{label}: {exc}; dave sends with the key derivation, as carol does", file=sys.stderr)
+    world.bench = Bench(talk, alice, bob, carol, dave, deadline)
     world.samples = {name: [] for name in NAMES}
     return world
 
@@ -252,6 +272,9 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     finally:
         for world in worlds:
+            if world.follower is not None:
+                with contextlib.suppress(BenchError):
+                    world.follower.ok(Deadline(30.0), "stop")
             world.relay.stop()
         shutil.rmtree(root, ignore_errors=True)
     mode = "inherited from the environment" if args.inherit_bytecode_env else "cached (temp)"
@@ -270,7 +293,7 @@ def main(argv: list[str] | None = None) -> int:
         print("ratio to the baseline (median of round-by-round ratios): "
               + ", ".join(f"{k} {v:.3f}" for k, v in r.items()), file=sys.stderr)
     print(f"bytecode: {mode}; load average at the end: {os.getloadavg()[0]:.2f}", file=sys.stderr)
-    print(json.dumps({**out, "runs": args.runs}))
+    print(json.dumps({**out, "runs": args.runs, "load": list(os.getloadavg())}))
     return 0
 
 

@@ -16,6 +16,7 @@ import sys
 import tempfile
 import time
 import urllib.request
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType
@@ -93,19 +94,7 @@ class Relay:
             self.proc = subprocess.Popen(
                 cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=log, env=env
             )
-        # No proxy, whatever the environment says: the health check stays on loopback.
-        opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
-        stop = time.monotonic() + deadline.timeout(RELAY_START_TIMEOUT_S)
-        while time.monotonic() < stop:
-            if self.proc.poll() is not None:
-                raise BenchError(f"relay exited with {self.proc.returncode}: {self.log_tail()}")
-            try:
-                with opener.open(self.url + "/healthz", timeout=1) as r:
-                    if r.status == 200:
-                        return
-            except OSError:
-                time.sleep(0.05)
-        raise BenchError(f"relay did not answer /healthz in time: {self.log_tail()}")
+        wait_answering(self.proc, self.url + "/healthz", deadline, self.log_tail)
 
     def log_tail(self) -> str:
         try:
@@ -116,6 +105,24 @@ class Relay:
     def stop(self) -> None:
         proc, self.proc = self.proc, None
         stop_process(proc)
+
+
+def wait_answering(proc: subprocess.Popen[bytes], url: str, deadline: Deadline,
+                   log_tail: Callable[[], str]) -> None:
+    """Return once the server `proc` started answers 200 at `url`; raise if it exits or stays silent."""
+    # No proxy, whatever the environment says: the health check stays on loopback.
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+    stop = time.monotonic() + deadline.timeout(RELAY_START_TIMEOUT_S)
+    while time.monotonic() < stop:
+        if proc.poll() is not None:
+            raise BenchError(f"{url}: the server exited with {proc.returncode}: {log_tail()}")
+        try:
+            with opener.open(url, timeout=1) as r:
+                if r.status == 200:
+                    return
+        except OSError:
+            time.sleep(0.05)
+    raise BenchError(f"{url} did not answer in time: {log_tail()}")
 
 
 def stop_process(proc: subprocess.Popen[bytes] | None) -> None:

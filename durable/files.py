@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import errno
 import os
-import secrets
 import stat
 from pathlib import Path
 from typing import Any
@@ -107,7 +106,8 @@ def replace_file(path: Path, data: bytes, mode: int = 0o600, sync: bool = True) 
     bytes and the rename in its folder are both synced). Without `sync`, only a kill of the
     process is survived: a power loss may leave the old file, or an empty or partial new one."""
     # A fresh name, created exclusively: a leftover or planted file of that name is never reused.
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
+    # (os.urandom, not `secrets`: that module's imports cost a millisecond on every start.)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{os.urandom(4).hex()}.tmp")
     fd = open_private(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
     try:
         with os.fdopen(fd, "wb") as f:

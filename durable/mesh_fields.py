@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["MODES", "STATUSES", "TASK_ID", "is_task_id"]
+__all__ = ["MARKERS", "MODES", "STATUSES", "TASK_ID", "is_task_id", "may_carry_block"]
 
+# The names a block's tag starts with (`[opencode-mesh v1]`, `[aoi-mesh-result v1]`, ...).
+MARKERS = ("opencode-mesh", "aoi-mesh")
 MODES = ("one-shot", "session", "resume")
 STATUSES = ("done", "partial", "failed")
 # Task ids: talk writes `<node>-<base36>-<rand>`; other nodes may use other letters, dots or
@@ -22,3 +24,9 @@ TASK_ID = re.compile(r"\w[\w.:-]{0,127}")
 
 def is_task_id(value: object) -> bool:
     return isinstance(value, str) and TASK_ID.fullmatch(value) is not None
+
+
+def may_carry_block(text: str) -> bool:
+    """False when `text` has no block's tag in it: then it is plain chat, and the block parser
+    (`follower.tasks.mesh`) need not even be loaded."""
+    return any(marker in text for marker in MARKERS)

@@ -54,12 +54,17 @@ def _pattern(ranges: tuple[tuple[int, int], ...]) -> re.Pattern[str]:
 
 
 # Compiled classes of ranges (a class of thousands of single characters would cost
-# milliseconds to compile). `_SUSPECT` is the fast path: a text with none of its characters is
+# milliseconds to compile). `_suspect` is the fast path: a text with none of its characters is
 # clean after one pass in C, as fast as the BMP-only class before it; the look-behind runs only
 # for a text that has one. It takes every astral character (and surrogate) as one range: a class
-# holding the astral ranges one by one is searched four times slower.
+# holding the astral ranges one by one is searched four times slower. Compiled on first need
+# (a millisecond): an ASCII text needs neither (see `is_printable`).
 _BMP = tuple(r for r in _RANGES if r[1] < 0xD800 or 0xE000 <= r[0] < 0x10000)
-_SUSPECT = re.compile(_class(_BMP, _PRESENTATION + _char(0xD800) + "-" + _char(0x10FFFF)))
+
+
+@functools.cache
+def _suspect() -> re.Pattern[str]:
+    return re.compile(_class(_BMP, _PRESENTATION + _char(0xD800) + "-" + _char(0x10FFFF)))
 
 
 @functools.cache
@@ -87,7 +92,9 @@ def printable(text: str, *, lines: bool = False) -> str:
 
 def is_printable(text: str) -> bool:
     """Whether `text` is one line that `printable` would leave as it is."""
-    return _SUSPECT.search(text) is None or _unsafe().search(text) is None
+    if text.isascii():  # the ASCII escapes are C0 and DEL: what str.isprintable refuses there
+        return text.isprintable()
+    return _suspect().search(text) is None or _unsafe().search(text) is None
 
 
 def _json_escape(match: re.Match[str]) -> str:

@@ -13,7 +13,10 @@ below it imports it. Below, one subpackage per idea, and beside them what both d
   daemon/    the follower process: daemon, upkeep, state (`python -m follower` starts it)
 
 Every `__init__` is a face (`__all__`, see `durable.faces`) and imports only `durable.faces`:
-`talk send` and `talk receive` load only the modules they use. The face here is every part
+`talk send` and `talk receive` load only the modules they use. On `talk receive`'s path to one chat
+message, classes are plain classes or NamedTuples, not dataclasses: importing `dataclasses` (it
+brings `inspect`) and building each class cost ~10 ms of every start, a sixth of the command
+(tests/e2e/test_import_weight.py holds the line). The face here is every part
 (`__main__` too: `talk follow --foreground` runs the daemon's `run` in its own process); each
 subpackage's face is the modules the CLI, the Account or a sibling part uses, and binds the
 other parts of `follower` as it binds the CLI.

@@ -2,7 +2,8 @@
 
 `talk follow` starts it in a new session (setsid) with no terminal; it unlocks the identity
 from TALK_PASSPHRASE_FILE (a path, never the passphrase itself), takes the liveness lock and
-runs until `talk stop` or a signal.
+runs until `talk stop` or a signal. For a protected identity it also listens as a key agent
+(follower.daemon.keyagent), holding nothing until `talk unlock`.
 """
 
 from __future__ import annotations
@@ -12,9 +13,14 @@ import logging
 import os
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from durable.daemon import setup_logging
+from follower.daemon.keyagent import KeyAgent
 from follower.daemon.state import LOG_FILE, hold_lock
+
+if TYPE_CHECKING:
+    from keys.keystore import IdentityRecord
 
 __all__ = ["run"]
 
@@ -39,8 +45,25 @@ def run(folder: Path, relay: str, foreground: bool = False) -> int:
     except TalkError as exc:
         log.error("cannot start: %s", exc)
         return exc.exit_code
-    Follower(account).run()
+    agent = KeyAgent(folder, lambda key: _opens(account.record, key), log.info)
+    if account.record.protected:
+        agent.start()  # before the follower's threads: it sets the umask for a moment
+    try:
+        Follower(account).run()
+    finally:
+        agent.close()
     return 0
+
+
+def _opens(record: IdentityRecord, key: bytes) -> bool:
+    from durable.errors import UserError
+    from keys import keystore
+
+    try:
+        keystore.unlock_with_key(record, key)
+    except UserError:
+        return False
+    return True
 
 
 def main() -> None:

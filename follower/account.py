@@ -109,8 +109,23 @@ class Account:
             UserError: the passphrase is missing or wrong, or the identity file is damaged.
         """
         if self.unlocked is None:
-            self.unlocked = unlock(self.record, self.passphrase())
+            self.unlocked = self._held() or unlock(self.record, self.passphrase())
         return self.unlocked
+
+    def _held(self) -> Identity | None:
+        """A protected identity's keys opened by the key its follower holds after `talk unlock`
+        (follower.daemon.keyagent), sparing the KDF; None if no follower holds one that opens them."""
+        if not self.record.protected:
+            return None
+        from follower.daemon.keyagent import ask
+        from keys.encoding import b64d
+        from keys.keystore import unlock_with_key
+
+        reply = ask(self.folder, {"op": "key"})
+        try:
+            return unlock_with_key(self.record, b64d(reply["key"], 32)) if reply and "key" in reply else None
+        except (UserError, ValueError):
+            return None  # a key that does not open the file (it changed since): unlock as always
 
     @cached_property
     def client(self) -> RelayClient:
@@ -300,6 +315,16 @@ class Account:
                 "the follower, or with your next `talk send` or `talk receive`: do not send it again")
         return inner.id, "stored", None
 
+    def _send_queued(self) -> None:
+        """What an earlier send left queued goes now. One stat says whether anything is: only
+        then are the outbox and the sending machinery loaded (`talk receive` runs on every turn)."""
+        from follower.send.queue_mark import anything_queued
+
+        if anything_queued(self.folder):
+            from follower.send.outbound import send_queued
+
+            send_queued(self.client, self.outbox)
+
     def wait(self, msg_id: str, wanted: str, timeout: float) -> str:
         """Block until the receipts for sent message `msg_id` say it got as far as `wanted`
         ("stored", "spooled" or "delivered"); returns the state reached. With no follower
@@ -311,7 +336,7 @@ class Account:
                 sent all the same, and the error says so with its id.
         """
         from durable.errors import RelayError, TimedOut
-        from follower.daemon.state import running_pid
+        from follower.daemon.liveness import running_pid
         from follower.send.waiting import check_wanted, wait_for
 
         check_wanted(wanted)
@@ -335,10 +360,9 @@ class Account:
             RelayError: the relay failed; what was not acked stays there for next time.
         """
         from durable.errors import UserError
-        from follower.daemon.state import running_pid
+        from follower.daemon.liveness import running_pid
         from follower.history.receivelog import ReceiveLog
         from follower.receive.channeldb import ChannelDB, SpoolDedup, last_spooled, receiving
-        from follower.send.outbound import send_queued
 
         pid = running_pid(self.folder)
         if pid:
@@ -347,7 +371,7 @@ class Account:
                 "`talk log`, or stop the follower with `talk stop` to use `talk receive`")
         chosen = [self.contacts.get(p) for p in peers] if peers else None
         self.identity()
-        send_queued(self.client, self.outbox)  # what an earlier send left queued goes now
+        self._send_queued()
         log = ReceiveLog(self.folder)
 
         def kept(record: dict[str, Any]) -> None:

@@ -5,11 +5,12 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+import os
 import re
 from datetime import UTC, datetime
 from typing import Any
 
-__all__ = ["b64d", "b64e", "is_hex32", "iso_from_epoch", "utc_now_iso"]
+__all__ = ["b64d", "b64e", "is_hex32", "iso_from_epoch", "token_hex", "utc_now_iso"]
 
 HEX32 = re.compile(r"[0-9a-f]{32}")
 
@@ -38,6 +39,12 @@ def canonical_json(obj: Any) -> bytes:
 
 def is_hex32(value: object) -> bool:
     return isinstance(value, str) and HEX32.fullmatch(value) is not None
+
+
+def token_hex(nbytes: int) -> str:
+    """`nbytes` random bytes from the OS, in hex: what `secrets.token_hex` gives, without the
+    imports of `secrets` (`random`, `hmac`), which every `talk send` and `talk receive` would pay."""
+    return os.urandom(nbytes).hex()
 
 
 def utc_now_iso() -> str:

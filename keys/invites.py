@@ -21,7 +21,7 @@ import binascii
 import hashlib
 import hmac
 import json
-import secrets
+import os
 import struct
 import time
 from enum import StrEnum
@@ -74,7 +74,7 @@ class InviteCode(NamedTuple):
 def new_code(fingerprint: str, days: float, now: float) -> InviteCode:
     if not 0 < days <= 365:
         raise InviteError("--expires must be between 0 and 365 days")
-    return InviteCode(fingerprint, secrets.token_bytes(16), int(now + days * 86400))
+    return InviteCode(fingerprint, os.urandom(16), int(now + days * 86400))
 
 
 def parse_code(text: str) -> InviteCode:

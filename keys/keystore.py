@@ -13,7 +13,7 @@ import os
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from nacl import pwhash, secret, utils
+from nacl import secret
 from nacl.exceptions import CryptoError
 
 from durable.errors import NotFound, UserError
@@ -25,7 +25,7 @@ from keys.identity import Identity, fingerprint
 from keys.names import check_name
 
 __all__ = ["IdentityRecord", "choose_identity", "create", "list_identities", "load", "read_passphrase_file",
-           "talk_home", "unlock"]
+           "talk_home", "unlock", "unlock_with_key", "unlocking_key"]
 
 OPSLIMIT = 3
 MEMLIMIT = 32 * 1024 * 1024
@@ -80,6 +80,8 @@ def read_passphrase_file(path: str) -> bytes:
 
 
 def _derive(passphrase: bytes, salt: bytes, opslimit: int, memlimit: int) -> bytes:
+    from nacl import pwhash  # only a protected identity's unlock needs it
+
     return bytes(
         pwhash.argon2id.kdf(secret.SecretBox.KEY_SIZE, passphrase, salt, opslimit, memlimit)
     )
@@ -88,6 +90,8 @@ def _derive(passphrase: bytes, salt: bytes, opslimit: int, memlimit: int) -> byt
 def protect(secret_bytes: bytes, passphrase: bytes | None) -> dict[str, Any]:
     if passphrase is None:
         return {"protection": "none", "secret": b64e(secret_bytes)}
+    from nacl import pwhash, utils
+
     salt = utils.random(pwhash.argon2id.SALTBYTES)
     key = _derive(passphrase, salt, OPSLIMIT, MEMLIMIT)
     sealed = secret.SecretBox(key).encrypt(secret_bytes)
@@ -103,12 +107,26 @@ def protect(secret_bytes: bytes, passphrase: bytes | None) -> dict[str, Any]:
 def unprotect(stored: dict[str, Any], passphrase: bytes | None, name: str) -> bytes:
     if stored.get("protection") == "none":
         return b64d(stored["secret"], 64)
+    return _open(stored, derive_key(stored, passphrase, name), name)
+
+
+def derive_key(stored: dict[str, Any], passphrase: bytes | None, name: str) -> bytes:
+    """The key `passphrase` derives for a protected identity's `stored` secret: the KDF, the
+    slow part of an unlock (what the follower holds after `talk unlock`). Unchecked: `_open`
+    tells a wrong one.
+
+    Raises:
+        UserError: no passphrase was given.
+    """
     if passphrase is None:
         raise UserError(
             f"identity {name!r} is protected by a passphrase: pass --passphrase-file PATH "
             "or set TALK_PASSPHRASE_FILE"
         )
-    key = _derive(passphrase, b64d(stored["salt"]), int(stored["opslimit"]), int(stored["memlimit"]))
+    return _derive(passphrase, b64d(stored["salt"]), int(stored["opslimit"]), int(stored["memlimit"]))
+
+
+def _open(stored: dict[str, Any], key: bytes, name: str) -> bytes:
     try:
         return bytes(secret.SecretBox(key).decrypt(b64d(stored["secret"])))
     except CryptoError as exc:
@@ -163,7 +181,35 @@ def load(folder: Path) -> IdentityRecord:
 
 
 def unlock(record: IdentityRecord, passphrase: bytes | None) -> Identity:
-    secret_bytes = unprotect(record.raw["private"], passphrase, record.name)
+    """The private keys of `record`.
+
+    Raises:
+        UserError: the passphrase is missing or wrong, or the identity file is damaged.
+    """
+    return _identity(record, unprotect(record.raw["private"], passphrase, record.name))
+
+
+def unlocking_key(record: IdentityRecord, passphrase: bytes | None) -> bytes:
+    """The key `passphrase` derives for protected `record`, checked: it opens the keys.
+
+    Raises:
+        UserError: the passphrase is missing or wrong.
+    """
+    key = derive_key(record.raw["private"], passphrase, record.name)
+    _open(record.raw["private"], key, record.name)
+    return key
+
+
+def unlock_with_key(record: IdentityRecord, key: bytes) -> Identity:
+    """The private keys of protected `record`, opened by a key `unlocking_key` gave.
+
+    Raises:
+        UserError: the key does not open them (the identity file changed since), or it is damaged.
+    """
+    return _identity(record, _open(record.raw["private"], key, record.name))
+
+
+def _identity(record: IdentityRecord, secret_bytes: bytes) -> Identity:
     identity = Identity.from_secret(record.name, secret_bytes)
     if identity.fingerprint != record.fingerprint:
         raise UserError(f"{record.folder / IDENTITY_FILE} is damaged: private and public keys differ")

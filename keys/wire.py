@@ -20,14 +20,13 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-import secrets
 import time
 from enum import StrEnum
 
 from nacl.exceptions import BadSignatureError
 from nacl.signing import VerifyKey
 
-from keys.encoding import b64d, b64e
+from keys.encoding import b64d, b64e, token_hex
 
 __all__ = [
     "API",
@@ -66,7 +65,7 @@ def signing_payload(method: str, path: str, ts: str, nonce: str, body: bytes) ->
 
 def auth_headers(sign: object, method: str, path: str, body: bytes) -> dict[str, str]:
     """Headers for an owner request; `sign` is a callable bytes → 64-byte signature."""
-    ts, nonce = str(int(time.time())), secrets.token_hex(16)
+    ts, nonce = str(int(time.time())), token_hex(16)
     signature = sign(signing_payload(method, path, ts, nonce, body))  # type: ignore[operator]
     return {TIME_HEADER: ts, NONCE_HEADER: nonce, SIGNATURE_HEADER: b64e(signature)}
 

@@ -14,7 +14,7 @@ from talk import conversation_cli
 from talk.command_specs import MODE, PEER, TASK, TIMEOUT, WAIT
 from talk.doctor import doctor
 from talk.door_cli import door_app
-from talk.follow_cli import follow, quarantine, status, stop
+from talk.follow_cli import follow, lock, quarantine, status, stop, unlock
 from talk.group_cli import group_app
 from talk.help_format import TalkTyper
 from talk.install_cli import install_app, uninstall_app
@@ -565,6 +565,8 @@ def demo() -> None:
 app.command()(follow)
 app.command()(stop)
 app.command()(status)
+app.command()(unlock)
+app.command()(lock)
 app.command()(doctor)
 app.command()(quarantine)
 app.command()(conversation_cli.outbox)

@@ -138,6 +138,51 @@ def stop(
     result({"stopped": True, "running": False, "pid": pid}, f"stopped the follower (pid {pid})", as_json)
 
 
+def unlock(user: User = None, passphrase_file: PassFile = None, as_json: Json = False) -> None:
+    """Hand the running follower the key your passphrase opens, so that later commands skip the
+    passphrase (and its ~80 ms key derivation) until `talk lock` or the follower stops.
+
+    While unlocked, any program running as you can use these keys without the passphrase, as
+    with ssh-agent. The key stays in the follower's memory only, never on disk.
+    """
+    from durable.errors import UserError
+    from follower.daemon.keyagent import ask
+    from follower.daemon.liveness import running_pid
+    from keys.encoding import b64e
+    from keys.keystore import unlocking_key
+    from talk.context import identity_record, unlocking_passphrase
+
+    record = identity_record(user)
+    if not record.protected:
+        raise UserError(f"identity {record.name!r} has no passphrase: there is nothing to unlock")
+    pid = running_pid(record.folder)
+    if not pid:
+        raise UserError(f"no follower is running for {record.name}: start it with `talk follow`, "
+                        "then `talk unlock` hands it the key")
+    key = unlocking_key(record, unlocking_passphrase(record, passphrase_file))
+    reply = ask(record.folder, {"op": "unlock", "key": b64e(key)})
+    if not reply or "error" in reply:
+        why = reply["error"] if reply else "it did not answer on its key socket"
+        raise UserError(f"the follower (pid {pid}) did not take the key: {why}; restart it with "
+                        "`talk stop` and `talk follow`")
+    result({"unlocked": True, "pid": pid},
+           f"unlocked: the follower (pid {pid}) holds {record.name}'s key until `talk lock` or it stops",
+           as_json)
+
+
+def lock(user: User = None, as_json: Json = False) -> None:
+    """Make the follower forget the key `talk unlock` gave it: commands ask for the passphrase again."""
+    from follower.daemon.keyagent import ask
+    from talk.context import identity_record
+
+    record = identity_record(user)
+    reply = ask(record.folder, {"op": "lock"})
+    was = bool(reply and reply.get("was"))
+    human = ("locked: the follower forgot the key" if was else
+             "nothing was unlocked" + ("" if reply else " (no follower answered)"))
+    result({"locked": True, "was_unlocked": was}, human, as_json)
+
+
 def status(
     message: Annotated[str | None, typer.Argument(
         metavar="ID", help="A sent message's id, or a prefix of it: show how far it got.")] = None,

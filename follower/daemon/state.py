@@ -1,4 +1,4 @@
-"""A follower's files in its identity folder, and whether it is alive.
+"""A follower's files in its identity folder; whether it is alive is `follower.daemon.liveness`'s.
 
     follower.json         what the user asked for: peers, poll interval, push on or off
     follower-status.json  what the daemon reports: pid, since, last contact, last error, counts
@@ -16,13 +16,11 @@ from typing import Any
 
 from durable import daemon
 from durable.files import read_json, write_json
-from durable.locks import hold_for_life
+from follower.daemon.liveness import STATUS_FILE, hold_lock, running_pid
 
 __all__ = ["LOG_FILE", "FollowConfig", "FollowStatus", "following", "hold_lock", "running_pid"]
 
 CONFIG_FILE = "follower.json"
-STATUS_FILE = "follower-status.json"
-LOCK_FILE = "follower.lock"
 LOG_FILE = "follower.log"
 DEFAULT_INTERVAL_S = 30.0
 # How stale the file may let the fields that move with every drain be (the last contact, the
@@ -99,12 +97,3 @@ class FollowStatus:
             return True
         return now - saved_at >= HEARTBEAT_S
 
-
-def hold_lock(folder: Path) -> int | None:
-    """Take the liveness lock for this process's lifetime; None if another follower has it."""
-    return hold_for_life(folder / LOCK_FILE)
-
-
-def running_pid(folder: Path) -> int | None:
-    """The live follower's pid, or None when no follower holds the lock (-1: its status is unreadable)."""
-    return daemon.running_pid(folder / LOCK_FILE, folder / STATUS_FILE)

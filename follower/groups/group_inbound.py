@@ -21,7 +21,6 @@ its key imported already and decrypts the same.
 from __future__ import annotations
 
 import re
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -80,7 +79,7 @@ def open_group_message(folder: Path, contact: Contact, inner: Inner,
     if said.gm != block["gm"]:
         raise GroupRefused(f"a group message from {contact.name} names another gm inside than outside")
     fields = {"group": group.name, "group_id": group.id, "gm": block["gm"], "by": block["by"]}
-    return replace(inner, text=said.text), fields
+    return inner._replace(text=said.text), fields
 
 
 def lacking_key(folder: Path, sessions: GroupKeys, contact: Contact, reason: str) -> None:

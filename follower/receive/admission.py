@@ -8,8 +8,7 @@ dropped, so a burst loses nothing; one receipt per message says so).
 from __future__ import annotations
 
 from collections import deque
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from follower.policy import Policy, Rule
 from keys.encoding import is_hex32
@@ -19,8 +18,7 @@ __all__ = ["MAX_HOPS"]
 MAX_HOPS = 4
 
 
-@dataclass(frozen=True)
-class Admission:
+class Admission(NamedTuple):
     action: Policy  # what is done with this one message: the same three words as a policy
     reason: str = ""
 

@@ -21,10 +21,9 @@ import contextlib
 import time
 from collections.abc import Callable
 from contextlib import AbstractContextManager
-from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from nacl.public import PublicKey
 
@@ -34,40 +33,35 @@ from durable.errors import (
     ReplayedMessage,
     TamperedMessage,
 )
-from follower.groups import group_inbound
-from follower.held import HeldBox, HeldFull
 from follower.policy import Policy, PolicyBook, Rule
 from follower.receive import admission
 from follower.receive import receipts as receipts_mod
 from follower.receive.admission import RateWindow, admit, hops_of
-from follower.receive.faults import blames_message, refusal_reason
-from follower.receive.joining import Joining
 from follower.receive.outcome import Emit, Outcome, Report
-from follower.receive.quarantine import Quarantine
 from follower.receive.receipts import ReceiptBatch
-from follower.receive.recovery import Recovery
 from follower.receive.sequence import Judgement, SequenceVerdict, refuse_if_out_of_window, spool_fields
 from follower.receive.spool_line import spool_line, task_block
-from follower.relay.client import Fetched, RelayClient
-from follower.send.resending import Cause
 from follower.tasks.ledger import TaskLedger
-from keys.contacts import Contact, ContactBook
 from keys.envelope import Inner, open_blob, pair_tags
-from keys.groups.sessions import GroupKeys
-from keys.identity import Identity
-from keys.invites import InviteBook, InviteCode
 from keys.ratchet.account import RatchetAccount
 from keys.ratchet.card import RatchetKeyError, verify_card
 from keys.ratchet.envelope import is_ratchet, olm_part, unwrap
 from keys.ratchet.sessions import Busy, Page, RatchetSessions, Unopened
 
+# What only some mail needs (groups, contact requests, receipts for our own mail, held or
+# refused mail) is imported where it is used: `talk receive` of one chat message, run on every
+# agent turn, loads none of it.
+if TYPE_CHECKING:
+    from follower.receive.joining import Joining
+    from follower.receive.recovery import Recovery
+    from follower.relay.client import Fetched, RelayClient
+    from keys.contacts import Contact, ContactBook
+    from keys.groups.sessions import GroupKeys
+    from keys.identity import Identity
+    from keys.invites import InviteBook, InviteCode
+
 __all__ = ["LINGER_S", "Dedup", "Receiver"]
 
-# A refusal's reason starts so when the receiver holds no session with us that opens the message,
-# or holds one but the message opened in none, nor in a chain kept for late mail
-# (`keys.ratchet.late`); what the sender then does is `follower.send.resending`'s.
-NO_SESSION = Cause.NO_SESSION.value
-UNOPENED = Cause.UNOPENED.value
 LINGER_S = 0.002  # the follower's pause before acking a page that was not full
 # Relay ids taken lately: a pushed copy of one of them (it came by a fetch first) is dropped
 # rather than taken again and answered "duplicate". A few seconds of mail at any rate.
@@ -85,29 +79,36 @@ class Dedup(Protocol):
     def record(self, sender: str, inner: Inner, now: float) -> Judgement: ...
 
 
-@dataclass
 class Receiver:
     """`handed_state` is the receipt a handed-on message earns: "spooled" when the caller
     writes to the spool (a door later reports "delivered"), "delivered" when it prints the
-    message to whoever ran `talk receive`."""
+    message to whoever ran `talk receive`. `page` wraps the handling of each fetched page,
+    before it is acked (the follower's makes the page durable there: one sync per page,
+    `follower.daemon.daemon.Follower.page`). (A plain class: see `follower`'s docstring.)"""
 
-    identity: Identity
-    client: RelayClient
-    contacts: ContactBook
-    invites: InviteBook
-    seen: Dedup
-    batch_acks: bool = False
-    linger_s: float = 0.0
-    handed_state: str = "delivered"
-    # Wraps the handling of each fetched page, before it is acked (the follower's makes the
-    # page durable there: one sync per page, `follower.daemon.daemon.Follower.page`).
-    page: Callable[[], AbstractContextManager[None]] = contextlib.nullcontext
-    rates: RateWindow = field(default_factory=RateWindow)
-    receipts: ReceiptBatch = field(default_factory=ReceiptBatch)
-    _tags: dict[bytes, tuple[str, str]] = field(default_factory=dict, repr=False)
-    # The Olm messages of the page being taken, opened and not yet committed (`_take_page`).
-    _opened: Page | None = field(default=None, repr=False)
-    _recent: dict[str, None] = field(default_factory=dict, repr=False)  # ordered: oldest first
+    def __init__(self, identity: Identity, client: RelayClient, contacts: ContactBook, invites: InviteBook,
+                 seen: Dedup, batch_acks: bool = False, linger_s: float = 0.0,
+                 handed_state: str = "delivered",
+                 page: Callable[[], AbstractContextManager[None]] = contextlib.nullcontext,
+                 rates: RateWindow | None = None, receipts: ReceiptBatch | None = None) -> None:
+        self.identity = identity
+        self.client = client
+        self.contacts = contacts
+        self.invites = invites
+        self.seen = seen
+        self.batch_acks = batch_acks
+        self.linger_s = linger_s
+        self.handed_state = handed_state
+        self.page = page
+        self.rates = RateWindow() if rates is None else rates
+        self.receipts = ReceiptBatch() if receipts is None else receipts
+        self._tags: dict[bytes, tuple[str, str]] = {}
+        # The Olm messages of the page being taken, opened and not yet committed (`_take_page`).
+        self._opened: Page | None = None
+        self._recent: dict[str, None] = {}  # ordered: oldest first
+
+    def __repr__(self) -> str:
+        return f"Receiver({self.identity.name!r}, {self.client!r})"
 
     def tags_to_us(self, contact: Contact) -> tuple[str, str]:
         """(chat tag, receipt tag) of mail from `contact` to us. Each costs a key agreement and
@@ -253,6 +254,8 @@ class Receiver:
                 return self.take_receipt(item, receipts[item.tag])
             return self.take_message(item, emit, report)
         except Exception as exc:
+            from follower.receive.faults import blames_message, refusal_reason
+
             if not blames_message(exc):
                 raise
             reason = refusal_reason(exc)
@@ -262,6 +265,9 @@ class Receiver:
 
     def quarantine(self, item: Fetched, exc: Exception, reason: str, answer: bool) -> None:
         """Keep a refused blob with its reason; tell its sender, when the sender is known."""
+        from follower.receive.quarantine import Quarantine
+        from keys.contacts import Contact
+
         sender = exc.sender if isinstance(exc, MalformedMessage) else None
         msg_id = exc.msg_id if isinstance(exc, MalformedMessage) else None
         known = sender if isinstance(sender, Contact) else None
@@ -301,10 +307,15 @@ class Receiver:
         assert self._opened is not None, "a ratchet message is opened within a page (`_take_page`)"
         try:
             opening = self._opened.open(contact.fingerprint, curve, outer.id, part.message, card)
-        except Unopened as exc:
-            raise MalformedMessage(f"{UNOPENED}: {exc}", contact, outer.id) from exc
-        except TamperedMessage as exc:
-            raise MalformedMessage(f"{NO_SESSION}: {exc}", contact, outer.id) from exc
+        except (Unopened, TamperedMessage) as exc:
+            # The refusal's reason starts with its cause: the receiver holds no session with us
+            # that opens the message, or holds one but the message opened in none, nor in a chain
+            # kept for late mail (`keys.ratchet.late`); what the sender then does is
+            # `follower.send.resending`'s.
+            from follower.send.resending import Cause
+
+            cause = Cause.UNOPENED if isinstance(exc, Unopened) else Cause.NO_SESSION
+            raise MalformedMessage(f"{cause.value}: {exc}", contact, outer.id) from exc
         if opening.duplicate:
             return None
         return unwrap(outer, opening.plaintext)
@@ -325,14 +336,20 @@ class Receiver:
 
     @cached_property
     def group_keys(self) -> GroupKeys:
+        from keys.groups.sessions import GroupKeys
+
         return GroupKeys(RatchetAccount(self.folder, self.identity))
 
     @cached_property
     def joining(self) -> Joining:
+        from follower.receive.joining import Joining
+
         return Joining(self.identity, self.client, self.contacts, self.invites)
 
     @cached_property
     def recovery(self) -> Recovery:
+        from follower.receive.recovery import Recovery
+
         return Recovery(self.identity, self.client, self.folder, self.sessions, self.group_keys,
                         self._not_while_holding)
 
@@ -355,6 +372,8 @@ class Receiver:
         try:
             return self.take_opened(contact, inner, answer, emit, report)
         except Exception as exc:
+            from follower.receive.faults import blames_message, refusal_reason
+
             named = isinstance(exc, MalformedMessage) and exc.msg_id is not None
             if named or not answer or not blames_message(exc):
                 raise
@@ -393,6 +412,8 @@ class Receiver:
         rule = PolicyBook(self.folder).rule(contact)
         group: dict[str, Any] = {}
         if "group" in inner.extra:
+            from follower.groups import group_inbound
+
             try:
                 if inner.kind == "group":
                     return self.take_control(contact, inner, rule, report, now)
@@ -432,6 +453,8 @@ class Receiver:
              now: float) -> Outcome:
         """Keep the message aside; past its sender's cap of held mail, refuse it instead, with
         a receipt that says why (`follower.held`), so held mail cannot grow without bound."""
+        from follower.held import HeldBox, HeldFull
+
         try:
             HeldBox(self.folder).hold(record, reason)
         except HeldFull as exc:
@@ -469,6 +492,8 @@ class Receiver:
         """
         if rule.policy is Policy.REFUSE:
             raise GroupRefused(f"a group change from {contact.name}, whose mail this side refuses")
+        from follower.groups import group_inbound
+
         report.notes.append(group_inbound.take_control(self.folder, self.identity.fingerprint, contact, inner,
                                          self.group_keys))
         self.seen.record(contact.fingerprint, inner, now)

@@ -4,7 +4,6 @@ callback that hands a message on (`Emit`)."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
@@ -24,11 +23,17 @@ class Outcome(StrEnum):
     CONTROL = "control"  # a group change: into the group book, never handed on
 
 
-@dataclass
 class Report:
-    delivered: int = 0
-    duplicates: int = 0
-    held: int = 0
-    receipts: int = 0
-    refused: list[str] = field(default_factory=list)
-    notes: list[str] = field(default_factory=list)
+    """Counts of what a take came to; `refused` and `notes` are lines for the person who ran it.
+    (A plain class: see `follower`'s docstring.)"""
+
+    def __init__(self) -> None:
+        self.delivered = 0
+        self.duplicates = 0
+        self.held = 0
+        self.receipts = 0
+        self.refused: list[str] = []
+        self.notes: list[str] = []
+
+    def __repr__(self) -> str:
+        return f"Report({self.__dict__})"

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
 
@@ -78,14 +77,15 @@ def parse_items(inner: Inner) -> list[tuple[str, str, str]]:
 Items = list[dict[str, Any]]
 
 
-@dataclass
 class ReceiptBatch:
     """Receipts gathered while taking mail, by peer, sent together by `flush`; with a `delay`
-    (seconds, drawn per flush), `flush` only queues them and `send_due` sends them later."""
+    (seconds, drawn per flush), `flush` only queues them and `send_due` sends them later.
+    (A plain class: see `follower`'s docstring.)"""
 
-    pending: dict[str, tuple[Contact, Items]] = field(default_factory=dict)
-    delay: Callable[[], float] | None = None
-    queued: list[tuple[float, Contact, Items]] = field(default_factory=list)
+    def __init__(self, delay: Callable[[], float] | None = None) -> None:
+        self.pending: dict[str, tuple[Contact, Items]] = {}
+        self.delay = delay
+        self.queued: list[tuple[float, Contact, Items]] = []
 
     def add(self, contact: Contact, ref: str, state: str, reason: str = "",
             highest: int | None = None) -> None:

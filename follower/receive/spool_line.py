@@ -6,18 +6,23 @@ never copied from the sender's envelope; `spool_writer.record.SpoolRecord` is th
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from follower.policy import Rule
-from follower.tasks import mesh
-from keys.contacts import Contact
-from keys.envelope import Inner
+from durable.mesh_fields import may_carry_block
+
+if TYPE_CHECKING:
+    from follower.policy import Rule
+    from follower.tasks import mesh
+    from keys.contacts import Contact
+    from keys.envelope import Inner
 
 
 def task_block(inner: Inner) -> mesh.Parsed | None:
     """The opencode-mesh block a chat message carries (task, result, question, digest), if any."""
-    if inner.kind != "chat":
+    if inner.kind != "chat" or not may_carry_block(inner.text):
         return None
+    from follower.tasks import mesh
+
     parsed = mesh.parse(inner.text)
     return None if parsed.kind == "chat" else parsed
 

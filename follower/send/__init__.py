@@ -4,6 +4,6 @@ from __future__ import annotations
 
 from durable.faces import face
 
-__all__ = ("outbound", "outbox", "ratchet_keys", "ratchet_send", "resending", "sendrate", "seqcounter",
-           "waiting")
+__all__ = ("outbound", "outbox", "queue_mark", "ratchet_keys", "ratchet_send", "resending", "sendrate",
+           "seqcounter", "waiting")
 __getattr__ = face(__name__, __all__)

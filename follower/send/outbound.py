@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import dataclasses
-import secrets
 import time
 from pathlib import Path
 from typing import Any
@@ -20,7 +18,7 @@ from follower.send.ratchet_send import ratchet_inner
 from follower.send.resending import Way, resent_reason
 from follower.send.seqcounter import next_seq
 from keys.contacts import Contact, ContactBook, Source, peer_name, pinned_contact
-from keys.encoding import b64d, b64e
+from keys.encoding import b64d, b64e, token_hex
 from keys.envelope import Inner, channel_tag, new_message, seal
 from keys.identity import Identity, KeyBundle
 from keys.invites import InviteBook, InviteCode, box_proof, new_code, parse_code, seal_request
@@ -158,7 +156,7 @@ def send_again(identity: Identity, client: RelayClient, contact: Contact, outbox
     renumbered = None
     if way is Way.RENUMBERED:
         with next_seq(outbox.folder, contact.fingerprint, recorded=True) as seq:
-            inner = dataclasses.replace(inner, seq=seq)
+            inner = inner._replace(seq=seq)
             blob = _sealed(identity, client, contact, outbox.folder, inner, True)
         renumbered = (contact.fingerprint, seq)
     else:
@@ -299,7 +297,7 @@ def join(identity: Identity, client: RelayClient, book: ContactBook, code_text: 
         raise InviteError(
             f"the keys published for {code.fingerprint} hold an unusable box key, so nothing can be "
             "sealed to them; nothing was sent: ask the inviter to check `talk id`") from exc
-    blob = seal_request(code, own, proof, secrets.token_hex(16))
+    blob = seal_request(code, own, proof, token_hex(16))
     try:
         client.redeem(code.tag, blob)
     except RelayError as exc:

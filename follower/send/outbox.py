@@ -53,6 +53,7 @@ from durable.files import open_private, replace_file
 from durable.locks import locked
 from durable.message_ids import resolve
 from durable.ndjson import append_records, append_to, json_lines, read_records
+from follower.send.queue_mark import QUEUED_MARK
 from keys import gate
 
 __all__ = [
@@ -68,9 +69,6 @@ __all__ = [
 
 OUTBOX_FILE = "outbox.ndjson"
 HISTORY_FILE = "outbox-history.ndjson"
-# Present while some message is queued (the relay did not take it): the next command that talks
-# to the relay sends it, after one look at this file instead of a read of the whole outbox.
-QUEUED_MARK = "outbox.queued"
 COMPACT_BYTES = 256 * 1024
 SETTLE_AFTER_S = 2 * 86400
 RECENT_BYTES = 256 * 1024  # of the history's tail, for `talk outbox` without --all

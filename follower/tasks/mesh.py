@@ -27,12 +27,10 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from durable.mesh_fields import MODES, STATUSES, is_task_id
+from durable.mesh_fields import MARKERS, MODES, STATUSES, is_task_id
 from keys import gate
 
 __all__ = ["Parsed", "new_task_id", "parse", "result_block", "task_envelope"]
-
-MARKERS = ("opencode-mesh", "aoi-mesh")
 
 _MARK = "|".join(re.escape(marker) for marker in MARKERS)
 _TASK_TAG = re.compile(rf"\[(?:{_MARK}) v1\]")

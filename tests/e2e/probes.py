@@ -1,5 +1,6 @@
 """What the e2e tests read off an agent: the ids in its spools, the mail waiting for it at
-the relay, its status report, the id of what it sent and the texts it receives."""
+the relay, its status report, the id of what it sent, the texts it receives, and whether an
+error is one line."""
 
 from __future__ import annotations
 
@@ -44,3 +45,9 @@ def sent(agent: Agent, name: str, text: str, to: str) -> str:
 def texts(agent: Agent) -> list[str]:
     """The texts one `talk receive` delivers."""
     return [m["text"] for m in agent.ok("receive").lines()]
+
+
+def one_line(err: str) -> None:
+    """A failed command's stderr: one `talk: error:` line, never a traceback."""
+    assert "Traceback" not in err, err
+    assert len(err.strip().splitlines()) == 1 and err.startswith("talk: error: "), err

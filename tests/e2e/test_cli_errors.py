@@ -12,11 +12,7 @@ import pytest
 
 from tests.conftest import TALK, Agent, RelayProcess, befriend, free_port, make_agent
 from tests.e2e.conftest import fill
-
-
-def one_line(err: str) -> None:
-    assert "Traceback" not in err, err
-    assert len(err.strip().splitlines()) == 1 and err.startswith("talk: error: "), err
+from tests.e2e.probes import one_line
 
 
 @pytest.mark.parametrize("home", ["/proc/self/talk-home", "/etc/hostname", "FILE/sub", "FILE"])

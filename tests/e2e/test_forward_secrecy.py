@@ -27,10 +27,10 @@ from nacl.public import PublicKey
 
 from durable.errors import TamperedMessage
 from durable.ndjson import json_lines, read_records
-from follower.receive.inbound import UNOPENED
 from follower.receive.receipts import send_receipts
 from follower.relay.client import RelayClient
 from follower.send.outbox import Outbox
+from follower.send.resending import Cause
 from keys import keystore
 from keys.contacts import Contact, ContactBook
 from keys.encoding import b64d, b64e
@@ -66,6 +66,8 @@ def page():
 follower.receiver.page = page
 follower.drain()
 """
+
+UNOPENED = Cause.UNOPENED.value  # how a refusal of a message no held session opens begins
 
 
 def unlocked(agent: Agent, name: str) -> Identity:
@@ -496,8 +498,13 @@ def relay_blobs(relay: RelayProcess, fp: str) -> list[bytes]:
 
 
 def pipes(folder: str, names: list[str]) -> list[str]:
-    """A follower's doorbell is a named pipe: a copy of the files has no use for it."""
-    return [n for n in names if stat.S_ISFIFO(os.lstat(os.path.join(folder, n)).st_mode)]
+    """A follower's doorbell is a named pipe, its key agent a socket: a copy of the files has no
+    use for them (and cannot read them)."""
+    def special(name: str) -> bool:
+        mode = os.lstat(os.path.join(folder, name)).st_mode
+        return stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode)
+
+    return [n for n in names if special(n)]
 
 
 class Thief:

@@ -63,3 +63,13 @@ def test_what_printable_shows_is_printable_and_json_safe_keeps_the_value(text: s
 
 def test_an_astral_character_becomes_a_json_surrogate_pair() -> None:
     assert json_safe(json.dumps("a\U000e0041", ensure_ascii=False)) == '"a\\udb40\\udc41"'
+
+
+def test_an_ascii_text_is_judged_as_the_full_set_judges_it() -> None:
+    """`is_printable` answers an ASCII text without the regular expressions: the same answer."""
+    from durable.printable import _suspect, _unsafe
+
+    for code in range(128):
+        for text in (chr(code), f"a{chr(code)}b"):
+            full = _suspect().search(text) is None or _unsafe().search(text) is None
+            assert is_printable(text) == full, code

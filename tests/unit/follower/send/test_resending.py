@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import pytest
 
-from follower.receive.inbound import NO_SESSION, UNOPENED
 from follower.send.outbox import Entry
 from follower.send.resending import (
     MAX_SENDS,
@@ -18,6 +17,10 @@ from follower.send.resending import (
     resends,
 )
 from tests.unit.samples import FP_B, hexid
+
+# How the receiver's refusals begin (`follower.receive.inbound.Receiver.open_ratchet`).
+NO_SESSION = Cause.NO_SESSION.value
+UNOPENED = Cause.UNOPENED.value
 
 LOST = f"{NO_SESSION}: no ratchet session with this peer opens the message"
 UNOPENED_REASON = f"{UNOPENED}: it opened in none of the sessions held with alice"

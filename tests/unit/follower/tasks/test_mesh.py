@@ -13,8 +13,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from durable.mesh_fields import MARKERS, may_carry_block
 from follower.tasks.mesh import (
-    MARKERS,
     Parsed,
     new_task_id,
     parse,
@@ -429,6 +429,14 @@ def test_random_garbage_never_raises() -> None:
     rng = random.Random(20261015)
     for _ in range(3000):
         assert parse(garbled(rng)).kind in KINDS
+
+
+def test_only_a_text_with_a_marker_can_carry_a_block() -> None:
+    """The receiver skips the parser for a text without one (`follower.receive.spool_line`)."""
+    rng = random.Random(20261205)
+    for text in [*EXAMPLES, *map(legacy, EXAMPLES), *(garbled(rng) for _ in range(3000))]:
+        assert may_carry_block(text) or parse(text).kind == "chat"
+    assert all(may_carry_block(example) for example in EXAMPLES)
 
 
 @pytest.mark.parametrize("example", [*EXAMPLES, *map(legacy, EXAMPLES)])

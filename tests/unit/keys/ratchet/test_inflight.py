@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 from pathlib import Path
 
 from durable.ndjson import json_lines, read_records
@@ -15,7 +14,7 @@ from tests.unit.samples import secret_forms
 
 def message(identity: Identity, text: str, n: int | None = None) -> Inner:
     inner = new_message(identity.fingerprint, identity.fingerprint, text)
-    return inner if n is None else dataclasses.replace(inner, id=f"{n:032x}")
+    return inner if n is None else inner._replace(id=f"{n:032x}")
 
 
 def test_a_kept_message_comes_back_whole_and_is_sealed_at_rest(tmp_path: Path, alice_id: Identity,

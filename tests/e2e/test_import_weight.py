@@ -1,0 +1,78 @@
+"""What `talk receive` and `talk send` load, by sys.modules (never by timing): agents run them on
+every turn, so the plain forms stay off typer's command tree and the modules of the paths they do
+not take (see `follower`'s docstring)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+from tests.conftest import Agent
+
+# Runs `talk ARGS` as the console script does, then prints the modules it loaded on stderr's last line.
+RUN = """
+import json, sys
+from talk.__main__ import main
+try:
+    main(sys.argv[1:])
+except SystemExit:
+    pass
+sys.stderr.write("\\n" + json.dumps(sorted(sys.modules)) + "\\n")
+"""
+
+NEVER = {
+    "typer",
+    "click",
+    "talk.cli",
+    "asyncio",
+    "logging",
+    "follower.daemon.daemon",
+    "follower.daemon.state",
+}
+# Beside those, what one chat message from a contact never needs.
+NOT_FOR_ONE_MESSAGE = {
+    "dataclasses",
+    "inspect",
+    "secrets",
+    "nacl.pwhash",
+    "follower.send.outbound",
+    "follower.send.outbox",
+    "follower.groups.group_inbound",
+    "keys.groups.sessions",
+    "follower.receive.joining",
+    "follower.receive.recovery",
+    "follower.receive.quarantine",
+    "follower.held",
+    "follower.tasks.mesh",
+}
+
+
+def loaded(agent: Agent, *args: str) -> tuple[str, set[str]]:
+    p = subprocess.run(
+        [sys.executable, "-c", RUN, *args],
+        capture_output=True,
+        text=True,
+        env=agent.env(),
+        stdin=subprocess.DEVNULL,
+        timeout=30,
+    )
+    *err, modules = p.stderr.rstrip("\n").split("\n")
+    assert p.returncode == 0, err
+    return p.stdout, set(json.loads(modules))
+
+
+def test_receive_of_one_message_loads_only_its_own_path(pair: tuple[Agent, Agent]) -> None:
+    alice, bob = pair
+    alice.ok("send", "bob", "hello")
+    out, modules = loaded(bob, "receive")
+    assert [json.loads(line)["text"] for line in out.splitlines()] == ["hello"]
+    assert "follower.receive.inbound" in modules  # the run went down the real path
+    assert modules & (NEVER | NOT_FOR_ONE_MESSAGE) == set()
+
+
+def test_send_stays_off_typer(pair: tuple[Agent, Agent]) -> None:
+    _, bob = pair
+    out, modules = loaded(bob, "send", "alice", "hi")
+    assert out.startswith("sent ") and "follower.send.outbound" in modules
+    assert modules & NEVER == set()
