@@ -174,14 +174,18 @@ class RedisStore:
             return Claimed(_text(answer[0]), None, False)
         return Claimed(_text(answer[0]), _text(answer[1]), bool(answer[2]))
 
-    @guarded
     async def purge(self, now: float, ttl: float) -> int:
         gone = 0
-        while True:
-            swept, removed = await self._purge(args=[self.prefix, _num(now - ttl), PURGE_BATCH])
-            gone += int(removed)
-            if int(swept) < PURGE_BATCH:
+        while True:  # each batch within the command limit, however many there are
+            swept, removed = await self._purge_batch(_num(now - ttl))
+            gone += removed
+            if swept < PURGE_BATCH:
                 return gone
+
+    @guarded
+    async def _purge_batch(self, cutoff: str) -> tuple[int, int]:
+        swept, removed = await self._purge(args=[self.prefix, cutoff, PURGE_BATCH])
+        return int(swept), int(removed)
 
     @guarded
     async def stored(self) -> int:
