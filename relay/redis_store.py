@@ -20,7 +20,7 @@ from typing import Any
 from redis.asyncio import Redis
 
 from relay import redis_scripts
-from relay.redis_link import connect, guarded
+from relay.redis_link import connect, guarded, run_script
 from relay.store import MOST_TAGS, Claimed, Deposited, DepositOutcome, Mail, RedeemOutcome
 
 PURGE_BATCH = 500  # blobs per purge script call, so one sweep never blocks Redis for long
@@ -84,7 +84,7 @@ class RedisStore:
         args: list[Any] = [self.prefix, fp, tag, blob, _num(now), max_messages, max_bytes,
                            max_unknown or max_messages, max_unknown_bytes or max_bytes,
                            max_tag or 0, max_tag_bytes or 0]
-        answer = await self._deposit(args=args)
+        answer = await run_script(self.redis, self._deposit, args)
         if isinstance(answer, bytes):
             return Deposited(DepositOutcome(answer.decode()), "")
         return Deposited(DepositOutcome.STORED, answer[0].decode(), bool(answer[1]))
@@ -110,7 +110,7 @@ class RedisStore:
     ) -> tuple[int, list[Mail]]:
         numeric = _mail_ids(ack)
         args: list[Any] = [self.prefix, fp, _num(since), limit, len(numeric), *numeric, *tags]
-        deleted, *flat = await self._fetch(args=args)
+        deleted, *flat = await run_script(self.redis, self._fetch, args)
         return int(deleted), [
             Mail(flat[i].decode(), flat[i + 2].decode(), bytes(flat[i + 3]), float(flat[i + 1]))
             for i in range(0, len(flat), 4)
