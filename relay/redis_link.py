@@ -24,6 +24,7 @@ import functools
 from collections.abc import Callable, Coroutine
 from typing import Any, ParamSpec, TypeVar
 
+from hiredis import pack_command
 from redis.asyncio import Redis
 from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
@@ -74,11 +75,12 @@ async def run_script(redis: Redis, script: AsyncScript, args: list[Any]) -> Any:
     raised as it comes.
     """
     pool = redis.connection_pool
-    command = ("EVALSHA", script.sha, 0, *args)
+    # Packed by hiredis at once: redis-py would first check and encode each argument in Python.
+    command = pack_command(("EVALSHA", script.sha, 0, *args))
     for last in (False, True):
         conn = await pool.get_connection()  # type: ignore[no-untyped-call, unused-ignore]  # untyped in redis-py 8.2
         try:
-            await conn.send_packed_command(conn.pack_command(*command), check_health=False)
+            await conn.send_packed_command(command, check_health=False)
             return await conn.read_response()
         except NoScriptError:
             if last:
