@@ -12,9 +12,7 @@ socket timeout: on Python 3.11 that costs a task and two timers per command, a f
 relay's own CPU per deposit. A call cut short leaves its connection closed by redis-py, never
 half read.
 
-The scripts on every request's path (a deposit, a follower's fetch) run through `run_script`:
-EVALSHA on a pooled connection, past redis-py's per-command layers, which cost a third of the
-relay's CPU per Redis deposit; what those layers did for these calls it does itself.
+The scripts on every request's path go through `relay.redis_pipeline` instead.
 """
 
 from __future__ import annotations
@@ -24,13 +22,10 @@ import functools
 from collections.abc import Callable, Coroutine
 from typing import Any, ParamSpec, TypeVar
 
-from hiredis import pack_command
 from redis.asyncio import Redis
 from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
-from redis.commands.core import AsyncScript
 from redis.exceptions import ConnectionError as RedisConnectionError
-from redis.exceptions import NoScriptError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from relay.store import StoreUnavailable
@@ -65,31 +60,3 @@ def guarded(method: Callable[P, Coroutine[Any, Any, T]]) -> Callable[P, Coroutin
             raise StoreUnavailable(f"Redis does not answer: {str(exc) or 'timed out'}") from exc
     return call
 
-
-async def run_script(redis: Redis, script: AsyncScript, args: list[Any]) -> Any:
-    """`script` with `args` (no keys: the scripts build theirs from the prefix), its raw reply.
-
-    As the client's retry would, a pooled connection found dead (Redis restarted) is dropped and
-    the call made once more on a fresh one; a script Redis does not know (a restart, SCRIPT
-    FLUSH) is loaded and the call made again. Any other error, a script's own among them, is
-    raised as it comes.
-    """
-    pool = redis.connection_pool
-    # Packed by hiredis at once: redis-py would first check and encode each argument in Python.
-    command = pack_command(("EVALSHA", script.sha, 0, *args))
-    for last in (False, True):
-        conn = await pool.get_connection()  # type: ignore[no-untyped-call, unused-ignore]  # untyped in redis-py 8.2
-        try:
-            await conn.send_packed_command(command, check_health=False)
-            return await conn.read_response()
-        except NoScriptError:
-            if last:
-                raise
-            await redis.script_load(script.script)
-        except RedisConnectionError:
-            await conn.disconnect()
-            if last:
-                raise
-        finally:
-            await pool.release(conn)
-    raise AssertionError("unreachable: the last attempt returns or raises")
