@@ -6,7 +6,7 @@ many messages leave on disk, written by the stores' own code:
 
   sender    outbox-history.ndjson with one settled (delivered) entry per message
             (`Entry.snapshot`, `append_records`: what outbox compaction writes), and its count
-            of messages to the receiver (sent-seq.json) at N
+            of messages to the receiver at N (`seqcounter.move_past`)
   receiver  channels.db holding the N ids, all within the days the store keeps ids (the
             worst case: none has aged out yet), and the sender's numbering at N
 
@@ -52,11 +52,10 @@ from common import (
     timed,
 )
 
-from durable.files import read_json, write_json
 from durable.ndjson import append_records
 from follower.receive.channeldb import ChannelDB
 from follower.send.outbox import Entry, Outbox
-from follower.send.seqcounter import COUNTER_FILE
+from follower.send.seqcounter import move_past
 
 CHUNK = 10_000  # history lines per append
 
@@ -81,8 +80,7 @@ def age_sender(sender: Agent, to_fp: str, count: int) -> None:
                           ts, state="delivered", updated=ts + 2, last_attempt=ts, tag=secrets.token_hex(16))
             entries.append(entry.snapshot())
         append_records(box.history, entries)
-    counts = read_json(folder(sender) / COUNTER_FILE, {})
-    write_json(folder(sender) / COUNTER_FILE, {**counts, to_fp: count})
+    move_past(folder(sender), to_fp, count)
 
 
 def age_receiver(receiver: Agent, from_fp: str, count: int) -> None:

@@ -21,7 +21,9 @@
     POST /v1/invites/{fp}/revoke           owner: {"tag"}
     POST /v1/redeem/{tag}                  anyone: the one contact request an invite admits
     WS   /v1/mail/{fp}/stream              owner: {"type":"ready"}, then {"type":"mail","tag"}
-                                           each time mail is deposited in the mailbox
+                                           each time mail is deposited in the mailbox, with
+                                           "id" and "blob" (base64) when the blob is small
+                                           (`relay.notify.PUSH_BLOB_MAX`); still stored until acked
 
 Owner requests are signed, or MACed with an owner token (`keys.wire`, `relay.owner_tokens`).
 Deposits and redemptions spend a token of the client's and of the tag's bucket; key
@@ -73,7 +75,7 @@ from relay.errors import ApiError, bad_request, not_found, unknown_mailbox
 from relay.hotpath import ErrorHandler, HotPath
 from relay.limits import Limiter, WakeThrottle, client_address, retry_after
 from relay.metrics import Meter, Metrics, TimedRoutes
-from relay.notify import Hub, LocalHub
+from relay.notify import Hub, LocalHub, Notice
 from relay.owner_tokens import OwnerTokens
 from relay.store import RETRY_AFTER_S, DepositOutcome, RedeemOutcome, Store, StoreUnavailable
 
@@ -387,16 +389,16 @@ class Relay:
         self.count_deposit(blob)
         try:
             if not woken:  # a shared store may have announced it in the same step
-                await self.wake(fp, tag)
+                await self.wake(fp, tag, mail_id, blob)
         except StoreUnavailable as exc:  # stored all the same: the owner's next fetch finds it
             log.info("relay: stored mail but could not wake its owner (%s)", exc)
         return JSONResponse({"id": mail_id}, status_code=201)
 
-    async def wake(self, fp: str, tag: str) -> None:
-        """Tell the owner's streams; under a tag the owner never registered, at most once a second
-        (`relay.limits.WakeThrottle`)."""
+    async def wake(self, fp: str, tag: str, mail_id: str, blob: bytes) -> None:
+        """Tell the owner's streams, with the blob when it is small; under a tag the owner never
+        registered, at most once a second and without the blob (`relay.limits.WakeThrottle`)."""
         if await self.is_known(fp, tag):
-            await self.hub.publish(fp, tag)
+            await self.hub.publish(fp, tag, mail_id, blob)
             return
         delay = self.junk_wakes.take(fp, time.monotonic())
         if delay == 0.0:
@@ -574,7 +576,7 @@ def _refuse(verdict: AuthVerdict) -> None:
         raise ApiError(403, "forbidden", "signature is not the mailbox owner's")
 
 
-async def _pump(ws: WebSocket, queue: asyncio.Queue[str]) -> None:
+async def _pump(ws: WebSocket, queue: asyncio.Queue[Notice]) -> None:
     """Forward wake-ups until the client goes away (a client never needs to send anything)."""
     listener = asyncio.ensure_future(ws.receive())
     try:
@@ -588,9 +590,16 @@ async def _pump(ws: WebSocket, queue: asyncio.Queue[str]) -> None:
                     return
                 listener = asyncio.ensure_future(ws.receive())
                 continue
-            await ws.send_json({"type": "mail", "tag": getter.result()})
+            await ws.send_text(_frame(getter.result()))
     finally:
         listener.cancel()
+
+
+def _frame(told: Notice) -> str:
+    frame = {"type": "mail", "tag": told.tag}
+    if told.mail_id:
+        frame |= {"id": told.mail_id, "blob": b64e(told.blob)}
+    return json.dumps(frame, separators=(",", ":"))
 
 
 def _error_response(

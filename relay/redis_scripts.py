@@ -19,10 +19,12 @@ Per mailbox FP under PREFIX:
 Shared:
     PREFIX seq           string the last mail id handed out (INCR: unique across replicas)
     PREFIX age           zset   "FP ID" scored by creation time (what purge sweeps)
-    PREFIX notify        pub/sub channel of wake-ups, "FP TAG" (`relay.redis_hub`)
+    PREFIX notify        pub/sub channel of wake-ups, "FP TAG [ID BLOB]" (`relay.redis_hub`)
 """
 
 from __future__ import annotations
+
+from relay.notify import PUSH_BLOB_MAX
 
 NOTIFY = "notify"  # after the prefix: the channel a deposit under a registered tag is announced on
 
@@ -131,15 +133,18 @@ end
 # ARGV: prefix, fp, tag, blob, now, max_messages, max_bytes, max_unknown, max_unknown_bytes, max_tag,
 # max_tag_bytes (0: no cap) -> {the new id, 1 if announced}, or the outcome at a cap ("mailbox_full",
 # "unknown_full", "tag_full").
-# Mail under a registered tag is announced here, saving the relay a second round trip; other
-# tags' wake-ups are the relay's to throttle.
+# Mail under a registered tag is announced here, saving the relay a second round trip, with its
+# id and blob when small enough to push (`relay.redis_hub.announcement`); other tags' wake-ups
+# are the relay's to throttle.
 DEPOSIT = _LIB + """
 local id, other = deposit(ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5], tonumber(ARGV[6]),
                           tonumber(ARGV[7]), tonumber(ARGV[8]), tonumber(ARGV[9]), tonumber(ARGV[10]),
                           tonumber(ARGV[11]))
 if not id then return other end
 if not other then return {id, 0} end
-redis.call('PUBLISH', ARGV[1] .. '""" + NOTIFY + """', ARGV[2] .. ' ' .. ARGV[3])
+local told = ARGV[2] .. ' ' .. ARGV[3]
+if #ARGV[4] <= """ + str(PUSH_BLOB_MAX) + """ then told = told .. ' ' .. id .. ' ' .. ARGV[4] end
+redis.call('PUBLISH', ARGV[1] .. '""" + NOTIFY + """', told)
 return {id, 1}
 """
 

@@ -1,5 +1,8 @@
 """The follower: fetch → open → spool (durable) → ack, woken by push, polling as a safety net.
 
+Small mail comes with its push (`follower.relay.push.PushedMail`) and is opened without a fetch;
+the fetch that acks it asks for whatever else waits.
+
 It never exits on a network or relay error: it records the error for `talk status`, backs
 off with jitter and tries again. A crash anywhere leaves unacked mail on the relay; the spool
 drops the copy it already has by message id.
@@ -15,6 +18,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager
+from dataclasses import replace
 from pathlib import Path
 from types import FrameType
 from typing import Any, Protocol, cast
@@ -28,7 +32,7 @@ from follower.receive.inbound import LINGER_S, Dedup, Receiver
 from follower.receive.receipts import ReceiptBatch
 from follower.relay.backoff import RETRY
 from follower.relay.client import RelayClient
-from follower.relay.push import PushListener
+from follower.relay.push import PushedMail, PushListener
 from keys.contacts import Contact, ContactBook
 from keys.identity import Identity
 from spool_writer.doorbell import Doorbell, bell_path
@@ -85,12 +89,14 @@ class Follower:
                                          page=self.page)
         self.upkeep = Upkeep(identity, folder, self.client, receipts)
         self.wake = threading.Event()
+        self.pushed = PushedMail()
         self.upkeep_due = True
         self.status_lock = threading.Lock()  # the push thread saves the status too
         self.stopping = False
         self.reload = True
         self.config = FollowConfig()
         self.status = FollowStatus(pid=os.getpid(), relay=relay, since=time.time())
+        self.saved: tuple[FollowStatus, float] | None = None  # what the file holds, and since when
 
     @contextlib.contextmanager
     def page(self) -> Iterator[None]:
@@ -120,7 +126,7 @@ class Follower:
 
     def drain(self) -> None:
         with receiving(self.folder):  # a `talk receive` started meanwhile waits, then sees what we took
-            report = self.receiver.receive(self.deliver, self.peers())
+            report = self.receiver.receive(self.deliver, self.peers(), pushed=self.pushed.take())
         for reason in report.refused:
             log.warning("refused: %s", reason)
         for note in report.notes:
@@ -145,15 +151,21 @@ class Follower:
         self.upkeep_due = True
         self.wake.set()
 
-    def save_status(self) -> None:
-        """Never fatal: a full disk or a lost folder must not stop the follower (nothing is acked
+    def save_status(self, final: bool = False) -> None:
+        """Write the status when it changed (`FollowStatus.due`; `final`: whatever changed).
+        Never fatal: a full disk or a lost folder must not stop the follower (nothing is acked
         that is not on disk, so mail waits on the relay); the error is logged and kept in memory,
         and saved with the status once there is room."""
         with self.status_lock:
             if self.client.republished_at is not None:
                 self.status.republished_at = self.client.republished_at
+            now = time.monotonic()
+            saved, saved_at = self.saved or (None, 0.0)
+            if not (self.status.due(saved, saved_at, now) or (final and saved != self.status)):
+                return
             try:
                 self.status.save(self.folder)
+                self.saved = (replace(self.status, peers=list(self.status.peers)), now)
             except OSError as exc:
                 log.warning("cannot save the follower's status: %s", exc)
 
@@ -163,7 +175,7 @@ class Follower:
         self.config = FollowConfig.load(self.folder)
         push = None
         if self.config.push:
-            push = PushListener(self.client.url, self.identity, self.wake, self.set_push)
+            push = PushListener(self.client.url, self.identity, self.wake, self.set_push, self.pushed)
             push.start()
         try:
             self.spool.layout.ensure()
@@ -185,7 +197,7 @@ class Follower:
             except Exception as exc:  # best effort: the senders' resends make up for it
                 self.record_error(exc)
             self.status.push = "off"
-            self.save_status()
+            self.save_status(final=True)
             log.info("stopped")
 
     def loop(self) -> None:
@@ -216,7 +228,7 @@ class Follower:
                     self.upkeep.run()
                 except Exception as exc:  # the same: record it at once and try again later
                     self.record_error(exc)
-                    self.save_status()
+                self.save_status()  # a heartbeat held back by the last drain, if any
             soonest = min(next_drain, next_upkeep) if not failures else next_drain
             receipts_due = self.upkeep.receipts.next_due()
             if receipts_due is not None and not failures and receipts_due < soonest:

@@ -2,6 +2,7 @@
 
     follower.json         what the user asked for: peers, poll interval, push on or off
     follower-status.json  what the daemon reports: pid, since, last contact, last error, counts
+                          (rewritten when it changes: `FollowStatus.due`)
     follower.lock         flock held by the live daemon: the only proof of life, so a dead or
                           zombie process, or a pid reused by another program, never counts
     follower.log          the daemon's log (rotated)
@@ -24,6 +25,11 @@ STATUS_FILE = "follower-status.json"
 LOCK_FILE = "follower.lock"
 LOG_FILE = "follower.log"
 DEFAULT_INTERVAL_S = 30.0
+# How stale the file may let the fields that move with every drain be (the last contact, the
+# count delivered): `talk status` shows them to the second, and a rewrite with its fsync per
+# drain would cost live mail a millisecond each.
+HEARTBEAT_S = 1.0
+HEARTBEAT = frozenset({"last_contact", "delivered"})
 
 
 @dataclass
@@ -78,6 +84,20 @@ class FollowStatus:
     def save(self, folder: Path) -> None:
         """Replace the status file (in place on a full disk: `durable.daemon.save_status`)."""
         daemon.save_status(folder / STATUS_FILE, asdict(self))
+
+    def due(self, saved: FollowStatus | None, saved_at: float, now: float) -> bool:
+        """Whether this status should replace `saved`, written at `saved_at`: at once when a field
+        other than the heartbeat changed (the first contact too: a sender waits for it), the
+        heartbeat alone once the file is HEARTBEAT_S old, never when nothing changed."""
+        if saved is None:
+            return True
+        mine, theirs = asdict(self), asdict(saved)
+        changed = {k for k in mine if mine[k] != theirs[k]}
+        if not changed:
+            return False
+        if not changed <= HEARTBEAT or saved.last_contact is None:
+            return True
+        return now - saved_at >= HEARTBEAT_S
 
 
 def hold_lock(folder: Path) -> int | None:

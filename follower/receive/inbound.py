@@ -69,6 +69,9 @@ __all__ = ["LINGER_S", "Dedup", "Receiver"]
 NO_SESSION = Cause.NO_SESSION.value
 UNOPENED = Cause.UNOPENED.value
 LINGER_S = 0.002  # the follower's pause before acking a page that was not full
+# Relay ids taken lately: a pushed copy of one of them (it came by a fetch first) is dropped
+# rather than taken again and answered "duplicate". A few seconds of mail at any rate.
+RECENT_IDS = 1024
 
 class Dedup(Protocol):
     """What this identity has taken: ids, and each sender's numbering (`follower.receive.channeldb`)."""
@@ -104,6 +107,7 @@ class Receiver:
     _tags: dict[bytes, tuple[str, str]] = field(default_factory=dict, repr=False)
     # The Olm messages of the page being taken, opened and not yet committed (`_take_page`).
     _opened: Page | None = field(default=None, repr=False)
+    _recent: dict[str, None] = field(default_factory=dict, repr=False)  # ordered: oldest first
 
     def tags_to_us(self, contact: Contact) -> tuple[str, str]:
         """(chat tag, receipt tag) of mail from `contact` to us. Each costs a key agreement and
@@ -129,18 +133,24 @@ class Receiver:
         """Receipts may come from anyone we wrote to, followed or not."""
         return {self.tags_to_us(c)[1]: c for c in self.contacts.all()}
 
-    def receive(self, emit: Emit, peers: list[Contact] | None = None, limit: int = 100) -> Report:
+    def receive(self, emit: Emit, peers: list[Contact] | None = None, limit: int = 100,
+                pushed: list[Fetched] | None = None) -> Report:
         """Take all waiting mail. With `batch_acks`, a page is acked by the next fetch (one
         request per page instead of one per message); otherwise each message is acked at once,
-        so a one-shot `talk receive` cut off mid-way leaves only the unacked rest behind."""
+        so a one-shot `talk receive` cut off mid-way leaves only the unacked rest behind.
+
+        `pushed`: messages the push stream carried (`follower.relay.push`), taken first, without
+        fetching them; those under tags not read here or taken lately are left out. They are
+        acked as fetched ones are, so this needs `batch_acks`."""
         report = Report()
         channels, invites = self.routes(peers)
         receipts = self.receipt_routes()
         tags = [*channels, *invites, *receipts]
         if not tags:
             return report
+        first = self.fresh_pushed(pushed or [], set(tags)) if self.batch_acks else []
         try:
-            self._receive(emit, tags, invites, receipts, limit, report)
+            self._receive(emit, tags, invites, receipts, limit, report, first)
         finally:
             self.receipts.flush(self.identity, self.client)
         return report
@@ -153,13 +163,31 @@ class Receiver:
             self._receive(lambda record: None, list(receipts), {}, receipts, 100, report)
         return report
 
+    def fresh_pushed(self, pushed: list[Fetched], tags: set[str]) -> list[Fetched]:
+        """The pushed messages to take: under the tags read here, once each, none taken lately."""
+        fresh: dict[str, Fetched] = {}
+        for item in pushed:
+            if item.tag in tags and item.id not in self._recent:
+                fresh.setdefault(item.id, item)
+        return list(fresh.values())
+
+    def _remember(self, ids: list[str]) -> None:
+        for msg_id in ids:
+            self._recent[msg_id] = None
+        while len(self._recent) > RECENT_IDS:
+            del self._recent[next(iter(self._recent))]
+
     def _receive(self, emit: Emit, tags: list[str], invites: dict[str, InviteCode],
-                 receipts: dict[str, Contact], limit: int, report: Report) -> None:
+                 receipts: dict[str, Contact], limit: int, report: Report,
+                 first: list[Fetched] | None = None) -> None:
         handled: set[str] = set()
         taken: list[str] = []
         more = True
         while more or taken:
-            mail, more = self.client.fetch(self.identity, tags, limit, ack=taken)
+            if first:  # pushed: the fetch that acks them asks for whatever else waits
+                mail, first = first, None
+            else:
+                mail, more = self.client.fetch(self.identity, tags, limit, ack=taken)
             taken = []
             rest = [m for m in mail if m.id not in handled]
             fresh = bool(rest)
@@ -167,6 +195,7 @@ class Receiver:
                 done = self._take_page(rest, invites, receipts, emit, report)
                 rest = rest[len(done):]
                 handled.update(done)
+                self._remember(done)
                 if self.batch_acks:
                     taken += done
                 else:

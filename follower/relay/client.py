@@ -32,7 +32,7 @@ from keys.envelope import MAX_BLOB
 from keys.identity import KeyBundle
 from keys.wire import API, SESSION_KEY_BYTES, auth_headers, session_headers
 
-__all__ = ["MALFORMED", "Fetched", "RelayClient", "check_relay_url"]
+__all__ = ["MALFORMED", "Fetched", "RelayClient", "check_relay_url", "read_mail"]
 
 SESSION_MARGIN_S = 60  # renew a session this long before the relay would forget it
 PAGE = 100  # messages asked for per fetch
@@ -47,6 +47,7 @@ MALFORMED = "malformed_answer"
 UNKNOWN_MAILBOX = "unknown_mailbox"  # the relay holds no keys for the mailbox a request names
 OWNER = "owner"  # the lane of requests that name and prove our own fingerprint
 TIMEOUT_ENV = "TALK_RELAY_TIMEOUT"
+MAX_ID = 64  # a relay's message ids are short letters and digits (what an ack may name)
 
 
 def relay_timeout(default: float) -> float:
@@ -385,7 +386,7 @@ class RelayClient:
         body = json.dumps(request).encode()
         data = self.request("POST", f"{API}/mail/{signer.fingerprint}/fetch", body, signer=signer)
         try:
-            mail = [Fetched(_text(m["id"]), _text(m["tag"]), b64d(m["blob"])) for m in data["messages"]]
+            mail = [read_mail(m) for m in data["messages"]]
         except (KeyError, TypeError, ValueError) as exc:
             raise RelayError(f"the relay sent a malformed fetch response: {exc}") from exc
         return mail, bool(data.get("more"))
@@ -422,6 +423,26 @@ class Fetched:
 
     def __init__(self, id: str, tag: str, blob: bytes) -> None:
         self.id, self.tag, self.blob = id, tag, blob
+
+
+def read_mail(item: object) -> Fetched:
+    """One stored message as the relay sent it, fetched or pushed (`follower.relay.push`): the
+    one place its fields are checked. The blob is as hostile as ever; opening it decides.
+
+    Raises:
+        KeyError, TypeError, ValueError: not {"id": str, "tag": str, "blob": base64} with an id
+            the relay takes back in an ack and a blob of at most MAX_BLOB bytes.
+    """
+    if not isinstance(item, dict):
+        raise TypeError(f"expected a message object, got {type(item).__name__}")
+    blob = b64d(item["blob"])
+    if len(blob) > MAX_BLOB:
+        raise ValueError(f"a blob of {len(blob)} bytes, over the limit of {MAX_BLOB}")
+    mail_id = _text(item["id"])
+    if not (0 < len(mail_id) <= MAX_ID and mail_id.isascii() and mail_id.isalnum()):
+        # An id an ack cannot name would make the relay refuse the ack of the whole page.
+        raise ValueError("a message id that is not 1 to 64 letters and digits")
+    return Fetched(mail_id, _text(item["tag"]), blob)
 
 
 def _json_object(raw: bytes) -> dict[str, Any] | None:

@@ -1,27 +1,35 @@
 """The push stream: a thread that holds the relay's WebSocket open and wakes the follower.
 
-The stream only says "look now"; the follower then fetches. "ready" arrives on every
-(re)connect, so mail deposited while the stream was down is fetched as soon as it is back.
+A frame says "look now"; when it carries a stored message (small ones do: `relay.notify`), the
+message goes into `PushedMail` for the follower to open without fetching it. That copy is a
+shortcut, never the record: the message stays on the relay until the follower acks it after the
+spool sync, and a frame that is malformed, dropped or never sent only means the fetch that a
+wake-up causes brings it instead. "ready" arrives on every (re)connect, so mail deposited while
+the stream was down is fetched as soon as it is back.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
+from collections import deque
 from collections.abc import Callable
 from urllib.parse import urlsplit
 
+from durable.bounded_json import parse_json
 from follower.relay.backoff import RETRY
-from follower.relay.client import Signer
+from follower.relay.client import Fetched, Signer, read_mail
 from keys.wire import API, auth_headers
 
-__all__ = ["PushListener"]
+__all__ = ["PushListener", "PushedMail", "pushed_mail"]
 
 log = logging.getLogger("talk.follower")
-# The relay's stream messages are {"type": "ready"} and {"type": "mail", "tag": …}, under 200
-# bytes; a bigger frame is hostile, and ends the connection (1009) instead of filling memory.
-MAX_MESSAGE = 4096
-MAX_QUEUE = 4  # messages buffered before reading stops: each only says "look now"
+# The relay's stream messages are {"type": "ready"}, {"type": "mail", "tag": …} and the same with
+# "id" and a base64 "blob" of at most 8 KiB (12 KiB as base64); a bigger frame is hostile, and
+# ends the connection (1009) instead of filling memory.
+MAX_MESSAGE = 16 * 1024
+MAX_QUEUE = 16  # frames buffered before reading stops (each read at once into PushedMail)
+MAX_PUSHED = 256  # messages waiting for the follower; past that the fetch brings the rest
 
 
 def stream_url(relay: str, fp: str) -> tuple[str, str]:
@@ -32,14 +40,48 @@ def stream_url(relay: str, fp: str) -> tuple[str, str]:
     return f"{scheme}://{parts.netloc}{path}", path
 
 
+def pushed_mail(frame: str | bytes) -> Fetched | None:
+    """The message a stream frame carries; None for a bare wake-up and for anything malformed
+    (which still wakes the follower: the fetch brings whatever there is). Never raises."""
+    try:
+        value = parse_json(frame, MAX_MESSAGE)
+        if not isinstance(value, dict) or value.get("type") != "mail" or "blob" not in value:
+            return None
+        return read_mail(value)
+    except (KeyError, TypeError, ValueError) as exc:
+        log.info("push stream: ignored a malformed frame (%s)", exc)
+        return None
+
+
+class PushedMail:
+    """Messages the push thread received, waiting for the follower's next drain."""
+
+    def __init__(self, most: int = MAX_PUSHED) -> None:
+        self._lock = threading.Lock()
+        self._mail: deque[Fetched] = deque()
+        self._most = most
+
+    def put(self, item: Fetched) -> None:
+        with self._lock:
+            if len(self._mail) < self._most:  # over: left for the fetch the wake-up causes
+                self._mail.append(item)
+
+    def take(self) -> list[Fetched]:
+        with self._lock:
+            taken = list(self._mail)
+            self._mail.clear()
+        return taken
+
+
 class PushListener(threading.Thread):
     def __init__(self, relay: str, signer: Signer, wake: threading.Event,
-                 on_state: Callable[[str], None]) -> None:
+                 on_state: Callable[[str], None], mail: PushedMail | None = None) -> None:
         super().__init__(name="push", daemon=True)
         self.url, self.path = stream_url(relay, signer.fingerprint)
         self.signer = signer
         self.wake = wake
         self.on_state = on_state
+        self.mail = mail
         self._stop = threading.Event()
         self._ws: object | None = None
 
@@ -64,8 +106,8 @@ class PushListener(threading.Thread):
                     self._ws = ws
                     self.on_state("connected")
                     attempt = 0
-                    for _ in ws:
-                        self.wake.set()
+                    for frame in ws:
+                        self.received(frame)
             except InvalidStatus as exc:
                 # The relay is up but refused the stream (it lost our keys, say): a fetch now
                 # tells why in the status, and publishes lost keys again.
@@ -78,3 +120,10 @@ class PushListener(threading.Thread):
             attempt += 1
             self._stop.wait(RETRY.delay(attempt))
         self.on_state("off")
+
+    def received(self, frame: str | bytes) -> None:
+        if self.mail is not None:
+            item = pushed_mail(frame)
+            if item is not None:
+                self.mail.put(item)
+        self.wake.set()

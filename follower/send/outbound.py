@@ -107,7 +107,8 @@ def send(identity: Identity, client: RelayClient, contact: Contact, text: str,
     home = folder if folder is not None else outbox.folder if outbox is not None else None
     if home is None:
         raise ValueError("send needs the identity folder (folder= or outbox=) to number the message")
-    with next_seq(home, contact.fingerprint) as seq:
+    # With an outbox, the message's synced record there keeps its number (`Outbox.sent`).
+    with next_seq(home, contact.fingerprint, recorded=outbox is not None) as seq:
         inner = new_message(identity.fingerprint, contact.fingerprint, text, kind, seq, **extra)
         blob = _sealed(identity, client, contact, home, inner, outbox is not None)
     tag = channel_tag(identity.box_secret, peer, contact.fingerprint)
@@ -115,7 +116,7 @@ def send(identity: Identity, client: RelayClient, contact: Contact, text: str,
         deposit(client, contact.fingerprint, contact.name, tag, blob)
         return inner
     preview, noted = shown if shown is not None else (text, {})
-    outbox.sent(inner.id, contact.fingerprint, contact.name, kind, preview, tag, b64e(blob),
+    outbox.sent(inner.id, contact.fingerprint, contact.name, kind, preview, tag, b64e(blob), seq=seq,
                 **{k: v for k, v in extra.items() if k in ("task", "hops")}, **noted)
     _deposit_recorded(client, contact, outbox, inner.id, tag, blob)
     return inner
@@ -154,14 +155,17 @@ def send_again(identity: Identity, client: RelayClient, contact: Contact, outbox
         PinMismatch: the relay served ratchet keys the pinned key did not sign.
         RelayError, NotFound: the relay refused it for good (the outbox marks it dropped).
     """
+    renumbered = None
     if way is Way.RENUMBERED:
-        with next_seq(outbox.folder, contact.fingerprint) as seq:
+        with next_seq(outbox.folder, contact.fingerprint, recorded=True) as seq:
             inner = dataclasses.replace(inner, seq=seq)
             blob = _sealed(identity, client, contact, outbox.folder, inner, True)
+        renumbered = (contact.fingerprint, seq)
     else:
         blob = _sealed(identity, client, contact, outbox.folder, inner, True)
     tag = channel_tag(identity.box_secret, PublicKey(contact.box_key), contact.fingerprint)
-    outbox.recovered(inner.id, tag, b64e(blob), sends, way, resent_reason(way, sends), answered)
+    outbox.recovered(inner.id, tag, b64e(blob), sends, way, resent_reason(way, sends), answered,
+                     renumbered)
     deposit_again(client, contact, outbox, inner.id, tag, blob)
 
 

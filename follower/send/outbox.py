@@ -25,6 +25,12 @@ Two files, so that no command's cost grows with the number of messages ever sent
                            that settled, until the log is next compacted
     outbox-history.ndjson  every settled message, one line each, appended at compaction
 
+A "sent" event, and a "recovered" one that renumbered its message, carry the message's number
+(`seq`): synced before the message leaves, they are what keeps a number from being given twice
+after a crash of the machine (`follower.send.seqcounter`), and a compaction keeps the highest
+of each contact in its second line. "stored" is appended without a sync: lost, the message
+reads as not yet stored, and is deposited again under its id, which the peer drops.
+
 A message settles when it reaches a final state (delivered, or refused, expired, dropped), or
 once it has sat held or spooled for SETTLE_AFTER_S: a receipt that comes after that is not
 recorded (`talk outbox --all` shows the state it settled in). Compaction runs when the working
@@ -192,13 +198,14 @@ class Outbox:
         self.lock = folder / "outbox.lock"
         self.history = folder / HISTORY_FILE
 
-    def _append(self, events: list[dict[str, Any]]) -> None:
+    def _append(self, events: list[dict[str, Any]], sync: bool = True) -> None:
         # A lock of its own: compaction replaces the log, so its inode cannot hold the lock.
         with locked(self.lock):
             fd = open_private(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT)
             try:
                 append_to(fd, json_lines(events))
-                os.fsync(fd)
+                if sync:
+                    os.fsync(fd)
                 size = os.fstat(fd).st_size
                 due = size > COMPACT_BYTES and size > 2 * _compacted_size(fd)
             finally:
@@ -209,21 +216,31 @@ class Outbox:
     def _compact(self) -> None:
         """Move settled entries to the history; the rest become one line per message."""
         now = time.time()
-        entries = fold(read_records(self.path))
+        events = read_records(self.path)
+        entries = fold(events)
         done = [e.snapshot() for e in entries.values() if e.settled(now)]
         append_records(self.history, done)
         kept = json_lines([e.snapshot() for e in entries.values() if not e.settled(now)])
-        header = json_lines([{"ev": "compacted", "bytes": len(kept), "ts": now}])
+        # The numbers on a line of their own: the first line stays short (`_compacted_size`).
+        highest = highest_seqs(events)
+        seqs = json_lines([{"ev": "seqs", "seqs": highest}]) if highest else b""
+        header = json_lines([{"ev": "compacted", "bytes": len(kept) + len(seqs), "ts": now}]) + seqs
         replace_file(self.path, header + kept)
 
     def sent(self, msg_id: str, to: str, name: str, kind: str, text: str, tag: str, blob: str,
-             **extra: Any) -> None:
+             *, seq: int | None = None, **extra: Any) -> None:
+        """Record a message before it leaves, synced, with its number (`seq`) when it has one."""
         now = time.time()
-        self._append([{"ev": "sent", "id": msg_id, "to": to, "name": name, "kind": kind,
-                       "text": text[:PREVIEW], "ts": now, "tag": tag, "blob": blob, "extra": extra}])
+        event = {"ev": "sent", "id": msg_id, "to": to, "name": name, "kind": kind,
+                 "text": text[:PREVIEW], "ts": now, "tag": tag, "blob": blob, "extra": extra}
+        self._append([event if seq is None else {**event, "seq": seq}])
 
     def stored(self, msg_id: str) -> None:
-        self._append([{"ev": "stored", "id": msg_id, "state": "stored", "ts": time.time()}])
+        self._append([{"ev": "stored", "id": msg_id, "state": "stored", "ts": time.time()}], sync=False)
+
+    def highest_seqs(self) -> dict[str, int]:
+        """The highest number the working log records for each contact (reads it all)."""
+        return highest_seqs(read_records(self.path))
 
     @property
     def queued_mark(self) -> Path:
@@ -234,11 +251,15 @@ class Outbox:
         self.queued_mark.touch(mode=0o600)
 
     def recovered(self, msg_id: str, tag: str, blob: str, sends: int, way: str, reason: str,
-                  answered: str) -> None:
+                  answered: str, renumbered: tuple[str, int] | None = None) -> None:
         """`msg_id` is sent again, sealed anew as `blob` (copy number `sends`, sent again in the
-        way `way`), after the refusal in the receipt `answered`."""
-        self._append([{"ev": "recovered", "id": msg_id, "tag": tag, "blob": blob, "sends": sends,
-                       "way": way, "reason": reason, "answered": answered, "ts": time.time()}])
+        way `way`), after the refusal in the receipt `answered`; `renumbered`: (contact, the new
+        number), kept as `sent` keeps it."""
+        event = {"ev": "recovered", "id": msg_id, "tag": tag, "blob": blob, "sends": sends,
+                 "way": way, "reason": reason, "answered": answered, "ts": time.time()}
+        if renumbered is not None:
+            event |= {"to": renumbered[0], "seq": renumbered[1]}
+        self._append([event])
 
     def resent(self, msg_id: str) -> None:
         self._append([{"ev": "resent", "id": msg_id, "ts": time.time()}])
@@ -282,6 +303,25 @@ class Outbox:
             return entry
         entries = self.everything()
         return entries[resolve(typed, entries, "sent message", "`talk outbox` lists them")]
+
+
+def highest_seqs(events: list[dict[str, Any]]) -> dict[str, int]:
+    """The highest number each contact was given, as `events` record it: those of the messages
+    sent or renumbered, and what the compaction that began the log kept."""
+    highest: dict[str, int] = {}
+
+    def keep(peer: object, seq: object) -> None:
+        if isinstance(peer, str) and type(seq) is int:
+            highest[peer] = max(highest.get(peer, 0), seq)
+
+    for event in events:
+        kind = event.get("ev")
+        if kind in ("sent", "recovered"):
+            keep(event.get("to"), event.get("seq"))
+        elif kind == "seqs" and isinstance(event.get("seqs"), dict):
+            for peer, seq in event["seqs"].items():
+                keep(peer, seq)
+    return highest
 
 
 def _compacted_size(fd: int) -> int:

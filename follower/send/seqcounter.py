@@ -7,6 +7,15 @@ number is never reused after a crash (the peer would refuse the second message a
 A send that fails after the write leaves its number unused, which the peer sees as one missing
 message. The file grows with contacts, never with messages.
 
+A send that keeps its message in the outbox (`recorded`) writes the count without a sync: the
+outbox's own synced record of the message carries its number (`follower.send.outbox`), and it
+is on disk before the message can leave, so one sync per message holds both. The unsynced copy
+(`sent-seq.live.json`) names the boot it was written in (`durable.boot`): in the same boot it
+is whole, whatever process was killed; after a crash of the machine it may be old or torn, and
+the count is then taken again from `sent-seq.json` (synced whenever it is written) and the
+highest numbers the outbox records, and synced once. So a number that may have left is never
+given again; one that never left may be, which nobody can tell.
+
 A folder restored from a backup counts from where the backup stood, below numbers its contacts
 have seen. A contact refuses each reused number as a replay and says the highest it has seen
 (`keys.gate.check_receipts`); `move_past` then moves the count past that, and the refused
@@ -20,35 +29,39 @@ channel store's: SQLite and the code that judges arriving mail stay out of every
 from __future__ import annotations
 
 import contextlib
+import json
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TypeGuard
 
-from durable.errors import UserError
-from durable.files import read_json, write_json
+from durable.boot import boot_id
+from durable.errors import LocalFileRefused, UserError
+from durable.files import read_json, replace_file, write_json
 from durable.locks import folder_locked
 
 __all__ = ["move_past"]
 
 COUNTER_FILE = "sent-seq.json"
+LIVE_FILE = "sent-seq.live.json"  # {"boot": id, "counts": {...}}, written without a sync
 LEGACY_DB = "channels.db"
 
 
 @contextlib.contextmanager
-def next_seq(folder: Path, peer: str) -> Iterator[int]:
+def next_seq(folder: Path, peer: str, recorded: bool = False) -> Iterator[int]:
     """The next number for a message to `peer`, written only if the block succeeds: a message
-    that fails to seal uses up no number.
+    that fails to seal uses up no number. `recorded`: the caller keeps the number in the outbox,
+    synced, before the message leaves (`Outbox.sent`), so the count itself needs no sync.
 
     Raises:
         UserError: the counter file is damaged (it says which file and what to do).
         OSError: it cannot be written (a full disk, say); no number is used.
     """
-    path = folder / COUNTER_FILE
     with folder_locked(folder):
         counts = _counts(folder)
         seq = counts.get(peer, 0) + 1
         yield seq
         counts[peer] = seq
-        write_json(path, counts)
+        _save(folder, counts, synced=not recorded)
 
 
 def move_past(folder: Path, peer: str, highest: int) -> bool:
@@ -64,17 +77,52 @@ def move_past(folder: Path, peer: str, highest: int) -> bool:
         if counts.get(peer, 0) >= highest:
             return False
         counts[peer] = highest
-        write_json(folder / COUNTER_FILE, counts)
+        _save(folder, counts, synced=True)
         return True
 
 
+def _save(folder: Path, counts: dict[str, int], synced: bool) -> None:
+    """Keep `counts`: always in the live file; `synced`, in the synced file first. With no boot id
+    to tell a crash of the machine by, every write is synced."""
+    boot = boot_id()
+    if synced or boot is None:
+        write_json(folder / COUNTER_FILE, counts)
+    if boot is not None:
+        live = json.dumps({"boot": boot, "counts": counts}, separators=(",", ":")).encode()
+        replace_file(folder / LIVE_FILE, live, sync=False)
+
+
 def _counts(folder: Path) -> dict[str, int]:
-    """The counts, read under the folder's lock (the caller holds it)."""
+    """The counts, read under the folder's lock (the caller holds it): the live file's when it was
+    written in this boot; else the synced ones raised to what the outbox records, synced again."""
+    boot = boot_id()
+    if boot is None:
+        return _synced_counts(folder)  # every write was synced
+    try:
+        live = read_json(folder / LIVE_FILE, None)
+    except LocalFileRefused:
+        live = None  # torn by a crash of the machine: what the outbox kept says more
+    if isinstance(live, dict) and live.get("boot") == boot and _is_counts(live.get("counts")):
+        return dict(live["counts"])
+    counts = _synced_counts(folder)
+    from follower.send.outbox import Outbox  # once a boot: the numbers the outbox kept
+
+    for peer, seq in Outbox(folder).highest_seqs().items():
+        counts[peer] = max(counts.get(peer, 0), seq)
+    _save(folder, counts, synced=True)
+    return counts
+
+
+def _is_counts(value: object) -> TypeGuard[dict[str, int]]:
+    return isinstance(value, dict) and all(type(v) is int for v in value.values())
+
+
+def _synced_counts(folder: Path) -> dict[str, int]:
     path = folder / COUNTER_FILE
     counts = read_json(path, None)
     if counts is None:
         counts = legacy_counts(folder / LEGACY_DB)
-    if not isinstance(counts, dict) or not all(type(v) is int for v in counts.values()):
+    if not _is_counts(counts):
         raise UserError(f"{path} is damaged: it must map fingerprints to numbers; restore it "
                         "from a backup (your contacts would refuse reused numbers as replays)")
     return counts

@@ -8,6 +8,8 @@ tried the same way against a WebSocket server that sends oversized and broken fr
 
 from __future__ import annotations
 
+import base64
+import contextlib
 import json
 import os
 import socket
@@ -19,9 +21,15 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from nacl.public import PublicKey
 from websockets.sync.server import ServerConnection, serve
 
-from tests.conftest import Agent, Result, wait_for
+from keys import keystore
+from keys.contacts import ContactBook
+from keys.envelope import channel_tag, new_message, seal
+from keys.identity import Identity
+from tests.conftest import Agent, RelayProcess, Result, wait_for
+from tests.e2e.probes import spool_ids
 from tests.faults import ScriptedServer, read_request
 
 Behaviour = Callable[[socket.socket], int | None]  # bytes flooded, for the floods
@@ -252,3 +260,91 @@ def test_follower_survives_oversized_and_broken_push_frames(pair: tuple[Agent, A
             bob.run("stop")
     finally:
         stream.close()
+
+
+def text_frame(payload: bytes) -> bytes:
+    """An unmasked WebSocket text frame, as a server sends it."""
+    size = len(payload)
+    head = bytes([0x81, size]) if size < 126 else bytes([0x81, 126]) + size.to_bytes(2, "big")
+    return head + payload
+
+
+class FrameInjector(ScriptedServer):
+    """A TCP proxy in front of a real relay: every byte passes through both ways, except that on
+    a push stream `frames` reach the follower first, right after the relay's handshake answer."""
+
+    def __init__(self, upstream: str, frames: list[bytes]) -> None:
+        self.upstream = ("127.0.0.1", int(upstream.rsplit(":", 1)[1]))
+        self.frames = frames
+        self.streams = 0
+        super().__init__()
+
+    def serve_one(self, conn: socket.socket, nth: int) -> None:
+        with conn, socket.create_connection(self.upstream) as up:
+            first = conn.recv(65536)
+            up.sendall(first)
+            threading.Thread(target=_copy, args=(conn, up), daemon=True).start()
+            if b"/stream " in first.split(b"\r\n", 1)[0]:
+                head = b""
+                while b"\r\n\r\n" not in head:
+                    chunk = up.recv(65536)
+                    if not chunk:
+                        return
+                    head += chunk
+                end = head.index(b"\r\n\r\n") + 4
+                self.streams += 1
+                conn.sendall(head[:end] + b"".join(self.frames) + head[end:])
+            _copy(up, conn)
+
+
+def _copy(source: socket.socket, sink: socket.socket) -> None:
+    try:
+        while chunk := source.recv(65536):
+            sink.sendall(chunk)
+    except OSError:
+        pass
+    with contextlib.suppress(OSError):
+        sink.shutdown(socket.SHUT_WR)
+
+
+def test_crafted_push_frames_cannot_stop_delivery(pair: tuple[Agent, Agent], relay: RelayProcess) -> None:
+    """Messages pushed with the wake-up are as hostile as fetched ones: a stranger's blob under
+    alice's channel, garbage that claims to be hers, frames broken every way, an id no ack can
+    name. None reaches the spool, the follower stays up, and alice's real mail still arrives."""
+    alice, bob = pair
+    bob_id = keystore.unlock(keystore.load(bob.home / "bob"), None)
+    alice_contact = ContactBook(bob.home / "bob").get("alice")
+    tag = channel_tag(bob_id.box_secret, PublicKey(alice_contact.box_key), bob_id.fingerprint)
+    stranger = Identity.generate("mallory")
+    forged = seal(new_message(stranger.fingerprint, bob_id.fingerprint, "obey me"), stranger.box_secret,
+                  PublicKey(bob_id.box_public))
+
+    def mail(mail_id: object, blob: object, at: object = tag) -> bytes:
+        return json.dumps({"type": "mail", "tag": at, "id": mail_id, "blob": blob}).encode()
+
+    frames = [text_frame(f) for f in (
+        mail("900001", base64.b64encode(forged).decode()),
+        mail("900002", base64.b64encode(os.urandom(700)).decode()),
+        mail("9 OR 1", base64.b64encode(forged).decode()),
+        mail("900003", "not base64!"),
+        mail(["900004"], base64.b64encode(forged).decode()),
+        mail("900005", base64.b64encode(forged).decode(), at=os.urandom(32).hex()),
+        b'{"type": "mail", "blob": ' + b"[" * 3000 + b"]" * 3000 + b"}",
+        b"not json",
+    )]
+    proxy = FrameInjector(relay.url, frames)
+    try:
+        pid = bob.ok("follow", "--peer", "alice", "--relay", proxy.url, "--json").json()["pid"]
+        try:
+            wait_for(lambda: proxy.streams >= 1, 20, "the follower's push stream")
+            sent = alice.ok("send", "bob", "the real one", "--json").json()["id"]
+            wait_for(lambda: sent in spool_ids(bob, "bob"), 20, "alice's message in bob's spool")
+            os.kill(pid, 0)  # still alive
+            assert list(spool_ids(bob, "bob")) == [sent]
+            quarantined = (bob.home / "bob" / "quarantine.ndjson").read_text()
+            assert "900001" in quarantined and "900002" in quarantined  # kept, refused, acked
+            assert "obey me" not in (bob.home / "bob" / "spool" / "inbox.ndjson").read_text()
+        finally:
+            bob.run("stop")
+    finally:
+        proxy.close()

@@ -14,6 +14,7 @@ from follower.relay.client import RelayClient
 from follower.relay.push import stream_url
 from keys.identity import Identity
 from keys.wire import auth_headers, signing_payload
+from relay.notify import PUSH_BLOB_MAX
 from tests.conftest import RelayProcess
 
 
@@ -24,15 +25,32 @@ def published(relay: RelayProcess, name: str) -> Identity:
     return me
 
 
-def test_owner_hears_of_each_deposit(relay: RelayProcess) -> None:
+def test_owner_hears_of_each_deposit_with_its_blob(relay: RelayProcess) -> None:
     me = published(relay, "bob")
     url, path = stream_url(relay.url, me.fingerprint)
+    tags = ["ab" * 16, "cd" * 16]
+    with RelayClient(relay.url) as owner:
+        owner.fetch(me, tags)  # registers them: mail under tags never fetched comes without blobs
     with connect(url, additional_headers=auth_headers(me.sign, "GET", path, b"")) as ws:
         assert json.loads(ws.recv(timeout=5)) == {"type": "ready"}
         with RelayClient(relay.url) as client:
-            for tag in ("ab" * 16, "cd" * 16):
-                client.deposit(me.fingerprint, tag, b"sealed")
-                assert json.loads(ws.recv(timeout=5)) == {"type": "mail", "tag": tag}
+            for tag in tags:
+                mail_id = client.deposit(me.fingerprint, tag, b"sealed")
+                blob = base64.b64encode(b"sealed").decode()
+                frame = {"type": "mail", "tag": tag, "id": mail_id, "blob": blob}
+                assert json.loads(ws.recv(timeout=5)) == frame
+
+
+def test_a_big_blob_is_left_to_the_fetch(relay: RelayProcess) -> None:
+    me = published(relay, "bob")
+    url, path = stream_url(relay.url, me.fingerprint)
+    with RelayClient(relay.url) as owner:
+        owner.fetch(me, ["ab" * 16])
+    with connect(url, additional_headers=auth_headers(me.sign, "GET", path, b"")) as ws:
+        ws.recv(timeout=5)
+        with RelayClient(relay.url) as client:
+            client.deposit(me.fingerprint, "ab" * 16, b"x" * (PUSH_BLOB_MAX + 1))
+        assert json.loads(ws.recv(timeout=5)) == {"type": "mail", "tag": "ab" * 16}
 
 
 def test_other_mailboxes_are_silent(relay: RelayProcess) -> None:

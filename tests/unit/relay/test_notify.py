@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 
-from relay.notify import QUEUE_DEPTH, LocalHub
+from relay.notify import PUSH_BLOB_MAX, QUEUE_DEPTH, LocalHub, Notice, notice
 
 
 def test_a_deposit_wakes_every_stream_of_its_mailbox_and_no_other() -> None:
@@ -13,7 +13,7 @@ def test_a_deposit_wakes_every_stream_of_its_mailbox_and_no_other() -> None:
         a1, a2, b = hub.subscribe("a"), hub.subscribe("a"), hub.subscribe("b")
         assert (hub.streams("a"), hub.streams("b"), hub.streams("c")) == (2, 1, 0)
         await hub.publish("a", "tag1")
-        assert (a1.get_nowait(), a2.get_nowait()) == ("tag1", "tag1")
+        assert (a1.get_nowait(), a2.get_nowait()) == (Notice("tag1"), Notice("tag1"))
         assert b.empty()
         await hub.publish("nobody", "tag2")  # no stream open: nothing to wake, nothing kept
         assert sorted(hub.mailboxes()) == ["a", "b"]
@@ -44,5 +44,19 @@ def test_unsubscribing_the_last_stream_forgets_the_mailbox() -> None:
         assert hub.streams("a") == 0 and hub.mailboxes() == []
         await hub.publish("a", "late")
         assert one.empty() and two.empty()
+
+    asyncio.run(scenario())
+
+
+def test_a_small_blob_rides_along_and_a_big_one_is_left_to_the_fetch() -> None:
+    assert notice("t", "7", b"x" * PUSH_BLOB_MAX) == Notice("t", "7", b"x" * PUSH_BLOB_MAX)
+    assert notice("t", "7", b"x" * (PUSH_BLOB_MAX + 1)) == Notice("t")
+    assert notice("t", "", b"sealed") == Notice("t")  # no id: nothing to ack, so no blob
+
+    async def scenario() -> None:
+        hub = LocalHub()
+        queue = hub.subscribe("a")
+        await hub.publish("a", "t", "8", b"sealed")
+        assert queue.get_nowait() == Notice("t", "8", b"sealed")
 
     asyncio.run(scenario())

@@ -14,6 +14,7 @@ from typing import Any, TypeVar
 
 import pytest
 
+from relay.notify import PUSH_BLOB_MAX
 from relay.redis_store import RedisStore
 from relay.sqlite_store import SqliteStore
 from relay.store import Deposited, DepositOutcome, RedeemOutcome, Store
@@ -414,9 +415,12 @@ def test_redis_deposit_announces_mail_under_registered_tags_only(
         try:
             run(store.register_tags(fp, [mine], 10))
             assert run(store.deposit(fp, junk, b"x", NOW, BIG, BIG)).woken is False
-            assert run(store.deposit(fp, mine, b"y", NOW, BIG, BIG)).woken is True
+            stored = run(store.deposit(fp, mine, b"y", NOW, BIG, BIG))
+            assert stored.woken is True
+            assert run(store.deposit(fp, mine, b"z" * (PUSH_BLOB_MAX + 1), NOW, BIG, BIG)).woken is True
             heard = [m["data"] for m in iter(lambda: listener.get_message(timeout=1), None)]
-            assert heard == [f"{fp} {mine}".encode()]  # nothing for the junk deposit
+            # The small blob rides along, the big one is left to the fetch; nothing for the junk one.
+            assert heard == [f"{fp} {mine} {stored.id} y".encode(), f"{fp} {mine}".encode()]
         finally:
             listener.close()
             run(store.close())

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -13,7 +14,7 @@ from tests.unit.samples import FP_B, FP_C, hexid
 
 
 def sent(outbox: Outbox, msg_id: str, to: str, gm: str | None) -> None:
-    noted = {"group": "team", "gm": gm} if gm else {}
+    noted: dict[str, Any] = {"group": "team", "gm": gm} if gm else {}
     outbox.sent(msg_id, to, to[:4], "chat", "hello", "tag", "blob", **noted)
 
 

@@ -9,7 +9,10 @@ from pathlib import Path
 import pytest
 
 from durable.errors import UserError
-from follower.send.seqcounter import COUNTER_FILE, LEGACY_DB, move_past, next_seq
+from follower.send import outbox as outbox_mod
+from follower.send.outbox import Outbox
+from follower.send.seqcounter import COUNTER_FILE, LEGACY_DB, LIVE_FILE, move_past, next_seq
+from tests.power_loss import Disks
 
 FP_A = "a" * 32
 FP_B = "b" * 32
@@ -98,3 +101,61 @@ def test_moving_past_refuses_a_damaged_count_like_a_send(tmp_path: Path) -> None
     (tmp_path / COUNTER_FILE).write_text('{"' + FP_B + '": "seven"}')
     with pytest.raises(UserError, match="damaged"):
         move_past(tmp_path, FP_B, 40)
+
+
+def send_recorded(folder: Path, peer: str) -> int:
+    """A number taken as a send with an outbox takes it: the count unsynced, the outbox's
+    record of the message (synced) carrying it."""
+    with next_seq(folder, peer, recorded=True) as seq:
+        pass
+    Outbox(folder).sent(f"m{seq}{peer[:4]}", peer, "bob", "chat", "hi", "tag", "blob", seq=seq)
+    return seq
+
+
+def test_a_recorded_count_is_not_synced_and_a_kill_loses_nothing(tmp_path: Path) -> None:
+    """Killed anywhere (the kernel keeps what was written), the next send numbers on: between
+    the count and the outbox too, where the number was taken but never left."""
+    assert [send_recorded(tmp_path, FP_B) for _ in range(3)] == [1, 2, 3]
+    with next_seq(tmp_path, FP_B, recorded=True):
+        pass  # killed here: counted, not in the outbox
+    assert send_recorded(tmp_path, FP_B) == 5
+
+
+@pytest.fixture
+def disk(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Disks:
+    (tmp_path / "id").mkdir()
+    return Disks(monkeypatch, tmp_path / "disks").watch(tmp_path / "id")
+
+
+def test_after_a_power_loss_no_number_the_outbox_kept_is_given_again(tmp_path: Path, disk: Disks) -> None:
+    folder = tmp_path / "id"
+    take(folder, FP_A)  # synced: no outbox
+    sent = [send_recorded(folder, FP_B) for _ in range(4)]
+    disk.lose_power(folder)  # the unsynced counts are gone; the outbox's records are not
+    assert send_recorded(folder, FP_B) == sent[-1] + 1
+    assert take(folder, FP_A) == 2
+    disk.lose_power(folder)
+    assert send_recorded(folder, FP_B) == sent[-1] + 2
+
+
+def test_a_torn_live_count_after_a_power_loss_is_read_from_the_outbox(tmp_path: Path, disk: Disks) -> None:
+    folder = tmp_path / "id"
+    sent = [send_recorded(folder, FP_B) for _ in range(3)]
+    disk.lose_power(folder)
+    (folder / LIVE_FILE).write_bytes(b'{"boot": "x", "cou')  # what a crash may leave of it
+    assert send_recorded(folder, FP_B) == sent[-1] + 1
+
+
+def test_a_compacted_outbox_keeps_the_highest_numbers(
+        tmp_path: Path, disk: Disks, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Compaction moves settled messages out of the working log: their numbers stay in it."""
+    folder = tmp_path / "id"
+    box = Outbox(folder)
+    sent = [send_recorded(folder, FP_B) for _ in range(5)]
+    box.receipts([(f"m{seq}{FP_B[:4]}", "delivered", "") for seq in sent])  # settled
+    monkeypatch.setattr(outbox_mod, "COMPACT_BYTES", 10)
+    box.receipts([("nothing", "delivered", "")])  # crosses the limit: compacted
+    assert b'"ev":"compacted"' in box.path.read_bytes().splitlines()[0]
+    assert box.highest_seqs() == {FP_B: sent[-1]}
+    disk.lose_power(folder)
+    assert send_recorded(folder, FP_B) == sent[-1] + 1
