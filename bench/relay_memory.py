@@ -19,9 +19,14 @@ keys under the run's unique prefix are deleted afterwards (never FLUSHDB); every
 is stopped by its PID.
 
     .venv/bin/python bench/relay_memory.py [--mailboxes 10000] [--per-mailbox 10] [--skip-redis]
+                                          [--idle-only [--rounds 5]]
+
+--idle-only measures phase 1 alone, --rounds times per store (a fresh relay each time, stores
+taken in turn), and reports the median idle RSS with every round's figure.
 
 A table goes to stderr; stdout ends with one JSON line (sqlite_* and redis_* keys).
-Targets: RSS ≤ 80 MB with 100,000 stored; fetch latency flat from 10 to 10,000 mailboxes.
+Targets: idle RSS ≤ 35 MB (SQLite); RSS ≤ 80 MB with 100,000 stored; fetch latency flat from 10
+to 10,000 mailboxes.
 """
 
 from __future__ import annotations
@@ -136,6 +141,8 @@ def measure(relay: Relay, args: argparse.Namespace, deadline: Deadline, redis: b
     assert relay.proc is not None
     pid = relay.proc.pid
     out: dict[str, Any] = {"idle_rss_mb": status_mb(pid)["VmRSS"]}
+    if args.idle_only:
+        return out
     redis_before = redis_used_mb() if redis else 0.0
     sender = Identity.generate("sender")
     boxes = [Mailbox(sender, k) for k in range(args.mailboxes)]
@@ -169,15 +176,38 @@ def run(args: argparse.Namespace) -> dict[str, dict[str, Any]]:
         finally:
             relay.stop()
         if not args.skip_redis:
-            prefix = f"talk-bench-{uuid.uuid4().hex[:12]}:"
-            relay = Relay(talk, root / "redis" / "unused.db", root / "redis.log", relay_env(),
-                          store=f"{REDIS_URL}?prefix={prefix}")
+            results["redis"] = measure_redis(root / "redis", talk, args, deadline)
+    return results
+
+
+def measure_redis(root: Path, talk: str, args: argparse.Namespace, deadline: Deadline) -> dict[str, Any]:
+    prefix = f"talk-bench-{uuid.uuid4().hex[:12]}:"
+    relay = Relay(talk, root / "unused.db", root / "relay.log", relay_env(),
+                  store=f"{REDIS_URL}?prefix={prefix}")
+    try:
+        return measure(relay, args, deadline, redis=True)
+    finally:
+        relay.stop()
+        delete_redis_keys(prefix)
+
+
+def run_idle(args: argparse.Namespace) -> dict[str, dict[str, Any]]:
+    """Idle RSS only, `--rounds` fresh relays per store, the stores taken in turn."""
+    deadline = Deadline(args.timeout)
+    talk = find_talk()
+    rounds: dict[str, list[float]] = {"sqlite": [], "redis": []}
+    with tempfile.TemporaryDirectory(prefix="talk-memory-") as tmp:
+        root = Path(tmp)
+        for k in range(args.rounds):
+            relay = Relay(talk, root / f"sqlite{k}" / "relay.db", root / f"sqlite{k}.log", relay_env())
             try:
-                results["redis"] = measure(relay, args, deadline, redis=True)
+                rounds["sqlite"].append(measure(relay, args, deadline, redis=False)["idle_rss_mb"])
             finally:
                 relay.stop()
-                delete_redis_keys(prefix)
-    return results
+            if not args.skip_redis:
+                rounds["redis"].append(measure_redis(root / f"redis{k}", talk, args, deadline)["idle_rss_mb"])
+    return {name: {"idle_rss_mb": statistics.median(figures), "idle_rss_rounds": figures}
+            for name, figures in rounds.items() if figures}
 
 
 def report(results: dict[str, dict[str, Any]]) -> dict[str, Any]:
@@ -196,12 +226,14 @@ def main() -> int:
     parser.add_argument("--fetches", type=int, default=300)
     parser.add_argument("--procs", type=int, default=4)
     parser.add_argument("--skip-redis", action="store_true")
+    parser.add_argument("--idle-only", action="store_true", help="measure idle RSS only (phase 1)")
+    parser.add_argument("--rounds", type=int, default=5, help="relays started per store with --idle-only")
     parser.add_argument("--timeout", type=float, default=900.0)
     args = parser.parse_args()
     if args.mailboxes <= SMALL:
         parser.error(f"--mailboxes must be more than {SMALL}")
     try:
-        results = run(args)
+        results = run_idle(args) if args.idle_only else run(args)
     except BenchError as exc:
         print(f"relay_memory: {exc}", file=sys.stderr)
         return 1

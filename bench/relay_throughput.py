@@ -20,9 +20,19 @@ Cases, measured in the same run, each after --warmup seconds, for --seconds:
              oldest page of up to 100 as base64 in JSON, which the receivers decode. Under
              uvicorn with the relay's settings (one worker, uvloop, httptools, no access log),
              driven by the same client processes, pages, acks and lingers as the relay cases
+  bare sqlite  the same minimal app doing talk's own store work instead of the dict: each POST
+             is one `Store.deposit`, each fetch registers its tags once and is one
+             `Store.next_page`, on the relay's own SQLite store (relay/sqlite_store.py) with the
+             relay's default quotas; no auth, limits or wake-ups. The relay's own overhead is
+             what sqlite loses against it
   sqlite     `talk relay --store sqlite:FILE`
+  bare redis   the same on the relay's Redis store (relay/redis_store.py), its own prefix
   redis      `talk relay --store redis://127.0.0.1:6379/0?prefix=<unique>`  (not with --skip-redis)
   redis x2   two replicas on that Redis: senders to A, receivers to B
+
+With --rounds N the whole sequence runs N times, case after case in each round (so a change in
+the machine's load falls on every case alike); each figure is the median over the rounds, and
+each ratio the median of the ratios within each round.
 
 The relay's deposit rate limits (per client address, per tag) are turned off through their
 environment variables: with every client on 127.0.0.1 they would measure the limiter.
@@ -35,8 +45,11 @@ under the run's prefix are deleted afterwards (never FLUSHDB). Loopback only.
 
 A table goes to stderr; stdout ends with one JSON line for the SQLite single-worker case:
     {"deposits_per_s":…,"deliveries_per_s":…,"baseline_per_s":…,"ratio":…,"p50_ms":…,"p99_ms":…}
-(other cases as extra keys, and each case's server_cpu). Targets: ≥ 5,000 deposits/s and
-deliveries/s, ratio ≥ 0.5; Redis at least 0.7 of SQLite; two Redis replicas at least 1.6 of one.
+(other cases as extra keys, and each case's server_cpu), with the ratios of deposits/s:
+    vs_bare_store         sqlite ÷ bare sqlite         (target ≥ 0.9)
+    redis_vs_bare_store   redis ÷ bare redis
+    redis_vs_sqlite_deposits  redis ÷ sqlite           (target ≥ 0.75)
+Targets: ≥ 5,000 deposits/s and deliveries/s, ratio ≥ 0.5; two Redis replicas at least 1.6 of one.
 """
 
 from __future__ import annotations
@@ -87,10 +100,8 @@ PAGE = 100
 # ---- the minimal endpoint (served in a child process: `--serve-baseline PORT`) -------------
 
 def baseline_app() -> Any:
-    from starlette.applications import Starlette
     from starlette.requests import Request
     from starlette.responses import JSONResponse, Response
-    from starlette.routing import Route
 
     from keys.encoding import b64e
 
@@ -117,27 +128,78 @@ def baseline_app() -> Any:
             page.append({"id": mail_id, "tag": "t", "blob": b64e(blob), "ts": 0})
         return JSONResponse({"messages": page, "more": bool(queue), "deleted": 0})
 
+    return _box_app(post, fetch)
+
+
+def _box_app(post: Any, fetch: Any) -> Any:
+    """POST /box/{r}/{tag} deposits, POST /box/{r}/fetch fetches, GET /healthz answers."""
+    from starlette.applications import Starlette
+    from starlette.requests import Request
+    from starlette.responses import Response
+    from starlette.routing import Route
+
     async def healthz(request: Request) -> Response:
         return Response(b"ok")
 
     return Starlette(routes=[
         Route("/healthz", healthz, methods=["GET"]),
-        Route("/box/{r}", post, methods=["POST"]),
         Route("/box/{r}/fetch", fetch, methods=["POST"]),
+        Route("/box/{r}/{tag}", post, methods=["POST"]),
     ])
 
 
-def serve_baseline(port: int) -> None:
+def bare_store_app(store_spec: str) -> Any:
+    """The minimal app doing talk's own store work: `Store.deposit` per POST, and per fetch
+    `Store.register_tags` for tags not registered yet (as the relay, which caches them) and
+    one `Store.next_page`, with the relay's default quotas."""
+    from starlette.requests import Request
+    from starlette.responses import JSONResponse, Response
+
+    from keys.encoding import b64e
+    from relay.backends import open_backend, parse_store
+    from relay.config import RelayConfig
+
+    store, _ = open_backend(parse_store(store_spec))
+    config = RelayConfig()
+    known: set[str] = set()
+
+    async def post(request: Request) -> Response:
+        fp, tag, c = request.path_params["r"], request.path_params["tag"], config
+        done = await store.deposit(fp, tag, await request.body(), time.time(), c.max_mailbox_messages,
+                                   c.max_mailbox_bytes, c.max_unknown_messages, c.max_unknown_bytes,
+                                   c.tag_messages, c.tag_bytes)
+        if done.outcome != "stored":
+            return JSONResponse({"error": str(done.outcome)}, status_code=507)
+        return JSONResponse({"id": done.id}, status_code=201)
+
+    async def fetch(request: Request) -> Response:
+        fp, data = request.path_params["r"], json.loads(await request.body())
+        tags, limit = data["tags"], int(data.get("limit", PAGE))
+        fresh = [tag for tag in tags if fp + tag not in known]
+        if fresh:
+            await store.register_tags(fp, fresh, config.max_known_tags)
+            known.update(fp + tag for tag in fresh)
+        deleted, mail = await store.next_page(fp, data.get("ack") or [], tags, limit + 1,
+                                              time.time() - config.ttl_s)
+        page = [{"id": m.id, "tag": m.tag, "blob": b64e(m.blob), "ts": m.created} for m in mail[:limit]]
+        return JSONResponse({"messages": page, "more": len(mail) > limit, "deleted": deleted})
+
+    return _box_app(post, fetch)
+
+
+def serve(app: Any, port: int) -> None:
     import uvicorn
 
-    uvicorn.run(baseline_app(), host="127.0.0.1", port=port, access_log=False,
-                log_level="warning", server_header=False)
+    uvicorn.run(app, host="127.0.0.1", port=port, access_log=False, log_level="warning",
+                server_header=False)
 
 
 @dataclass
 class Server:
-    """The baseline endpoint as a child process, stopped by its PID."""
+    """A minimal endpoint as a child process, stopped by its PID: the baseline, or with `store`
+    (a --store spec) the bare store endpoint."""
 
+    store: str | None = None
     port: int = field(default_factory=free_port)
     proc: subprocess.Popen[bytes] | None = None
 
@@ -146,8 +208,9 @@ class Server:
         return f"http://127.0.0.1:{self.port}"
 
     def start(self, deadline: Deadline) -> None:
+        which = ["--serve-baseline"] if self.store is None else ["--serve-store", self.store]
         self.proc = subprocess.Popen(
-            [sys.executable, __file__, "--serve-baseline", str(self.port)],
+            [sys.executable, __file__, *which, "--port", str(self.port)],
             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, env=base_env(None),
         )
         wait_healthy(self.url, self.proc, deadline)
@@ -214,7 +277,7 @@ def send_loop(plan: Plan, shared: Shared, i: int, out: dict[str, Any]) -> None:
                 continue
             blob = blobs[n % len(blobs)]
             if plan.baseline:
-                status, body = conn.exchange("POST", f"/box/{fp}", blob,
+                status, body = conn.exchange("POST", f"/box/{fp}/{tag}", blob,
                                              {"content-type": "application/octet-stream"})
                 if status != 201:
                     raise BenchError(f"baseline POST answered {status}")
@@ -393,26 +456,45 @@ def delete_redis_keys(prefix: str) -> int:
 
 
 def run(args: argparse.Namespace) -> list[dict[str, Any]]:
+    """Every case, --rounds times, case after case in each round."""
     deadline = Deadline(args.timeout)
     talk = find_talk()
     results = []
     with tempfile.TemporaryDirectory(prefix="talk-throughput-") as tmp:
-        root = Path(tmp)
-        server = Server()
-        server.start(deadline)
-        try:
-            results.append(run_case("baseline", args, (server.url, server.url), True, pids(server.proc)))
-        finally:
-            server.stop()
-        relay = Relay(talk, root / "sqlite" / "relay.db", root / "sqlite.log", relay_env())
-        relay.start(deadline)
-        try:
-            results.append(run_case("sqlite", args, (relay.url, relay.url), False, pids(relay.proc)))
-        finally:
-            relay.stop()
-        if not args.skip_redis:
-            results += run_redis(args, talk, root, deadline)
+        for k in range(args.rounds):
+            root = Path(tmp) / f"round{k}"
+            results += [{**r, "round": k} for r in run_round(args, talk, root, deadline)]
     return results
+
+
+def run_round(args: argparse.Namespace, talk: str, root: Path, deadline: Deadline) -> list[dict[str, Any]]:
+    results = [run_bare(args, "baseline", None, deadline)]
+    root.mkdir(parents=True)
+    results.append(run_bare(args, "bare sqlite", f"sqlite:{root / 'bare.db'}", deadline))
+    relay = Relay(talk, root / "sqlite" / "relay.db", root / "sqlite.log", relay_env())
+    relay.start(deadline)
+    try:
+        results.append(run_case("sqlite", args, (relay.url, relay.url), False, pids(relay.proc)))
+    finally:
+        relay.stop()
+    if not args.skip_redis:
+        prefix = f"talk-bench-{uuid.uuid4().hex[:12]}:"
+        try:
+            results.append(run_bare(args, "bare redis", f"{REDIS_URL}?prefix={prefix}", deadline))
+        finally:
+            delete_redis_keys(prefix)
+        results += run_redis(args, talk, root, deadline)
+    return results
+
+
+def run_bare(args: argparse.Namespace, name: str, store: str | None, deadline: Deadline) -> dict[str, Any]:
+    """A case on a minimal endpoint: the baseline (no store), or the bare store endpoint."""
+    server = Server(store)
+    server.start(deadline)
+    try:
+        return run_case(name, args, (server.url, server.url), True, pids(server.proc))
+    finally:
+        server.stop()
 
 
 def run_redis(args: argparse.Namespace, talk: str, root: Path, deadline: Deadline) -> list[dict[str, Any]]:
@@ -435,33 +517,72 @@ def run_redis(args: argparse.Namespace, talk: str, root: Path, deadline: Deadlin
     return results
 
 
+FIGURES = ("deposits_per_s", "deliveries_per_s", "p50_ms", "p99_ms", "fetches_per_message", "server_cpu")
+# (key, case, its reference): deposits/s of the first over the second, the median over rounds
+RATIOS = (("vs_bare_store", "sqlite", "bare sqlite"), ("redis_vs_bare_store", "redis", "bare redis"),
+          ("redis_vs_sqlite_deposits", "redis", "sqlite"))
+
+
+def medians(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One row per case, in the order they ran: each figure the median over the rounds."""
+    cases: dict[str, list[dict[str, Any]]] = {}
+    for r in results:
+        cases.setdefault(r["case"], []).append(r)
+    return [{"case": name, **{k: _median([r[k] for r in rows]) for k in FIGURES},
+             "errors": [e for r in rows for e in r["errors"]][:5]} for name, rows in cases.items()]
+
+
+def round_ratios(results: list[dict[str, Any]]) -> dict[str, float]:
+    """Each of RATIOS within each round (both cases under the same load), then the median."""
+    by = {(r["round"], r["case"]): r["deposits_per_s"] for r in results}
+    rounds = sorted({r["round"] for r in results})
+    out = {}
+    for key, case, reference in RATIOS:
+        found = [by[k, case] / by[k, reference] for k in rounds if by.get((k, reference)) and (k, case) in by]
+        if found:
+            out[key] = round(statistics.median(found), 3)
+            out[key + "_rounds"] = [round(x, 3) for x in found]
+    return out
+
+
+def _median(values: list[float]) -> float:
+    clean = [v for v in values if v == v]  # a p50 of no message is NaN
+    return round(statistics.median(clean), 2) if clean else float("nan")
+
+
 def report(results: list[dict[str, Any]], args: argparse.Namespace) -> dict[str, Any]:
-    base = next(r for r in results if r["case"] == "baseline")["deliveries_per_s"]
+    rows = medians(results)
+    base = next(r for r in rows if r["case"] == "baseline")["deliveries_per_s"]
     print(f"{args.senders} senders, {args.receivers} receivers, {args.procs} client processes, "
-          f"window {args.window}, {args.seconds:g} s after {args.warmup:g} s warm-up", file=sys.stderr)
+          f"window {args.window}, {args.seconds:g} s after {args.warmup:g} s warm-up, "
+          f"median of {args.rounds} round(s)", file=sys.stderr)
     print(f"{'case':<16}{'deposits/s':>12}{'deliveries/s':>14}{'p50 ms':>9}{'p99 ms':>9}{'vs base':>9}"
           f"{'fetch/msg':>11}{'server cpu':>12}", file=sys.stderr)
-    for r in results:
+    for r in rows:
         ratio = r["deliveries_per_s"] / base if base else float("nan")
-        print(f"{r['case']:<16}{r['deposits_per_s']:>12,}{r['deliveries_per_s']:>14,}"
+        print(f"{r['case']:<16}{round(r['deposits_per_s']):>12,}{round(r['deliveries_per_s']):>14,}"
               f"{r['p50_ms']:>9}{r['p99_ms']:>9}{ratio:>9.2f}{r['fetches_per_message']:>11}"
               f"{r['server_cpu']:>12}", file=sys.stderr)
         for e in r["errors"]:
             print(f"  error: {e}", file=sys.stderr)
-    sq = next(r for r in results if r["case"] == "sqlite")
+    sq = next(r for r in rows if r["case"] == "sqlite")
     line: dict[str, Any] = {
         "deposits_per_s": sq["deposits_per_s"], "deliveries_per_s": sq["deliveries_per_s"],
         "baseline_per_s": base, "ratio": round(sq["deliveries_per_s"] / base, 3) if base else None,
         "p50_ms": sq["p50_ms"], "p99_ms": sq["p99_ms"], "server_cpu": sq["server_cpu"],
-        "baseline_server_cpu": next(r for r in results if r["case"] == "baseline")["server_cpu"],
+        "baseline_server_cpu": next(r for r in rows if r["case"] == "baseline")["server_cpu"],
+        "rounds": args.rounds,
     }
-    for r in results:
-        if r["case"].startswith("redis"):
-            key = "redis2" if "x2" in r["case"] else "redis"
+    keys = {"redis": "redis", "redis x2 (A→B)": "redis2", "bare sqlite": "bare_sqlite",
+            "bare redis": "bare_redis"}
+    for r in rows:
+        if r["case"] in keys:
+            key = keys[r["case"]]
             line[f"{key}_deposits_per_s"] = r["deposits_per_s"]
             line[f"{key}_deliveries_per_s"] = r["deliveries_per_s"]
             line[f"{key}_p50_ms"], line[f"{key}_p99_ms"] = r["p50_ms"], r["p99_ms"]
             line[f"{key}_server_cpu"] = r["server_cpu"]
+    line.update(round_ratios(results))
     if "redis_deliveries_per_s" in line:
         line["redis_vs_sqlite"] = round(line["redis_deliveries_per_s"] / max(1, sq["deliveries_per_s"]), 3)
     if "redis2_deliveries_per_s" in line and "redis_deliveries_per_s" in line:
@@ -483,11 +604,14 @@ def main() -> int:
     parser.add_argument("--linger-ms", type=float, default=LINGER_S * 1000,
                         help="a receiver's pause after a page that was not full (the follower's)")
     parser.add_argument("--skip-redis", action="store_true")
-    parser.add_argument("--timeout", type=float, default=600.0)
-    parser.add_argument("--serve-baseline", type=int, metavar="PORT", help=argparse.SUPPRESS)
+    parser.add_argument("--rounds", type=int, default=1, help="runs of every case, interleaved")
+    parser.add_argument("--timeout", type=float, default=1800.0)
+    parser.add_argument("--serve-baseline", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--serve-store", metavar="STORE", help=argparse.SUPPRESS)
+    parser.add_argument("--port", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
-    if args.serve_baseline:
-        serve_baseline(args.serve_baseline)
+    if args.serve_baseline or args.serve_store:
+        serve(baseline_app() if args.serve_baseline else bare_store_app(args.serve_store), args.port)
         return 0
     try:
         results = run(args)

@@ -74,7 +74,7 @@ from relay.config import RelayConfig
 from relay.errors import ApiError, bad_request, not_found, unknown_mailbox
 from relay.hotpath import ErrorHandler, HotPath
 from relay.limits import Limiter, WakeThrottle, client_address, retry_after
-from relay.metrics import Metrics, TimedRoutes
+from relay.metrics import Meter, Metrics, TimedRoutes
 from relay.notify import Hub, LocalHub, Notice
 from relay.owner_tokens import OwnerTokens
 from relay.store import RETRY_AFTER_S, DepositOutcome, RedeemOutcome, Store, StoreUnavailable
@@ -149,7 +149,7 @@ def _unix_seconds(value: object) -> float | None:
 
 class Relay:
     def __init__(
-        self, store: Store, config: RelayConfig, hub: Hub, metrics: Metrics, store_kind: str,
+        self, store: Store, config: RelayConfig, hub: Hub, metrics: Meter, store_kind: str,
         clock: Clock = time.time,
     ) -> None:
         self.store = store
@@ -622,8 +622,9 @@ def create_app(
     store: Store, config: RelayConfig | None = None, hub: Hub | None = None,
     metrics: Metrics | None = None, store_kind: str = "sqlite", clock: Clock = time.time,
 ) -> Starlette:
-    """`metrics` is always counted; only `relay.metrics.serve_metrics` makes it visible."""
-    relay = Relay(store, config or RelayConfig(), hub or LocalHub(), metrics or Metrics(), store_kind, clock)
+    """Without `metrics` nothing is counted (`relay.metrics.Meter`); `relay.metrics.serve_metrics`
+    makes them visible."""
+    relay = Relay(store, config or RelayConfig(), hub or LocalHub(), metrics or Meter(), store_kind, clock)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
@@ -639,9 +640,10 @@ def create_app(
         tasks = [
             asyncio.create_task(_every(relay.config.purge_interval_s, purge, logging.WARNING,
                                        "purge failed")),
-            asyncio.create_task(_every(DEPTH_INTERVAL_S, sample_depth, logging.INFO,
-                                       "cannot sample the store's depth")),
         ]
+        if metrics is not None:  # a gauge nobody reads is not worth a count of the whole store
+            tasks.append(asyncio.create_task(_every(DEPTH_INTERVAL_S, sample_depth, logging.INFO,
+                                                    "cannot sample the store's depth")))
         try:
             yield
         finally:
@@ -654,7 +656,7 @@ def create_app(
         ApiError: relay.api_error, StoreUnavailable: relay.store_error,
         HTTPException: relay.http_error, Exception: relay.internal_error,
     }
-    timed = [Middleware(TimedRoutes, metrics=relay.metrics)]
+    timed = [] if metrics is None else [Middleware(TimedRoutes, metrics=metrics)]
     return RelayApp(relay, handlers, routes=routes(relay), middleware=timed, lifespan=lifespan)
 
 

@@ -1,30 +1,84 @@
-"""Prometheus metrics of one relay process, served only when the operator asks for them.
+"""Prometheus metrics of one relay process, kept only when the operator asks for them.
 
-Counting is always on (an increment costs about a microsecond); `serve_metrics` opens the
-separate loopback listener. Each `Metrics` has its own registry, so several apps in one process
-(tests) never collide. No label carries a mailbox, tag or address: metrics stay as blind as the log.
+A relay started with a metrics port counts (`Metrics`: an increment costs about a microsecond)
+and `serve_metrics` opens the separate loopback listener. Without one it counts nothing
+(`Meter`), and prometheus_client is never imported: nobody could read the counts, and the
+library would hold its share of the relay's memory for as long as the relay runs.
+
+Each `Metrics` has its own registry, so several apps in one process (tests) never collide. No
+label carries a mailbox, tag or address: metrics stay as blind as the log.
 """
 
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
-from prometheus_client import (
-    CollectorRegistry,
-    Counter,
-    Gauge,
-    Histogram,
-    ProcessCollector,
-    start_http_server,
-)
 from starlette.types import ASGIApp, Receive, Scope, Send
+
+if TYPE_CHECKING:
+    from prometheus_client import CollectorRegistry
 
 LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5)
 
 
-class Metrics:
+class Count(Protocol):
+    def inc(self, amount: float = 1) -> None: ...
+
+
+class Level(Count, Protocol):
+    def dec(self, amount: float = 1) -> None: ...
+
+    def set(self, value: float) -> None: ...
+
+
+class ByLabel(Protocol):
+    def labels(self, *values: str) -> Count: ...
+
+
+class _Idle:
+    """Every instrument at once, counting nothing."""
+
+    def inc(self, amount: float = 1) -> None:
+        pass
+
+    def dec(self, amount: float = 1) -> None:
+        pass
+
+    def set(self, value: float) -> None:
+        pass
+
+    def labels(self, *values: str) -> _Idle:
+        return self
+
+
+class Meter:
+    """What the relay counts, as it counts without a metrics port: nothing."""
+
+    deposits: Count
+    deposit_bytes: Count
+    deliveries: Count
+    acks: Count
+    streams: Level
+    stored: Level
+    errors: ByLabel
+
+    def __init__(self) -> None:
+        idle = _Idle()
+        self.deposits = self.deposit_bytes = self.deliveries = self.acks = idle
+        self.streams = self.stored = idle
+        self.errors = idle
+
+    def observe(self, route: str, seconds: float) -> None:
+        """One request's latency under its route's name."""
+
+
+class Metrics(Meter):
+    """The relay's counts in a Prometheus registry of their own."""
+
     def __init__(self, registry: CollectorRegistry | None = None) -> None:
+        from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, ProcessCollector
+
         self.registry = registry or CollectorRegistry()
         r = self.registry
         ProcessCollector(registry=r)  # memory, CPU, open files: what an operator graphs first
@@ -42,7 +96,6 @@ class Metrics:
         self._timers: dict[str, Any] = {}  # a labelled child is looked up under a lock: do it once
 
     def observe(self, route: str, seconds: float) -> None:
-        """One request's latency under its route's name."""
         timer = self._timers.get(route)
         if timer is None:
             timer = self._timers[route] = self.latency.labels(route)
@@ -51,6 +104,8 @@ class Metrics:
 
 def serve_metrics(metrics: Metrics, port: int, host: str = "127.0.0.1") -> None:
     """Start the scrape listener in a daemon thread; loopback unless the operator says otherwise."""
+    from prometheus_client import start_http_server
+
     try:
         start_http_server(port, addr=host, registry=metrics.registry)
     except OSError as exc:  # a port in use is the operator's to fix, not a traceback

@@ -54,7 +54,7 @@ class RedisHub:
     def __init__(self, url: str, prefix: str = "talk:") -> None:
         self.channel = prefix + NOTIFY  # where `RedisStore.deposit` announces, too
         self.redis: Redis = connect(url)  # publishes: bounded like the store's requests
-        self.listener: Redis = connect(url, listener=True)
+        self.listener: Redis = connect(url)  # waits for messages without a time limit
         self._local = LocalHub()
         self._task: asyncio.Task[None] | None = None
 

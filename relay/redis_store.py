@@ -21,6 +21,7 @@ from redis.asyncio import Redis
 
 from relay import redis_scripts
 from relay.redis_link import connect, guarded
+from relay.redis_pipeline import ScriptPipeline
 from relay.store import MOST_TAGS, Claimed, Deposited, DepositOutcome, Mail, RedeemOutcome
 
 PURGE_BATCH = 500  # blobs per purge script call, so one sweep never blocks Redis for long
@@ -50,6 +51,7 @@ class RedisStore:
     def __init__(self, url: str, prefix: str = "talk:") -> None:
         self.prefix = prefix
         self.redis: Redis = connect(url)
+        self._pipeline = ScriptPipeline(self.redis)  # a deposit's and a fetch's scripts
         register = self.redis.register_script
         self._deposit = register(redis_scripts.DEPOSIT)
         self._redeem = register(redis_scripts.REDEEM)
@@ -84,7 +86,7 @@ class RedisStore:
         args: list[Any] = [self.prefix, fp, tag, blob, _num(now), max_messages, max_bytes,
                            max_unknown or max_messages, max_unknown_bytes or max_bytes,
                            max_tag or 0, max_tag_bytes or 0]
-        answer = await self._deposit(args=args)
+        answer = await self._pipeline.run(self._deposit, args)
         if isinstance(answer, bytes):
             return Deposited(DepositOutcome(answer.decode()), "")
         return Deposited(DepositOutcome.STORED, answer[0].decode(), bool(answer[1]))
@@ -110,7 +112,7 @@ class RedisStore:
     ) -> tuple[int, list[Mail]]:
         numeric = _mail_ids(ack)
         args: list[Any] = [self.prefix, fp, _num(since), limit, len(numeric), *numeric, *tags]
-        deleted, *flat = await self._fetch(args=args)
+        deleted, *flat = await self._pipeline.run(self._fetch, args)
         return int(deleted), [
             Mail(flat[i].decode(), flat[i + 2].decode(), bytes(flat[i + 3]), float(flat[i + 1]))
             for i in range(0, len(flat), 4)
@@ -174,14 +176,18 @@ class RedisStore:
             return Claimed(_text(answer[0]), None, False)
         return Claimed(_text(answer[0]), _text(answer[1]), bool(answer[2]))
 
-    @guarded
     async def purge(self, now: float, ttl: float) -> int:
         gone = 0
-        while True:
-            swept, removed = await self._purge(args=[self.prefix, _num(now - ttl), PURGE_BATCH])
-            gone += int(removed)
-            if int(swept) < PURGE_BATCH:
+        while True:  # each batch within the command limit, however many there are
+            swept, removed = await self._purge_batch(_num(now - ttl))
+            gone += removed
+            if swept < PURGE_BATCH:
                 return gone
+
+    @guarded
+    async def _purge_batch(self, cutoff: str) -> tuple[int, int]:
+        swept, removed = await self._purge(args=[self.prefix, cutoff, PURGE_BATCH])
+        return int(swept), int(removed)
 
     @guarded
     async def stored(self) -> int:

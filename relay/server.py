@@ -3,10 +3,15 @@
 
 The access log is off: it would record client addresses and mailbox fingerprints in clear
 (what the relay logs itself names them through `relay.logsafe`).
+
+uvicorn's WebSocket protocol (the one `ws="auto"` picks) is imported when the first push stream
+opens, not when the relay starts: with the websockets library it is about a megabyte that a
+relay nobody streams from never needs.
 """
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import logging
 import os
@@ -14,8 +19,10 @@ import resource
 import socket
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any, cast
 
-import uvicorn
+from uvicorn.config import Config
+from uvicorn.server import Server
 
 from durable.errors import UserError
 from relay.app import create_app
@@ -57,11 +64,20 @@ def fit_connections(limits: HttpLimits, open_files: int) -> HttpLimits:
     return dataclasses.replace(limits, max_connections=room)
 
 
-class RelayServer(uvicorn.Server):
+def deferred_websockets(**kwargs: Any) -> asyncio.Protocol:
+    """uvicorn's WebSocket protocol for one upgraded connection, its module imported on first use."""
+    from uvicorn.protocols.websockets.auto import AutoWebSocketsProtocol
+
+    if AutoWebSocketsProtocol is None:  # websockets is a dependency: only a broken install lands here
+        raise RuntimeError("no WebSocket library is installed: reinstall talk-mailbox")
+    return AutoWebSocketsProtocol(**kwargs)
+
+
+class RelayServer(Server):
     """uvicorn's server, telling `on_stopped` once its graceful shutdown is done (uvicorn then
     re-raises the signal that stopped it, so nothing after `run` would get to say so)."""
 
-    def __init__(self, config: uvicorn.Config, on_stopped: Callable[[], None] = lambda: None) -> None:
+    def __init__(self, config: Config, on_stopped: Callable[[], None] = lambda: None) -> None:
         super().__init__(config)
         self.on_stopped = on_stopped
 
@@ -73,7 +89,7 @@ class RelayServer(uvicorn.Server):
 def build_server(
     host: str, port: int, spec: StoreSpec | Path, config: RelayConfig, metrics_port: int | None = None,
     on_stopped: Callable[[], None] = lambda: None,
-) -> uvicorn.Server:
+) -> Server:
     """`spec` may be a bare path: the SQLite file (what `talk demo` runs on).
 
     With `metrics_port`, Prometheus metrics are served on that loopback port (a separate listener,
@@ -81,8 +97,9 @@ def build_server(
     """
     if isinstance(spec, Path):
         spec = StoreSpec(StoreKind.SQLITE, str(spec))
-    metrics = Metrics()
+    metrics = None
     if metrics_port is not None:  # first: a port in use must not leave a new store file behind
+        metrics = Metrics()
         serve_metrics(metrics, metrics_port)
     store, hub = open_backend(spec)
     limits = fit_connections(config.http, open_files_limit())
@@ -91,11 +108,12 @@ def build_server(
         log.warning("relay: %s is set: expiry follows the test clock in %s; never set it in service",
                     TEST_CLOCK_ENV, clock.path)
     app = create_app(store, config, hub, metrics, str(spec.kind), clock)
-    uv_config = uvicorn.Config(
+    uv_config = Config(
         app,
         host=host,
         port=port,
         http=protocol_for(limits),
+        ws=cast("type[asyncio.Protocol]", deferred_websockets),  # uvicorn only calls it
         access_log=False,
         log_level="warning",
         ws_max_size=WS_MAX_SIZE,

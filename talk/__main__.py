@@ -8,22 +8,22 @@ from collections.abc import Callable
 
 def main(argv: list[str] | None = None) -> None:
     args = sys.argv[1:] if argv is None else argv
-    from talk.fastlane import route
+    from talk.fastlane import BRIEF, route
 
     call = route(args)
     if call is None:
         sys.exit(_guarded(lambda: _typer(args)))
     code = _guarded(call)
-    if argv is None:
+    if argv is None and args[0] in BRIEF:
         _leave(code)
     sys.exit(code)
 
 
 def _leave(code: int) -> None:
     """Exit without the interpreter's teardown, which frees every module one by one (~20 ms,
-    an eighth of a `talk send`). Safe for the fast lane only: it runs no thread, and everything
-    it wrote went through os-level writes it synced, or files it closed; stdout and stderr are
-    flushed here."""
+    an eighth of a `talk send`). Safe for the brief commands only (`fastlane.BRIEF`; not the
+    relay): they run no thread, and everything they wrote went through os-level writes they
+    synced, or files they closed; stdout and stderr are flushed here."""
     import contextlib
     import os
 

@@ -10,7 +10,7 @@ import typer
 
 from alarms.registry import NAMES as HOST_NAMES
 from alarms.registry import OTHER as OTHER_HOST
-from talk import conversation_cli
+from talk import conversation_cli, relay_specs
 from talk.command_specs import MODE, PEER, TASK, TIMEOUT, WAIT
 from talk.doctor import doctor
 from talk.door_cli import door_app
@@ -30,7 +30,6 @@ if TYPE_CHECKING:
     from follower.account import Account
     from keys.contacts import Contact
     from keys.identity import Identity
-    from relay.config import RelayConfig
 
 app = TalkTyper(
     name="talk",
@@ -406,151 +405,43 @@ def join(
 
 @app.command("relay")
 def run_relay(
-    host: Annotated[str, typer.Option(metavar="ADDRESS", help="Address to listen on.")] = "127.0.0.1",
-    port: Annotated[int, typer.Option(metavar="PORT", help="Port to listen on.")] = 8765,
-    store: Annotated[str | None, typer.Option(
-        metavar="STORE", help="sqlite:PATH or redis://HOST:PORT/DB[?prefix=talk:] (env TALK_RELAY_STORE; "
-        "default: sqlite:TALK_HOME/relay.db). Replicas share mail through one Redis.",
-    )] = None,
-    db: Annotated[Path | None, typer.Option(
-        metavar="PATH", help="SQLite file: short for --store sqlite:PATH.")] = None,
-    ttl: Annotated[float, typer.Option(
-        envvar="TALK_RELAY_TTL", metavar="SECONDS",
-        help="Seconds undelivered mail is kept.")] = 7 * 86400,
-    max_blob: Annotated[int | None, typer.Option(
-        min=1, envvar="TALK_RELAY_MAX_BLOB", metavar="BYTES",
-        help="Largest accepted blob, bytes (413 above).")] = None,
-    purge_interval: Annotated[float, typer.Option(
-        metavar="SECONDS", help="Seconds between expiry sweeps.")] = 60.0,
-    max_mailbox: Annotated[int | None, typer.Option(
-        min=1, envvar="TALK_RELAY_MAX_MAILBOX",
-        help="Most undelivered messages per mailbox (507 above).")] = None,
-    rate_per_client: Annotated[str, typer.Option(
-        envvar="TALK_RELAY_RATE_PER_CLIENT", metavar="RATE",
-        help="Deposits per client address: N/S[:BURST] (429 above), or off.")] = "50/1:200",
-    rate_per_tag: Annotated[str, typer.Option(
-        envvar="TALK_RELAY_RATE_PER_TAG", metavar="RATE",
-        help="Deposits per channel tag: N/S[:BURST] (429 above), or off.")] = "20/1:100",
-    max_streams: Annotated[int, typer.Option(
-        min=1, envvar="TALK_RELAY_MAX_STREAMS",
-        help="Open push streams per mailbox on this process (429 above).")] = 8,
-    rate_publish: Annotated[str, typer.Option(
-        envvar="TALK_RELAY_RATE_PUBLISH", metavar="RATE",
-        help="Key publications per client address: N/S[:BURST] (429 above), or off.")] = "10/60:200",
-    rate_lookup: Annotated[str, typer.Option(
-        envvar="TALK_RELAY_RATE_LOOKUP", metavar="RATE",
-        help="Key lookups per client address: N/S[:BURST] (429 above), or off.")] = "20/1:400",
-    rate_owner: Annotated[str, typer.Option(
-        envvar="TALK_RELAY_RATE_OWNER", metavar="RATE",
-        help="Owner requests (fetch, ack, session, invites, purge) per client address: "
-        "N/S[:BURST] (429 above), or off.")] = "100/1:2000",
-    rate_stream: Annotated[str, typer.Option(
-        envvar="TALK_RELAY_RATE_STREAM", metavar="RATE",
-        help="Push stream handshakes per client address: N/S[:BURST] (429 above), or off.")] = "2/1:60",
-    max_unknown: Annotated[int, typer.Option(
-        min=1, envvar="TALK_RELAY_MAX_UNKNOWN",
-        help="Messages per mailbox under tags its owner never fetched (507 above).")] = 200,
-    max_per_tag: Annotated[int | None, typer.Option(
-        min=1, envvar="TALK_RELAY_MAX_PER_TAG",
-        help="Most undelivered messages under one channel tag the owner reads: one sender's share "
-        "of --max-mailbox (507 above); default a tenth of it, at least 100.")] = None,
-    behind_proxy: Annotated[bool, typer.Option(
-        envvar="TALK_RELAY_BEHIND_PROXY",
-        help="Take the client address from X-Forwarded-For: the rightmost hop that is not a "
-        "--trusted-proxies address. Only behind a proxy that appends to it.")] = False,
-    trusted_proxies: Annotated[str, typer.Option(
-        envvar="TALK_RELAY_TRUSTED_PROXIES", metavar="ADDRESSES",
-        help="With --behind-proxy: addresses or CIDRs of further proxies, comma-separated.")] = "",
-    max_connections: Annotated[int, typer.Option(
-        min=1, envvar="TALK_RELAY_MAX_CONNECTIONS",
-        help="Open connections on this process (503 above).")] = 4096,
-    max_connections_per_client: Annotated[int, typer.Option(
-        min=0, envvar="TALK_RELAY_MAX_CONNECTIONS_PER_CLIENT",
-        help="Open connections from one address (503 above); 0 for no cap. "
-        "Off with --behind-proxy, where all come from the proxy.")] = 512,
-    max_header_bytes: Annotated[int, typer.Option(
-        min=1024, envvar="TALK_RELAY_MAX_HEADER_BYTES", metavar="BYTES",
-        help="Bytes of a request line and headers (431 above).")] = 64 * 1024,
-    max_headers: Annotated[int, typer.Option(
-        min=1, envvar="TALK_RELAY_MAX_HEADERS", help="Headers per request (431 above).")] = 100,
-    header_timeout: Annotated[float, typer.Option(
-        min=0.1, envvar="TALK_RELAY_HEADER_TIMEOUT", metavar="SECONDS",
-        help="Seconds a client has to send a request's headers (408 and closed after).")] = 10.0,
-    metrics_port: Annotated[int | None, typer.Option(
-        min=1, max=65535, envvar="TALK_RELAY_METRICS_PORT", metavar="PORT",
-        help="Serve Prometheus metrics on 127.0.0.1:PORT (off unless given).")] = None,
+    ctx: typer.Context,
+    host: Annotated[str, option(relay_specs.HOST)] = "127.0.0.1",
+    port: Annotated[int, option(relay_specs.PORT)] = 8765,
+    store: Annotated[str | None, option(relay_specs.STORE)] = None,
+    db: Annotated[Path | None, option(relay_specs.DB)] = None,
+    ttl: Annotated[float, option(relay_specs.TTL)] = 7 * 86400,
+    max_blob: Annotated[int | None, option(relay_specs.MAX_BLOB)] = None,
+    purge_interval: Annotated[float, option(relay_specs.PURGE_INTERVAL)] = 60.0,
+    max_mailbox: Annotated[int | None, option(relay_specs.MAX_MAILBOX)] = None,
+    rate_per_client: Annotated[str, option(relay_specs.RATE_PER_CLIENT)] = "50/1:200",
+    rate_per_tag: Annotated[str, option(relay_specs.RATE_PER_TAG)] = "20/1:100",
+    max_streams: Annotated[int, option(relay_specs.MAX_STREAMS)] = 8,
+    rate_publish: Annotated[str, option(relay_specs.RATE_PUBLISH)] = "10/60:200",
+    rate_lookup: Annotated[str, option(relay_specs.RATE_LOOKUP)] = "20/1:400",
+    rate_owner: Annotated[str, option(relay_specs.RATE_OWNER)] = "100/1:2000",
+    rate_stream: Annotated[str, option(relay_specs.RATE_STREAM)] = "2/1:60",
+    max_unknown: Annotated[int, option(relay_specs.MAX_UNKNOWN)] = 200,
+    max_per_tag: Annotated[int | None, option(relay_specs.MAX_PER_TAG)] = None,
+    behind_proxy: Annotated[bool, option(relay_specs.BEHIND_PROXY)] = False,
+    trusted_proxies: Annotated[str, option(relay_specs.TRUSTED_PROXIES)] = "",
+    max_connections: Annotated[int, option(relay_specs.MAX_CONNECTIONS)] = 4096,
+    max_connections_per_client: Annotated[int, option(relay_specs.MAX_CONNECTIONS_PER_CLIENT)] = 512,
+    max_header_bytes: Annotated[int, option(relay_specs.MAX_HEADER_BYTES)] = 64 * 1024,
+    max_headers: Annotated[int, option(relay_specs.MAX_HEADERS)] = 100,
+    header_timeout: Annotated[float, option(relay_specs.HEADER_TIMEOUT)] = 10.0,
+    metrics_port: Annotated[int | None, option(relay_specs.METRICS_PORT)] = None,
 ) -> None:
     """Run a relay (SQLite file, or Redis for several replicas) until interrupted."""
-    import dataclasses
-    import os
+    # The fast lane starts a plain `talk relay` without typer; this is the route of the forms it
+    # leaves to typer (--no-behind-proxy=x, a bad value), and of `talk relay` run from Python.
+    from talk.relay_command import FlagError, relay_settings, serve_relay
 
-    from keys.keystore import talk_home
-    from relay.backends import choose_store
-    from relay.config import HttpLimits
-    from relay.limits import parse_networks
-    from relay.server import serve
-
-    config = _relay_config(ttl, max_blob, purge_interval, max_mailbox, max_streams, behind_proxy, {
-        "--rate-per-client": rate_per_client, "--rate-per-tag": rate_per_tag,
-        "--rate-publish": rate_publish, "--rate-lookup": rate_lookup,
-        "--rate-owner": rate_owner, "--rate-stream": rate_stream,
-    })
     try:
-        proxies = parse_networks(trusted_proxies)
-    except ValueError as exc:
-        raise typer.BadParameter(str(exc), param_hint="--trusted-proxies") from exc
-    per_peer = 0 if behind_proxy else max_connections_per_client
-    http = HttpLimits(max_header_bytes, max_headers, header_timeout, max_connections, per_peer)
-    config = dataclasses.replace(config, max_unknown_messages=max_unknown, max_tag_messages=max_per_tag,
-                                 trusted_proxies=proxies, http=http)
-    try:
-        spec = choose_store(store, db, os.environ.get("TALK_RELAY_STORE"), talk_home() / "relay.db")
-    except ValueError as exc:
-        raise typer.BadParameter(str(exc), param_hint="--store") from exc
-    def ready() -> None:
-        warn(f"relay listening on http://{host}:{port} (store {spec.kind} {spec.describe()})")
-        if metrics_port is not None:
-            warn(f"relay metrics on http://127.0.0.1:{metrics_port}/metrics")
-
-    def stopped() -> None:
-        warn(f"relay on http://{host}:{port} stopped; what it stored stays in the store")
-
-    serve(host, port, spec, config, metrics_port, on_ready=ready, on_stopped=stopped)
-
-
-RATE_FIELDS = {"--rate-per-client": "rate_per_client", "--rate-per-tag": "rate_per_tag",
-               "--rate-publish": "rate_publish", "--rate-lookup": "rate_lookup",
-               "--rate-owner": "rate_owner", "--rate-stream": "rate_stream"}
-
-
-def _relay_config(
-    ttl: float, max_blob: int | None, purge_interval: float, max_mailbox: int | None,
-    max_streams: int, behind_proxy: bool, rate_flags: dict[str, str],
-) -> RelayConfig:
-    """The RelayConfig the flags describe; a bad rate is a usage error naming its flag."""
-    import dataclasses
-
-    from relay.config import RelayConfig
-    from relay.limits import Rate
-
-    rates: dict[str, Any] = {}
-    for flag, text in rate_flags.items():
-        try:
-            rates[RATE_FIELDS[flag]] = Rate.parse(text)
-        except ValueError as exc:
-            raise typer.BadParameter(str(exc), param_hint=flag) from exc
-    try:
-        config = dataclasses.replace(RelayConfig(
-            ttl_s=ttl, purge_interval_s=purge_interval, max_streams_per_mailbox=max_streams,
-            behind_proxy=behind_proxy,
-        ), **rates)
-    except ValueError as exc:
-        raise typer.BadParameter(str(exc), param_hint="--ttl") from exc
-    if max_blob is not None:
-        config = dataclasses.replace(config, max_blob=max_blob)
-    if max_mailbox is not None:
-        config = dataclasses.replace(config, max_mailbox_messages=max_mailbox)
-    return config
+        settings = relay_settings(ctx.params)  # the parameters above, as the fast lane names them
+    except FlagError as exc:
+        raise typer.BadParameter(exc.message, param_hint=exc.flag) from exc
+    serve_relay(settings)
 
 
 @app.command()

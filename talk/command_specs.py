@@ -2,8 +2,9 @@
 
 The typer commands declare these parameters from the entries here (talk/options.py, talk/cli.py),
 and the fast lane (talk/fastlane.py) parses argv with the same entries, so the two cannot
-disagree about an option's spellings or whether it takes a value. Kept free of typer and click:
-the fast lane imports it on every start.
+disagree about an option's spellings, whether it takes a value, its type, bounds or environment
+variable. Kept free of typer and click: the fast lane imports it on every start. (`talk relay`'s
+options live in talk/relay_specs.py, read only when a relay starts.)
 """
 
 from __future__ import annotations
@@ -15,11 +16,14 @@ class OptionSpec:
     """One option: `dest` is the typer parameter's name, which is also its key in click's
     `ctx.params` and in the fast lane's result."""
 
-    __slots__ = ("count", "default", "dest", "fast", "flags", "help", "metavar", "multiple", "takes_value")
+    __slots__ = ("default", "dest", "envvar", "fast", "flags", "help", "kind", "least", "metavar", "most",
+                 "multiple", "off", "takes_value")
 
     def __init__(self, dest: str, flags: tuple[str, ...], help: str, *, takes_value: bool = True,
                  multiple: bool = False, fast: bool = True, metavar: str | None = None,
-                 count: bool = False, default: int | None = None) -> None:
+                 kind: type = str, least: float | None = None, most: float | None = None,
+                 envvar: str | None = None, off: tuple[str, ...] = (),
+                 default: str | float | None = None) -> None:
         self.dest = dest
         self.flags = flags
         self.help = help
@@ -28,9 +32,15 @@ class OptionSpec:
         self.multiple = multiple
         # False: the fast lane hands any argv that uses this option to typer.
         self.fast = fast
-        # A whole number of 0 or more; the fast lane takes plain digits and leaves anything
-        # else (a sign, blanks, a typo) to click, whose error message it would have to copy.
-        self.count = count
+        # The value's type: str, int, float or pathlib.Path. The fast lane takes a number in its
+        # plainest spelling only (digits, and for a float one point between digits) and leaves
+        # anything else (a sign, blanks, a typo) to click, whose conversion and message it would
+        # have to copy; likewise a number outside [least, most].
+        self.kind = kind
+        self.least = least
+        self.most = most
+        self.envvar = envvar  # read when the option is not given (an empty value counts as unset)
+        self.off = off  # a flag's negative spellings (`--no-x`), which set it False
         self.default = default  # what the command gets when the option is not given
 
 
@@ -90,7 +100,7 @@ FOLLOW = OptionSpec("follow", ("--follow", "-f"),
                     "Keep printing new messages, and sent ones whose state moves, until Ctrl-C.",
                     takes_value=False)
 SHOWN = 50  # lines `talk show` prints without --limit: about a screenful
-LIMIT = OptionSpec("limit", ("--limit",), "Show the newest N messages (0: all).", metavar="N", count=True,
+LIMIT = OptionSpec("limit", ("--limit",), "Show the newest N messages (0: all).", metavar="N", kind=int,
                    default=SHOWN)
 SHOW = CommandSpec("show", (), (PEEK, UNREAD, MARK_READ, FULL, EVERYTHING, FOLLOW, LIMIT, USER, JSON),
                    optional=("name",))

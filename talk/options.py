@@ -11,7 +11,10 @@ from talk.command_specs import JSON, PASSPHRASE_FILE, RELAY, USER, OptionSpec
 
 def option(spec: OptionSpec) -> Any:
     """The typer declaration of `spec`; the parameter it annotates must be named `spec.dest`."""
-    return typer.Option(*spec.flags, help=spec.help, metavar=spec.metavar)
+    # click spells a flag's negative form after a slash: "--behind-proxy/--no-behind-proxy".
+    flags = ("/".join(spec.flags + spec.off),) if spec.off else spec.flags
+    return typer.Option(*flags, help=spec.help, metavar=spec.metavar, envvar=spec.envvar, min=spec.least,
+                        max=spec.most)
 
 
 User = Annotated[str | None, option(USER)]

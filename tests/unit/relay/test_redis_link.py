@@ -1,0 +1,21 @@
+"""relay.redis_link: a store call is bounded in time, and running out of it is an outage."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from relay import redis_link
+from relay.store import StoreUnavailable
+
+
+def test_a_store_call_that_outlasts_the_limit_is_unavailable(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(redis_link, "COMMAND_TIMEOUT_S", 0.01)
+
+    @redis_link.guarded
+    async def stuck() -> None:
+        await asyncio.sleep(10)
+
+    with pytest.raises(StoreUnavailable, match="timed out"):
+        asyncio.run(stuck())
