@@ -29,7 +29,7 @@ from follower.relay.client import RelayClient
 from keys.contacts import Contact
 from keys.envelope import MAX_PADDED, Inner
 from keys.identity import Identity
-from keys.ratchet.account import RatchetAccount, card_for
+from keys.ratchet.account import RatchetAccount
 from keys.ratchet.card import Claim, RatchetCard, RatchetKeyError, verify_card
 from keys.ratchet.envelope import plaintext_of, wrap
 from keys.ratchet.sessions import SESSIONS_DIR, RatchetSessions, has_sessions, session_card
@@ -102,8 +102,9 @@ def ratchet_inner(identity: Identity, client: RelayClient, contact: Contact, hom
         store.start(contact.fingerprint, claim)
         message = store.encrypt(contact.fingerprint, plaintext)
     # Until the peer answers in the session, every message is a pre-key message: each carries
-    # the card, so whichever of them arrives first can start the peer's side.
-    card = card_for(store.account.read(), identity).to_json() if message.to_pre_key() is not None else None
+    # the card, so whichever of them arrives first can start the peer's side. The peer's
+    # receipts answer soon (`keys.ratchet.answer`); the card is read without unsealing the account.
+    card = store.account.card().to_json() if message.to_pre_key() is not None else None
     return wrap(inner, message, card)
 
 
