@@ -33,6 +33,7 @@ from durable.errors import (
     MalformedMessage,
     ReplayedMessage,
     TamperedMessage,
+    UserError,
 )
 from follower.groups import group_inbound
 from follower.held import HeldBox, HeldFull
@@ -58,7 +59,7 @@ from keys.identity import Identity
 from keys.invites import InviteBook, InviteCode
 from keys.ratchet.account import RatchetAccount
 from keys.ratchet.card import RatchetKeyError, verify_card
-from keys.ratchet.envelope import is_ratchet, olm_part, unwrap
+from keys.ratchet.envelope import answer_field, answer_of, is_ratchet, olm_part, unwrap
 from keys.ratchet.sessions import Busy, Page, RatchetSessions, Unopened
 
 __all__ = ["LINGER_S", "Dedup", "Receiver"]
@@ -104,6 +105,9 @@ class Receiver:
     _tags: dict[bytes, tuple[str, str]] = field(default_factory=dict, repr=False)
     # The Olm messages of the page being taken, opened and not yet committed (`_take_page`).
     _opened: Page | None = field(default=None, repr=False)
+
+    def __post_init__(self) -> None:
+        self.receipts.answer = self.answer_session
 
     def tags_to_us(self, contact: Contact) -> tuple[str, str]:
         """(chat tag, receipt tag) of mail from `contact` to us. Each costs a key agreement and
@@ -278,7 +282,24 @@ class Receiver:
             raise MalformedMessage(f"{NO_SESSION}: {exc}", contact, outer.id) from exc
         if opening.duplicate:
             return None
+        if part.message.to_pre_key() is not None:
+            self.receipts.answer_session(contact)  # its sender stays on pre-key messages until then
         return unwrap(outer, opening.plaintext)
+
+    def answer_session(self, contact: Contact) -> dict[str, Any] | None:
+        """A receipt's answer to `contact` in the session used last with it: the one its pre-key
+        messages started, unless this side started its own since (then none: `answer_field`).
+        Made once the page that opened them is committed (receipts go after it), and saved, synced,
+        before it leaves (the first send after a receive turns the ratchet: `keys.ratchet.sessions`).
+        None when there is none to give; never an error, which would cost the receipt."""
+        from follower.send.ratchet_send import ratchet_enabled
+
+        if not ratchet_enabled():
+            return None  # nothing is sealed in a session then, not even an answer
+        try:
+            return answer_field(self.sessions.encrypt(contact.fingerprint, b""))
+        except (UserError, OSError):  # no session any more (NotFound), or a damaged or full disk
+            return None
 
     def _not_while_holding(self, what: str) -> None:
         """Session locks are taken per open file: one this process's page holds, taken again
@@ -313,6 +334,10 @@ class Receiver:
         contact, inner = self.open(item)
         if contact.fingerprint != expected.fingerprint or inner.kind != receipts_mod.KIND:
             raise TamperedMessage("a message on a receipt channel is not a receipt from that peer")
+        answer = answer_of(inner)
+        if answer is not None:  # first: `Busy` must come before anything is taken
+            assert self._opened is not None, "a receipt is taken within a page (`_take_page`)"
+            self._opened.confirm(contact.fingerprint, inner.id, answer)
         self.recovery.take(contact, inner)
         return Outcome.RECEIPT
 

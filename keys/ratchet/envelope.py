@@ -14,6 +14,15 @@ starts a session with the card's identity key. The outer fields repeat the inner
 receiver needs before it touches the ratchet (the id, to recognise a duplicate; the kind, to
 answer it; the number, so a duplicate still repairs the sender's count, `follower.receive.channeldb`);
 the two must agree, or the message is refused.
+
+A receipt may carry an answer: {"answer": {"type": 1, "body": B64}}, a normal Olm message with
+an empty plaintext, in the session the receipted pre-key messages started. Until a sender opens a
+message of its peer in a session, Olm makes every message it sends there a pre-key message (the
+one-time key's id, its base key and the card, so any one of them can start the peer's side); a
+stream its peer only receipts would stay so for good. The answer is such a message: once it
+opens, the session is confirmed and later messages are normal ones. It rides the receipt, so a
+relay sees nothing new (one more field in a sealed envelope), and a peer of a version without it
+drops the field unread (`keys.gate`).
 """
 
 from __future__ import annotations
@@ -29,9 +38,11 @@ from keys import gate
 from keys.encoding import b64d, b64e
 from keys.envelope import MAX_PADDED, Inner
 
-__all__ = ["OLM_FIELD", "OlmPart", "is_ratchet", "olm_part", "plaintext_of", "unwrap", "wrap"]
+__all__ = ["ANSWER_FIELD", "OLM_FIELD", "OlmPart", "answer_field", "answer_of", "is_ratchet", "olm_part",
+           "plaintext_of", "unwrap", "wrap"]
 
 OLM_FIELD = "olm"
+ANSWER_FIELD = "answer"
 
 
 class OlmPart(NamedTuple):
@@ -51,6 +62,25 @@ def wrap(inner: Inner, message: vodozemac.AnyOlmMessage, card: dict[str, Any] | 
         olm["card"] = card
     return Inner(inner.id, inner.sender, inner.recipient, inner.ts, inner.kind, "", {OLM_FIELD: olm},
                  inner.seq)
+
+
+def answer_field(message: vodozemac.AnyOlmMessage) -> dict[str, Any] | None:
+    """A receipt's answer field carrying `message`; None for a pre-key message, which confirms
+    nothing (this side's own unconfirmed session was the one used last)."""
+    kind, body = message.to_parts()
+    return {"type": kind, "body": b64e(body)} if kind == 1 else None
+
+
+def answer_of(inner: Inner) -> vodozemac.AnyOlmMessage | None:
+    """The answer a receipt carries (the gate checked its shape); None if none, or it does not
+    decode (it is only ever a hint: the receipt stands without it)."""
+    answer = inner.extra.get(ANSWER_FIELD)
+    if not isinstance(answer, dict):
+        return None
+    try:
+        return vodozemac.AnyOlmMessage.from_parts(int(answer["type"]), b64d(answer["body"]))
+    except (KeyError, TypeError, ValueError):
+        return None
 
 
 def plaintext_of(inner: Inner) -> bytes:

@@ -434,6 +434,28 @@ class Page:
                 matches none held and cannot start one; nothing changed but the note of it.
             UserError: the stored sessions or account cannot be opened.
         """
+        return self._open(peer, peer_curve25519, msg_id, message, card, note=True)
+
+    def confirm(self, peer: str, msg_id: str, message: vodozemac.AnyOlmMessage) -> bool:
+        """Open `message`, a receipt's answer (`keys.ratchet.envelope.answer_of`), like `open`:
+        once it opens in a session this side started, the peer is known to hold it, and `encrypt`
+        sends normal messages there, no longer pre-key messages with the card. Whether it opened
+        (not a duplicate). One that opens in none is dropped, not noted as unopened: it carried
+        nothing, and the sessions held stay as they were.
+
+        Raises:
+            Busy: as `open`; nothing was opened.
+            UserError: the stored sessions cannot be opened.
+        """
+        if message.to_pre_key() is not None:
+            return False  # an answer never starts a session: that takes a one-time key and a card
+        try:
+            return not self._open(peer, b"", msg_id, message, None, note=False).duplicate
+        except TamperedMessage:
+            return False
+
+    def _open(self, peer: str, peer_curve25519: bytes, msg_id: str, message: vodozemac.AnyOlmMessage,
+              card: dict[str, Any] | None, note: bool) -> Opened:
         state = self._peer(peer)
         seen = self._seen.get(peer)
         if seen is None:  # once per peer and page: the set is built from the loaded list
@@ -445,7 +467,7 @@ class Page:
         try:
             plaintext, state, started = self._decrypt(state, peer_curve25519, message)
         except TamperedMessage:
-            if msg_id not in state.unopened:
+            if note and msg_id not in state.unopened:
                 noted = (*state.unopened, msg_id)
                 self._peers[peer] = state._replace(unopened=noted, unopened_at=time.time())
                 self._touched.add(peer)

@@ -118,6 +118,23 @@ def test_mail_rides_a_session_both_ways_inside_the_sealed_envelope(pair: tuple[A
     assert "(invited; forward secrecy)" in alice.ok("contacts").out
 
 
+def test_a_one_way_stream_leaves_pre_key_messages_once_its_receipts_answer(pair: tuple[Agent, Agent]) -> None:
+    alice, bob = pair
+    first = sent(alice, "alice", "one", "bob")
+    second = sent(alice, "alice", "two", "bob")
+    for msg_id in (first, second):  # bob never answered: each may start his side, card and all
+        assert opened(alice, "alice", msg_id, bob, "bob").extra["olm"]["type"] == 0
+    assert texts(bob) == ["one", "two"]  # bob writes nothing back; his receipt answers in the session
+    assert alice.ok("receive").lines() == []  # alice takes the receipt: the session is confirmed
+    later = sent(alice, "alice", "three", "bob")
+    inner = opened(alice, "alice", later, bob, "bob")
+    assert inner.extra["olm"]["type"] == 1 and "card" not in inner.extra["olm"]
+    assert texts(bob) == ["three"]
+    bob_fp = bob.ok("id", "--json").json()["fingerprint"]
+    history = stored_state(alice.home / "alice" / SESSIONS_DIR / f"{bob_fp}.json")
+    assert "unopened" not in history and len(history["sessions"]) == 1
+
+
 def test_a_message_too_long_for_a_session_goes_whole_in_todays_envelope(pair: tuple[Agent, Agent]) -> None:
     """A session message holds about three quarters of what today's envelope does (its body is
     base64); talk's limit does not shrink for it: the longer message is sealed as before."""
