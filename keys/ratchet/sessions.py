@@ -179,6 +179,11 @@ class _Peer(NamedTuple):
     # Per session id, the peer's ratchet keys of its receiving chains, oldest first, as far as
     # known: a message is routed by them without opening a pickle (`Page._decrypt`).
     chains: dict[str, tuple[bytes, ...]] | None = None
+    # As `_save` wrote them last: the sessions' pickles and the seen ids' JSON. A send that reuses
+    # the state it saved (`encrypt`) advanced the first session alone and saw nothing new, so it
+    # pickles that one and encodes nothing else again (a full `seen` is some 35 KB of JSON).
+    pickles: tuple[str, ...] = ()
+    seen_text: str = ""
 
 
 class History(NamedTuple):
@@ -306,10 +311,12 @@ class RatchetSessions:
                 f"{self._path(peer, '.json')} aside and a new session is started"
             ) from exc
 
-    def _save(self, peer: str, state: _Peer, sync: bool = True) -> _Peer:
+    def _save(self, peer: str, state: _Peer, sync: bool = True, sent: bool = False) -> _Peer:
         """Save `state` (loaded under the peer's lock, still held); the state as now saved.
         Without `sync` (a send's save) the disk is waited for only every `SYNC_EVERY` saves, and
-        for the first send after a message was opened (see Sending, in the module's docstring)."""
+        for the first send after a message was opened (see Sending, in the module's docstring).
+        `sent`: `state` is what this store saved last, changed since only by a send in its
+        first session (`_Peer.pickles`)."""
         boot = boot_id()
         turned = state.heard and not sync  # a send that followed a receive
         unsynced = (0 if sync or turned or boot is None or state.unsynced + 1 >= SYNC_EVERY
@@ -322,10 +329,13 @@ class RatchetSessions:
         archive = late.kept((*state.late, *self._chains_of(state.sessions[SESSIONS_MOST:])), self._clock())
         known = state.chains or {}
         chains = {s.session_id: [k.hex() for k in known[s.session_id]] for s in kept if s.session_id in known}
+        reuse = sent and len(state.pickles) == len(kept) and state.seen_text != ""
+        pickles = ((kept[0].pickle(self._key), *state.pickles[1:]) if reuse
+                   else tuple(s.pickle(self._key) for s in kept))
+        seen = state.seen_text if reuse else json.dumps(state.seen[-SEEN_MOST:], separators=(",", ":"))
         data = json.dumps({
             "v": 1,
-            "sessions": [s.pickle(self._key) for s in kept],
-            "seen": state.seen[-SEEN_MOST:],
+            "sessions": pickles,
             **losses,
             **unopened,
             **({"started_at": state.started_at} if state.started_at else {}),
@@ -335,11 +345,13 @@ class RatchetSessions:
             **({"heard": True} if heard else {}),
             **({"chains": chains} if chains else {}),
         }, separators=(",", ":"))
-        if archive:  # spliced in as text: a send's save does not encode it again (`late.late_text`)
+        data = f'{data[:-1]},"seen":{seen}}}'  # spliced in as text, as the archive is
+        if archive:  # a send's save does not encode it again (`late.late_text`)
             data = f'{data[:-1]},"late":{late.late_text(archive)}}}'
         payload = data.encode()
         at = write_slots(self._path(peer, ".json"), payload, state.at, sync=not unsynced)
-        return state._replace(sessions=kept, at=at, unsynced=unsynced, late=archive, heard=heard)
+        return state._replace(sessions=kept, at=at, unsynced=unsynced, late=archive, heard=heard,
+                              pickles=pickles, seen_text=seen)
 
     def _chains_of(self, sessions: list[vodozemac.Session]) -> list[late.LateChain]:
         """The receiving chains of sessions dropped whole (more than `SESSIONS_MOST`), archived
@@ -392,7 +404,7 @@ class RatchetSessions:
             if not state.sessions:
                 raise NotFound(f"no ratchet session with {peer} yet")
             message = state.sessions[0].encrypt(plaintext)
-            _LAST_SENT[(path, self._key)] = self._save(peer, state, sync=False)
+            _LAST_SENT[(path, self._key)] = self._save(peer, state, sync=False, sent=reuse)
         return message
 
     @contextlib.contextmanager

@@ -720,3 +720,32 @@ def test_a_one_way_stream_never_unseals_the_account_once_a_session_is_held(
     with bob.store().page() as opening:
         assert opening.open(alice.fp, b"", "m9", message).plaintext == b"normal"
         opening.commit()
+
+
+def test_a_send_pickles_only_the_session_it_advanced_and_saves_everything(
+        sides: tuple[Side, Side], monkeypatch: pytest.MonkeyPatch) -> None:
+    alice, bob = sides
+    handed: dict[str, bytes] = {}
+    assert receive(bob, alice, "m0", alice.store().encrypt(bob.fp, b"hi"), handed)
+    bob.store().start(alice.fp, alice.claim())  # bob's own session too: two held, one used
+    for n in range(3):
+        assert receive(alice, bob, f"r{n}", bob.store().encrypt(alice.fp, b"%d" % n), handed)
+    path = alice.folder / SESSIONS_DIR / f"{bob.fp}.json"
+    before = stored_state(path)
+    assert len(before["sessions"]) == 2 and before["seen"] == ["r0", "r1", "r2"]
+    pickled: list[int] = []
+    real = vodozemac.Session.pickle
+
+    def counted(session: vodozemac.Session, key: bytes) -> str:
+        pickled.append(1)
+        return real(session, key)
+
+    monkeypatch.setattr(vodozemac.Session, "pickle", counted)
+    store = alice.store()
+    sent = [store.encrypt(bob.fp, b"s%d" % n) for n in range(4)]
+    assert len(pickled) == 2 + 3  # the first send reads the file: both; then only the one used
+    after = stored_state(path)
+    assert after["seen"] == before["seen"] and after["sessions"][1] == before["sessions"][1]
+    assert after["sessions"][0] != before["sessions"][0]
+    for n, message in enumerate(sent):
+        assert receive(bob, alice, f"s{n}", message, handed) and handed[f"s{n}"] == b"s%d" % n
