@@ -103,7 +103,7 @@ def ratchet_inner(identity: Identity, client: RelayClient, contact: Contact, hom
         message = store.encrypt(contact.fingerprint, plaintext)
     # Until the peer answers in the session, every message is a pre-key message: each carries
     # the card, so whichever of them arrives first can start the peer's side. The peer's
-    # receipts answer soon (`keys.ratchet.answer`); the card is read without unsealing the account.
+    # receipts answer soon (`keys.ratchet.envelope`); the card is read without unsealing the account.
     card = store.account.card().to_json() if message.to_pre_key() is not None else None
     return wrap(inner, message, card)
 
