@@ -92,7 +92,7 @@ def ratchet_inner(identity: Identity, client: RelayClient, contact: Contact, hom
         # sealed to the long-term key: the README says so. Only the sender picks this; a relay
         # cannot, since it sees only the padded size.
         return None
-    store = RatchetSessions(RatchetAccount(home, identity))
+    store = _store(home, identity)
     try:
         message = store.encrypt(contact.fingerprint, plaintext)
     except NotFound:
@@ -106,6 +106,18 @@ def ratchet_inner(identity: Identity, client: RelayClient, contact: Contact, hom
     # receipts answer soon (`keys.ratchet.envelope`); the card is read without unsealing the account.
     card = store.account.card().to_json() if message.to_pre_key() is not None else None
     return wrap(inner, message, card)
+
+
+# The session store of each identity this process sends as: built once, not on every message.
+_STORES: dict[tuple[Path, bytes], RatchetSessions] = {}
+
+
+def _store(home: Path, identity: Identity) -> RatchetSessions:
+    key = (home, identity.secret_bytes())
+    store = _STORES.get(key)
+    if store is None:
+        store = _STORES[key] = RatchetSessions(RatchetAccount(home, identity))
+    return store
 
 
 def _claim(client: RelayClient, contact: Contact, folder: Path) -> Claim | None:

@@ -273,11 +273,15 @@ class RatchetSessions:
         self.folder = account.folder / SESSIONS_DIR
         self._key = account.pickle_key
         self._clock = clock  # when a chain is archived, and which archived ones are too old to keep
+        self._paths: dict[tuple[str, str], Path] = {}  # a send names three: built once per peer
 
     def _path(self, peer: str, suffix: str) -> Path:
-        if not is_hex32(peer):
-            raise UserError(f"{peer!r} is not a fingerprint of 32 hex characters")
-        return self.folder / f"{peer}{suffix}"
+        path = self._paths.get((peer, suffix))
+        if path is None:
+            if not is_hex32(peer):
+                raise UserError(f"{peer!r} is not a fingerprint of 32 hex characters")
+            path = self._paths[(peer, suffix)] = self.folder / f"{peer}{suffix}"
+        return path
 
     @contextlib.contextmanager
     def _locked(self, peer: str, wait: bool = True) -> Iterator[_Peer]:
