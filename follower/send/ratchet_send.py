@@ -92,15 +92,16 @@ def ratchet_inner(identity: Identity, client: RelayClient, contact: Contact, hom
         # sealed to the long-term key: the README says so. Only the sender picks this; a relay
         # cannot, since it sees only the padded size.
         return None
+    short = plaintext_of(inner, short=True)  # for a peer known to read it: the smallest bucket
     store = _store(home, identity)
     try:
-        message = store.encrypt(contact.fingerprint, plaintext)
+        message = store.encrypt(contact.fingerprint, plaintext, short)
     except NotFound:
         claim = _claim(client, contact, store.folder)
         if claim is None:
             return None
         store.start(contact.fingerprint, claim)
-        message = store.encrypt(contact.fingerprint, plaintext)
+        message = store.encrypt(contact.fingerprint, plaintext, short)
     # Until the peer answers in the session, every message is a pre-key message: each carries
     # the card, so whichever of them arrives first can start the peer's side. The peer's
     # receipts answer soon (`keys.ratchet.envelope`); the card is read without unsealing the account.

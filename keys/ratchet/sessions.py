@@ -4,7 +4,7 @@ Files, in the identity folder: `ratchet_sessions/<peer fingerprint>.json` holds,
 file rewritten in place (`durable.slots`: a save costs one data sync at most, see Sending),
 {"v": 1, "sessions": [PICKLE, ...], "seen": [ID, ...], "card"?: CARD, "lost"?: N, "lost_at"?: T,
 "unopened"?: [ID, ...], "unopened_at"?: T, "started_at"?: T, "unsynced"?: N, "boot"?: ID,
-"heard"?: true, "chains"?: {SESSION ID: [KEY, ...]},
+"heard"?: true, "short"?: true, "chains"?: {SESSION ID: [KEY, ...]},
 "late"?: [{"key": KEY, "pickle": PICKLE, "at": T}, ...]}:
 the sessions with that peer, the one used last first, each sealed under the Olm account's pickle
 key (`keys.ratchet.account`), the ids of the last `SEEN_MOST` messages received, the peer's
@@ -12,11 +12,12 @@ ratchet card the last session was started with (public, checked against the pin 
 and again by `talk verify`), how often (and when last) the peer said it lost them (`forget`),
 the ids of the messages from the peer no session here could open (`opening`; ids, so a message
 fetched again after a crash counts once) and when last, and when the newest session began.
-These plain fields are what `talk status` shows on both sides of a re-established session
-(`session_history`). `chains` names, per session, the peer's ratchet keys (public) of its
-receiving chains, so a message is routed to the chain it rides without opening a pickle; `late`
-holds the receiving chains the sessions dropped (and those of a session dropped whole, past
-`SESSIONS_MOST`), each sealed alone, for mail that comes late
+`short` says the peer's receipts answered, so it reads the short form of a message
+(`keys.ratchet.envelope`). The plain fields before it are what `talk status` shows on both sides
+of a re-established session (`session_history`). `chains` names, per session, the peer's
+ratchet keys (public) of its receiving chains, so a message is routed to the chain it rides
+without opening a pickle; `late` holds the receiving chains the sessions dropped (and those
+of a session dropped whole, past `SESSIONS_MOST`), each sealed alone, for mail that comes late
 (`keys.ratchet.late`: why, what an archived chain can and cannot derive, how long it is kept).
 Beside it,
 `<peer fingerprint>.lock`: every reader of the identity (receive, follower, MCP) holds it from
@@ -184,6 +185,9 @@ class _Peer(NamedTuple):
     # pickles that one and encodes nothing else again (a full `seen` is some 35 KB of JSON).
     pickles: tuple[str, ...] = ()
     seen_text: str = ""
+    # The peer's receipts answered (`Page.confirm`): it reads the short form of a message
+    # (`keys.ratchet.envelope`), until it says it lost its sessions.
+    short: bool = False
 
 
 class History(NamedTuple):
@@ -307,7 +311,7 @@ class RatchetSessions:
             chains = {str(sid): tuple(bytes.fromhex(k) for k in keys)
                       for sid, keys in dict(stored.get("chains", {})).items()}
             return _Peer(sessions, seen, card=card, at=at, unsynced=unsynced, chains=chains,
-                         heard=stored.get("heard") is True,
+                         heard=stored.get("heard") is True, short=stored.get("short") is True,
                          late=late.late_from_json(stored.get("late", [])), **_marks(stored))
         except (KeyError, TypeError, ValueError) as exc:  # vodozemac's and json's errors are ValueErrors
             raise UserError(
@@ -347,6 +351,7 @@ class RatchetSessions:
             **({"boot": boot} if boot is not None else {}),
             **({"unsynced": unsynced} if unsynced else {}),
             **({"heard": True} if heard else {}),
+            **({"short": True} if state.short else {}),
             **({"chains": chains} if chains else {}),
         }, separators=(",", ":"))
         data = f'{data[:-1]},"seen":{seen}}}'  # spliced in as text, as the archive is
@@ -379,7 +384,7 @@ class RatchetSessions:
         sent in them before its loss may still come (`keys.ratchet.late`)."""
         with self._locked(peer) as state:
             self._save(peer, state._replace(sessions=[], late=(*state.late, *self._chains_of(state.sessions)),
-                                            lost=state.lost + 1, lost_at=time.time()))
+                                            lost=state.lost + 1, lost_at=time.time(), short=False))
 
     def start(self, peer: str, claim: Claim) -> None:
         """A new outbound session with `peer`, from a claimed key (already checked against the
@@ -392,8 +397,10 @@ class RatchetSessions:
             self._save(peer, state._replace(sessions=[session, *state.sessions], card=claim.card.to_json(),
                                             started_at=time.time()))
 
-    def encrypt(self, peer: str, plaintext: bytes) -> vodozemac.AnyOlmMessage:
-        """Encrypt with the session used last, saved advanced before the ciphertext is returned.
+    def encrypt(self, peer: str, plaintext: bytes, short: bytes | None = None) -> vodozemac.AnyOlmMessage:
+        """Encrypt with the session used last, saved advanced before the ciphertext is returned:
+        `short` (the same message's short form, `keys.ratchet.envelope`) if given and the peer is
+        known to read it, else `plaintext`.
 
         Raises:
             NotFound: no session with `peer` yet (`start` one from a claimed key).
@@ -407,7 +414,7 @@ class RatchetSessions:
             state = kept if reuse and kept is not None else self._load(peer)
             if not state.sessions:
                 raise NotFound(f"no ratchet session with {peer} yet")
-            message = state.sessions[0].encrypt(plaintext)
+            message = state.sessions[0].encrypt(short if short is not None and state.short else plaintext)
             _LAST_SENT[(path, self._key)] = self._save(peer, state, sync=False, sent=reuse)
         return message
 
@@ -466,9 +473,11 @@ class Page:
         if message.to_pre_key() is not None:
             return False  # an answer never starts a session: that takes a one-time key and a card
         try:
-            return not self._open(peer, b"", msg_id, message, None, note=False).duplicate
+            opened = self._open(peer, b"", msg_id, message, None, note=False)
         except TamperedMessage:
             return False
+        self._peers[peer] = self._peers[peer]._replace(short=True)  # only this version answers
+        return not opened.duplicate
 
     def _open(self, peer: str, peer_curve25519: bytes, msg_id: str, message: vodozemac.AnyOlmMessage,
               card: dict[str, Any] | None, note: bool) -> Opened:

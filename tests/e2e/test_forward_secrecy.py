@@ -34,7 +34,7 @@ from follower.send.outbox import Outbox
 from keys import keystore
 from keys.contacts import Contact, ContactBook
 from keys.encoding import b64d, b64e
-from keys.envelope import Inner, channel_tag, new_message, open_blob, seal
+from keys.envelope import BUCKETS, OVERHEAD, Inner, channel_tag, new_message, open_blob, seal
 from keys.identity import Identity
 from keys.ratchet.account import RatchetAccount, card_for
 from keys.ratchet.card import verify_card
@@ -129,6 +129,8 @@ def test_a_one_way_stream_leaves_pre_key_messages_once_its_receipts_answer(pair:
     later = sent(alice, "alice", "three", "bob")
     inner = opened(alice, "alice", later, bob, "bob")
     assert inner.extra["olm"]["type"] == 1 and "card" not in inner.extra["olm"]
+    sizes = {i: len(b64d(e.blob)) for i, e in Outbox(alice.home / "alice").entries().items()}
+    assert sizes[later] == BUCKETS[0] + OVERHEAD < sizes[first]  # short form: today's smallest bucket
     assert texts(bob) == ["three"]
     bob_fp = bob.ok("id", "--json").json()["fingerprint"]
     history = stored_state(alice.home / "alice" / SESSIONS_DIR / f"{bob_fp}.json")

@@ -102,3 +102,33 @@ def test_a_receipt_carries_only_a_normal_message_as_its_answer(alice_id: Identit
         with pytest.raises(gate.Invalid):
             gate.check_answer(bad)
     assert answer_of(new_message(bob_id.fingerprint, alice_id.fingerprint, "x", "receipt")) is None
+
+
+def test_the_short_form_leaves_out_what_the_envelope_repeats_and_is_bound_to_it(
+        alice_id: Identity, bob_id: Identity) -> None:
+    real = new_message(alice_id.fingerprint, bob_id.fingerprint, "short and sweet", seq=7, hops=[])
+    short = plaintext_of(real, short=True)
+    assert real.id.encode() not in short and b"short and sweet" in short
+    session, _ = session_pair()
+    outer = opened(wrap(real, session.encrypt(short), None), alice_id, bob_id)
+    assert unwrap(outer, short) == unwrap(outer, plaintext_of(real)) == Inner.from_json(real.to_json())
+    renumbered = new_message(alice_id.fingerprint, bob_id.fingerprint, "short and sweet", seq=8, hops=[])
+    for moved in (plaintext_of(renumbered, short=True),  # another message's short form
+                  short.replace(b'"bind":"', b'"bind":"A')):  # a bind that is not 16 bytes
+        with pytest.raises(TamperedMessage):
+            unwrap(outer, moved)
+
+
+def test_a_short_message_fits_the_smallest_bucket(alice_id: Identity, bob_id: Identity) -> None:
+    real = new_message(alice_id.fingerprint, bob_id.fingerprint, "throughput probe 123", seq=12, hops=[])
+    sender, receiver = vodozemac.Account(), vodozemac.Account()
+    receiver.generate_one_time_keys(1)
+    one_time = next(iter(receiver.one_time_keys.values()))
+    first = sender.create_outbound_session(receiver.curve25519_key, one_time).encrypt(b"first").to_pre_key()
+    assert first is not None
+    session, _ = receiver.create_inbound_session(sender.curve25519_key, first)  # answers: normal messages
+    plain = len(seal(real, alice_id.box_secret, bob_id.box_secret.public_key))
+    long = wrap(real, session.encrypt(plaintext_of(real)), None)
+    short = wrap(real, session.encrypt(plaintext_of(real, short=True)), None)
+    assert len(seal(short, alice_id.box_secret, bob_id.box_secret.public_key)) == plain
+    assert len(seal(long, alice_id.box_secret, bob_id.box_secret.public_key)) > plain
