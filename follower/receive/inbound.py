@@ -334,11 +334,15 @@ class Receiver:
         contact, inner = self.open(item)
         if contact.fingerprint != expected.fingerprint or inner.kind != receipts_mod.KIND:
             raise TamperedMessage("a message on a receipt channel is not a receipt from that peer")
-        answer = answer_of(inner)
-        if answer is not None:  # first: `Busy` must come before anything is taken
-            assert self._opened is not None, "a receipt is taken within a page (`_take_page`)"
-            self._opened.confirm(contact.fingerprint, inner.id, answer)
         self.recovery.take(contact, inner)
+        answer = answer_of(inner)
+        if answer is not None:
+            # After the receipt acts: what it sends again must not find the page holding the
+            # session's lock. Not waited for when other locks are held: it is a hint, and the
+            # peer answers again as it opens the next pre-key message, which this side still sends.
+            assert self._opened is not None, "a receipt is taken within a page (`_take_page`)"
+            with contextlib.suppress(Busy):
+                self._opened.confirm(contact.fingerprint, inner.id, answer)
         return Outcome.RECEIPT
 
     def take_message(self, item: Fetched, emit: Emit, report: Report) -> Outcome:
