@@ -105,13 +105,17 @@ def plaintext_of(inner: Inner, short: bool = False) -> bytes:
     data = inner.to_json()
     if short:
         data = {k: v for k, v in data.items() if k not in ENVELOPE_FIELDS}
-        data[BIND_FIELD] = b64e(_bind(inner))
+        data[BIND_FIELD] = b64e(_bind(_fields(inner)))
     return json.dumps(data, ensure_ascii=False, separators=(",", ":")).encode()
 
 
-def _bind(outer: Inner) -> bytes:
+def _fields(outer: Inner) -> dict[str, Any]:
+    """The fields a short form leaves out, as the envelope names them."""
+    return {k: v for k, v in outer.to_json().items() if k in ENVELOPE_FIELDS}
+
+
+def _bind(fields: dict[str, Any]) -> bytes:
     """What a short form's "bind" is: the envelope fields it leaves out, hashed."""
-    fields = {k: v for k, v in outer.to_json().items() if k in ENVELOPE_FIELDS}
     return hashlib.blake2b(BIND_CONTEXT + canonical_json(fields), digest_size=16).digest()
 
 
@@ -125,14 +129,14 @@ def _whole(outer: Inner, data: Any) -> Any:
     if not isinstance(data, dict) or "v" in data or BIND_FIELD not in data:
         return data
     bind = data.pop(BIND_FIELD)
+    fields = _fields(outer)
     try:
-        bound = hmac.compare_digest(b64d(bind, 16), _bind(outer))
+        bound = hmac.compare_digest(b64d(bind, 16), _bind(fields))
     except ValueError:
         bound = False
     if not bound:
         raise TamperedMessage("a ratchet message is bound to another id, sender, recipient, time, kind or "
                               "number than its envelope and was refused")
-    fields = {k: v for k, v in outer.to_json().items() if k in ENVELOPE_FIELDS}
     return {**{k: v for k, v in data.items() if k not in ENVELOPE_FIELDS}, **fields}
 
 
