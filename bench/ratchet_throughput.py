@@ -26,7 +26,7 @@ A table goes to stderr; stdout ends with one JSON line of medians (messages per 
      "envelope_receive_per_s": ..., "send_ratio": ..., "receive_ratio": ..., "messages": N,
      "runs": R, "load": L}
 
-Target: both ratios (ratchet / envelope, the median of the round-by-round ratios) >= 0.8.
+Target: both ratios (ratchet / envelope, the median of the round-by-round ratios) >= 0.9.
 With --profile DIR, each child of the last round writes a cProfile dump there. Only loopback
 traffic; everything is removed afterwards.
 """

@@ -130,6 +130,15 @@ def check_olm(value: object) -> dict[str, Any]:
     return {"type": kind, "body": body, **({"card": card} if card is not None else {})}
 
 
+def check_answer(value: object) -> dict[str, Any]:
+    """A receipt's answer in the session its sender's pre-key messages started
+    (`keys.ratchet.envelope.answer_of`): a normal Olm message, without a card."""
+    checked = check_olm(value)
+    if checked["type"] != 1 or "card" in checked:
+        raise Invalid("answer is not a normal Olm message")
+    return checked
+
+
 def _group_name(value: object) -> str:
     from durable.errors import UserError
 
@@ -188,7 +197,7 @@ def check_group(value: object) -> dict[str, Any]:
 
 
 _EXTRA = {"hops": check_hops, "seq": check_seq, "receipts": check_receipts, "olm": check_olm,
-          "group": check_group}
+          "answer": check_answer, "group": check_group}
 
 
 def check_inner(data: object, now: float) -> dict[str, Any]:

@@ -32,6 +32,7 @@ from durable.errors import (
     MalformedMessage,
     ReplayedMessage,
     TamperedMessage,
+    UserError,
 )
 from follower.policy import Policy, PolicyBook, Rule
 from follower.receive import admission
@@ -45,7 +46,7 @@ from follower.tasks.ledger import TaskLedger
 from keys.envelope import Inner, open_blob, pair_tags
 from keys.ratchet.account import RatchetAccount
 from keys.ratchet.card import RatchetKeyError, verify_card
-from keys.ratchet.envelope import is_ratchet, olm_part, unwrap
+from keys.ratchet.envelope import answer_field, answer_of, is_ratchet, olm_part, unwrap
 from keys.ratchet.sessions import Busy, Page, RatchetSessions, Unopened
 
 # What only some mail needs (groups, contact requests, receipts for our own mail, held or
@@ -106,6 +107,7 @@ class Receiver:
         # The Olm messages of the page being taken, opened and not yet committed (`_take_page`).
         self._opened: Page | None = None
         self._recent: dict[str, None] = {}  # ordered: oldest first
+        self.receipts.answer = self.answer_session
 
     def __repr__(self) -> str:
         return f"Receiver({self.identity.name!r}, {self.client!r})"
@@ -318,7 +320,24 @@ class Receiver:
             raise MalformedMessage(f"{cause.value}: {exc}", contact, outer.id) from exc
         if opening.duplicate:
             return None
+        if part.message.to_pre_key() is not None:
+            self.receipts.answer_session(contact)  # its sender stays on pre-key messages until then
         return unwrap(outer, opening.plaintext)
+
+    def answer_session(self, contact: Contact) -> dict[str, Any] | None:
+        """A receipt's answer to `contact` in the session used last with it: the one its pre-key
+        messages started, unless this side started its own since (then none: `answer_field`).
+        Made once the page that opened them is committed (receipts go after it), and saved, synced,
+        before it leaves (the first send after a receive turns the ratchet: `keys.ratchet.sessions`).
+        None when there is none to give; never an error, which would cost the receipt."""
+        from follower.send.ratchet_send import ratchet_enabled
+
+        if not ratchet_enabled():
+            return None  # nothing is sealed in a session then, not even an answer
+        try:
+            return answer_field(self.sessions.encrypt(contact.fingerprint, b""))
+        except (UserError, OSError):  # no session any more (NotFound), or a damaged or full disk
+            return None
 
     def _not_while_holding(self, what: str) -> None:
         """Session locks are taken per open file: one this process's page holds, taken again
@@ -360,6 +379,14 @@ class Receiver:
         if contact.fingerprint != expected.fingerprint or inner.kind != receipts_mod.KIND:
             raise TamperedMessage("a message on a receipt channel is not a receipt from that peer")
         self.recovery.take(contact, inner)
+        answer = answer_of(inner)
+        if answer is not None:
+            # After the receipt acts: what it sends again must not find the page holding the
+            # session's lock. Not waited for when other locks are held: it is a hint, and the
+            # peer answers again as it opens the next pre-key message, which this side still sends.
+            assert self._opened is not None, "a receipt is taken within a page (`_take_page`)"
+            with contextlib.suppress(Busy):
+                self._opened.confirm(contact.fingerprint, inner.id, answer)
         return Outcome.RECEIPT
 
     def take_message(self, item: Fetched, emit: Emit, report: Report) -> Outcome:

@@ -6,6 +6,10 @@ mail is taken and sent once per peer at the end, so a page of mail costs one rec
 Sending is best effort: a receipt lost on the way is made good by the sender's resend, which
 the receiver answers with `duplicate`.
 
+A receipt to a peer whose pre-key messages this side opened carries an answer in the session
+they started (`keys.ratchet.envelope`: why), made when the receipt is sent, after the page that
+opened them is committed, so the session it steps is saved first (`keys.ratchet.sessions`).
+
 The follower defers its batches (`ReceiptBatch(delay=…)`): a receipt sent the instant a fetch
 returns would tell the relay which mailbox wrote to which, so it leaves a random pause later,
 on the follower's next upkeep tick after it is due.
@@ -26,6 +30,7 @@ from keys.contacts import Contact
 from keys.envelope import Inner, new_message, receipt_tag, seal
 from keys.gate import MAX_REASON, RECEIPT_STATES, Invalid, check_receipts
 from keys.identity import Identity
+from keys.ratchet.envelope import ANSWER_FIELD
 
 __all__ = ["ReceiptBatch"]
 
@@ -34,9 +39,11 @@ STATES = RECEIPT_STATES
 PER_MESSAGE = 300  # items per receipt message: far below the 64 KiB envelope
 
 
-def receipt_message(identity: Identity, contact: Contact, items: list[dict[str, Any]]) -> Inner:
+def receipt_message(identity: Identity, contact: Contact, items: list[dict[str, Any]],
+                    answer: dict[str, Any] | None = None) -> Inner:
+    extra: dict[str, Any] = {ANSWER_FIELD: answer} if answer is not None else {}
     return new_message(identity.fingerprint, contact.fingerprint, f"{len(items)} receipt(s)",
-                       kind=KIND, receipts=items)
+                       kind=KIND, receipts=items, **extra)
 
 
 @lru_cache(maxsize=1024)
@@ -46,12 +53,14 @@ def _tag_to(own: bytes, peer: bytes, peer_fp: str) -> str:
 
 
 def send_receipts(identity: Identity, client: RelayClient, contact: Contact,
-                  items: list[dict[str, Any]]) -> None:
+                  items: list[dict[str, Any]], answer: dict[str, Any] | None = None) -> None:
+    """`answer` (a session's answer, `Answer`) rides the first receipt message."""
     peer = PublicKey(contact.box_key)
     tag = _tag_to(bytes(identity.box_secret), contact.box_key, contact.fingerprint)
     for start in range(0, len(items), PER_MESSAGE):
-        inner = receipt_message(identity, contact, items[start:start + PER_MESSAGE])
+        inner = receipt_message(identity, contact, items[start:start + PER_MESSAGE], answer)
         client.deposit(contact.fingerprint, tag, seal(inner, identity.box_secret, peer))
+        answer = None
 
 
 def replay_highest(inner: Inner) -> dict[str, int]:
@@ -75,6 +84,9 @@ def parse_items(inner: Inner) -> list[tuple[str, str, str]]:
 
 
 Items = list[dict[str, Any]]
+# A session's answer for a peer (`keys.ratchet.envelope.answer_field`), made as its receipt goes;
+# None: there is none to give.
+Answer = Callable[[Contact], "dict[str, Any] | None"]
 
 
 class ReceiptBatch:
@@ -82,10 +94,13 @@ class ReceiptBatch:
     (seconds, drawn per flush), `flush` only queues them and `send_due` sends them later.
     (A plain class: see `follower`'s docstring.)"""
 
-    def __init__(self, delay: Callable[[], float] | None = None) -> None:
+    def __init__(self, delay: Callable[[], float] | None = None, answer: Answer | None = None) -> None:
         self.pending: dict[str, tuple[Contact, Items]] = {}
         self.delay = delay
         self.queued: list[tuple[float, Contact, Items]] = []
+        # Peers whose pre-key messages were opened: their next receipt carries `answer`'s answer.
+        self.unanswered: set[str] = set()
+        self.answer = answer
 
     def add(self, contact: Contact, ref: str, state: str, reason: str = "",
             highest: int | None = None) -> None:
@@ -96,11 +111,15 @@ class ReceiptBatch:
             item["highest"] = highest
         entry[1].append(item)
 
+    def answer_session(self, contact: Contact) -> None:
+        """Have the next receipt to `contact` answer in the session its pre-key messages started."""
+        self.unanswered.add(contact.fingerprint)
+
     def flush(self, identity: Identity, client: RelayClient) -> int:
         """Send what is gathered (or queue it, with a delay); how many peers could not be told."""
         pending, self.pending = self.pending, {}
         if self.delay is None:
-            return _send_all(identity, client, list(pending.values()))
+            return self._send_all(identity, client, list(pending.values()))
         due = time.monotonic() + self.delay()
         self.queued += [(due, contact, items) for contact, items in pending.values()]
         return 0
@@ -110,7 +129,7 @@ class ReceiptBatch:
         now = time.monotonic()
         ready = [(c, items) for due, c, items in self.queued if everything or due <= now]
         self.queued = [] if everything else [q for q in self.queued if q[0] > now]
-        return _send_all(identity, client, ready)
+        return self._send_all(identity, client, ready)
 
     def next_due(self) -> float | None:
         """When the earliest queued batch may go (monotonic), if any waits."""
@@ -119,20 +138,27 @@ class ReceiptBatch:
     def __len__(self) -> int:
         return sum(len(items) for _, items in self.pending.values())
 
+    def _answer(self, contact: Contact) -> dict[str, Any] | None:
+        """The answer owed to `contact`, given once: if its receipt is lost, the peer's next message
+        is a pre-key message still, and answered again."""
+        if self.answer is None or contact.fingerprint not in self.unanswered:
+            return None
+        self.unanswered.discard(contact.fingerprint)
+        return self.answer(contact)
 
-def _send_all(identity: Identity, client: RelayClient, batches: list[tuple[Contact, Items]]) -> int:
-    failed = 0
-    for contact, items in batches:
-        try:
-            send_receipts(identity, client, contact, items)
-        except TalkError as exc:
-            failed += 1
-            # Imported here: logging costs `talk receive` ~5 ms of start-up, and this is its only use.
-            import logging
+    def _send_all(self, identity: Identity, client: RelayClient, batches: list[tuple[Contact, Items]]) -> int:
+        failed = 0
+        for contact, items in batches:
+            try:
+                send_receipts(identity, client, contact, items, self._answer(contact))
+            except TalkError as exc:
+                failed += 1
+                # Imported here: logging costs `talk receive` ~5 ms of start-up, and this is its only use.
+                import logging
 
-            logging.getLogger("talk.follower").info(
-                "receipts to %s not sent (%s); their resend will bring them", contact.name, exc)
-    return failed
+                logging.getLogger("talk.follower").info(
+                    "receipts to %s not sent (%s); their resend will bring them", contact.name, exc)
+        return failed
 
 
 def as_json(items: list[tuple[str, str, str]]) -> list[dict[str, Any]]:

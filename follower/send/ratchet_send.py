@@ -29,7 +29,7 @@ from follower.relay.client import RelayClient
 from keys.contacts import Contact
 from keys.envelope import MAX_PADDED, Inner
 from keys.identity import Identity
-from keys.ratchet.account import RatchetAccount, card_for
+from keys.ratchet.account import RatchetAccount
 from keys.ratchet.card import Claim, RatchetCard, RatchetKeyError, verify_card
 from keys.ratchet.envelope import plaintext_of, wrap
 from keys.ratchet.sessions import SESSIONS_DIR, RatchetSessions, has_sessions, session_card
@@ -92,19 +92,33 @@ def ratchet_inner(identity: Identity, client: RelayClient, contact: Contact, hom
         # sealed to the long-term key: the README says so. Only the sender picks this; a relay
         # cannot, since it sees only the padded size.
         return None
-    store = RatchetSessions(RatchetAccount(home, identity))
+    short = plaintext_of(inner, short=True)  # for a peer known to read it: the smallest bucket
+    store = _store(home, identity)
     try:
-        message = store.encrypt(contact.fingerprint, plaintext)
+        message = store.encrypt(contact.fingerprint, plaintext, short)
     except NotFound:
         claim = _claim(client, contact, store.folder)
         if claim is None:
             return None
         store.start(contact.fingerprint, claim)
-        message = store.encrypt(contact.fingerprint, plaintext)
+        message = store.encrypt(contact.fingerprint, plaintext, short)
     # Until the peer answers in the session, every message is a pre-key message: each carries
-    # the card, so whichever of them arrives first can start the peer's side.
-    card = card_for(store.account.read(), identity).to_json() if message.to_pre_key() is not None else None
+    # the card, so whichever of them arrives first can start the peer's side. The peer's
+    # receipts answer soon (`keys.ratchet.envelope`); the card is read without unsealing the account.
+    card = store.account.card().to_json() if message.to_pre_key() is not None else None
     return wrap(inner, message, card)
+
+
+# The session store of each identity this process sends as: built once, not on every message.
+_STORES: dict[tuple[Path, bytes], RatchetSessions] = {}
+
+
+def _store(home: Path, identity: Identity) -> RatchetSessions:
+    key = (home, identity.secret_bytes())
+    store = _STORES.get(key)
+    if store is None:
+        store = _STORES[key] = RatchetSessions(RatchetAccount(home, identity))
+    return store
 
 
 def _claim(client: RelayClient, contact: Contact, folder: Path) -> Claim | None:

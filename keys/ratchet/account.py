@@ -1,6 +1,6 @@
 """The identity's Olm account (vodozemac), kept beside identity.json and encrypted at rest.
 
-File `ratchet.json` in the identity folder: {"v": 1, "account": PICKLE}. vodozemac encrypts
+File `ratchet.json` in the identity folder: {"v": 1, "account": PICKLE, "card"?: CARD}. vodozemac encrypts
 and authenticates its pickle under a 32-byte key; ours is BLAKE2b-256 keyed with the
 identity's 64 private bytes under a context of its own. Whoever can read identity.json's
 private keys (with the passphrase, or from the 0600 file `--no-passphrase` leaves) can open
@@ -15,6 +15,14 @@ held only around the change itself, never across a request to the relay. It is n
 identity folder's lock because a receive holds the account from opening a pre-key message
 until after the hand-over, which takes that lock (the task ledger, held mail), and a send
 starts a session while it holds that lock to number the message.
+
+The card. Every save also writes the account's public card (`keys.ratchet.card`), signed, beside
+the pickle: a sender's pre-key messages carry it, and reading it must not cost unsealing the
+whole account (about a fifth of a library send). The card changes only when the account does
+(a new account after a reset; new one-time or fallback keys change the pickle, not the card,
+but every save writes it again all the same), so `card` reads it once per process and file
+(the file's inode, size and change time tell a replaced file), checks it against this identity's
+signing key, and unseals the account only for a file written before cards were stored beside it.
 """
 
 from __future__ import annotations
@@ -22,8 +30,10 @@ from __future__ import annotations
 import base64
 import contextlib
 import hashlib
+import os
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import vodozemac
 
@@ -31,7 +41,15 @@ from durable.errors import UserError
 from durable.files import read_json, write_json
 from durable.locks import locked
 from keys.identity import Identity
-from keys.ratchet.card import KeyKind, RatchetCard, SignedKey, sign_card, sign_key
+from keys.ratchet.card import (
+    KeyKind,
+    RatchetCard,
+    RatchetKeyError,
+    SignedKey,
+    sign_card,
+    sign_key,
+    verify_card,
+)
 
 __all__ = [
     "ACCOUNT_FILE",
@@ -94,6 +112,31 @@ def unpublished_keys(
     return (fallback[0] if fallback else None), one_time
 
 
+# The card each account file holds, by file and identity, with the file's stamp when it was read:
+# a process that sends many pre-key messages reads it once (`RatchetAccount.card`).
+_CARDS: dict[tuple[Path, str], tuple[tuple[int, int, int], RatchetCard]] = {}
+
+
+def _stamp(path: Path) -> tuple[int, int, int] | None:
+    """What tells one version of the file from another: a save replaces it (a new inode)."""
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return None
+    return st.st_ino, st.st_size, st.st_ctime_ns
+
+
+def _stored_card(stored: Any, identity: Identity) -> RatchetCard | None:
+    """The card a saved account holds beside its pickle, if it is this identity's."""
+    data = stored.get("card") if isinstance(stored, dict) else None
+    if data is None:
+        return None
+    try:
+        return verify_card(data, identity.fingerprint, identity.sign_public)
+    except RatchetKeyError:
+        return None  # damaged, or another identity's: made again from the account
+
+
 class RatchetAccount:
     """The Olm account of the identity in `folder`, created on first use."""
 
@@ -118,7 +161,29 @@ class RatchetAccount:
 
     def save(self, account: vodozemac.Account) -> None:
         """Replace the stored account atomically; only inside `held`."""
-        write_json(self.path, {"v": 1, "account": account.pickle(self.pickle_key)})
+        card = card_for(account, self.identity)
+        write_json(self.path, {"v": 1, "account": account.pickle(self.pickle_key), "card": card.to_json()})
+        _CARDS.pop((self.path, self.identity.fingerprint), None)
+
+    def card(self) -> RatchetCard:
+        """This account's public card, as its pre-key messages carry it, without unsealing the
+        account (see The card, above); the account is made first if there is none yet.
+
+        Raises:
+            UserError: as `read`, when the account must be opened.
+        """
+        key = (self.path, self.identity.fingerprint)
+        stamp = _stamp(self.path)
+        cached = _CARDS.get(key)
+        if stamp is not None and cached is not None and cached[0] == stamp:
+            return cached[1]
+        card = _stored_card(read_json(self.path, None), self.identity) if stamp is not None else None
+        if card is None:
+            card = card_for(self.read(), self.identity)
+            stamp = _stamp(self.path)  # `read` may have made the file
+        if stamp is not None:
+            _CARDS[key] = (stamp, card)
+        return card
 
     @contextlib.contextmanager
     def changing(self) -> Iterator[vodozemac.Account]:

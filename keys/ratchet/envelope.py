@@ -14,10 +14,31 @@ starts a session with the card's identity key. The outer fields repeat the inner
 receiver needs before it touches the ratchet (the id, to recognise a duplicate; the kind, to
 answer it; the number, so a duplicate still repairs the sender's count, `follower.receive.channeldb`);
 the two must agree, or the message is refused.
+
+A receipt may carry an answer: {"answer": {"type": 1, "body": B64}}, a normal Olm message with
+an empty plaintext, in the session the receipted pre-key messages started. Until a sender opens a
+message of its peer in a session, Olm makes every message it sends there a pre-key message (the
+one-time key's id, its base key and the card, so any one of them can start the peer's side); a
+stream its peer only receipts would stay so for good. The answer is such a message: once it
+opens, the session is confirmed and later messages are normal ones. It rides the receipt, so a
+relay sees nothing new (one more field in a sealed envelope), and a peer of a version without it
+drops the field unread (`keys.gate`).
+
+The short form. Only a peer whose receipts answer (so one of this version, which reads it) is
+sent the short form of a message (`plaintext_of(inner, short=True)`): the Olm plaintext leaves
+out what the envelope around it repeats (the version, id, sender, recipient, time, kind and
+number) and carries instead "bind", a BLAKE2b-128 of those fields as the envelope names them, so
+the Olm message still vouches for them (a holder of the sender's long-term box key, who can seal
+envelopes, cannot move a message under another id or number). A short message then fits the
+smallest size bucket, as today's envelope does, instead of the next one up: the relay cannot tell
+the two apart by size, and the sender's outbox, the relay's store and the receiver's fetch carry
+a quarter of the bytes.
 """
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import json
 from typing import Any, NamedTuple
 
@@ -26,12 +47,18 @@ import vodozemac
 from durable.bounded_json import parse_json
 from durable.errors import TamperedMessage
 from keys import gate
-from keys.encoding import b64d, b64e
+from keys.encoding import b64d, b64e, canonical_json
 from keys.envelope import MAX_PADDED, Inner
 
-__all__ = ["OLM_FIELD", "OlmPart", "is_ratchet", "olm_part", "plaintext_of", "unwrap", "wrap"]
+__all__ = ["ANSWER_FIELD", "BIND_FIELD", "ENVELOPE_FIELDS", "OLM_FIELD", "OlmPart", "answer_field",
+           "answer_of", "is_ratchet", "olm_part", "plaintext_of", "unwrap", "wrap"]
 
 OLM_FIELD = "olm"
+ANSWER_FIELD = "answer"
+BIND_FIELD = "bind"
+# What the envelope around an Olm message repeats: left out of the short form's plaintext.
+ENVELOPE_FIELDS = ("v", "id", "from", "to", "ts", "kind", "seq")
+BIND_CONTEXT = b"talk-ratchet-short-form-v1"
 
 
 class OlmPart(NamedTuple):
@@ -53,9 +80,64 @@ def wrap(inner: Inner, message: vodozemac.AnyOlmMessage, card: dict[str, Any] | 
                  inner.seq)
 
 
-def plaintext_of(inner: Inner) -> bytes:
-    """What the Olm message encrypts: the inner envelope as today's mail carries it."""
-    return json.dumps(inner.to_json(), ensure_ascii=False, separators=(",", ":")).encode()
+def answer_field(message: vodozemac.AnyOlmMessage) -> dict[str, Any] | None:
+    """A receipt's answer field carrying `message`; None for a pre-key message, which confirms
+    nothing (this side's own unconfirmed session was the one used last)."""
+    kind, body = message.to_parts()
+    return {"type": kind, "body": b64e(body)} if kind == 1 else None
+
+
+def answer_of(inner: Inner) -> vodozemac.AnyOlmMessage | None:
+    """The answer a receipt carries (the gate checked its shape); None if none, or it does not
+    decode (it is only ever a hint: the receipt stands without it)."""
+    answer = inner.extra.get(ANSWER_FIELD)
+    if not isinstance(answer, dict):
+        return None
+    try:
+        return vodozemac.AnyOlmMessage.from_parts(int(answer["type"]), b64d(answer["body"]))
+    except (KeyError, TypeError, ValueError):
+        return None
+
+
+def plaintext_of(inner: Inner, short: bool = False) -> bytes:
+    """What the Olm message encrypts: the inner envelope as today's mail carries it; `short`, the
+    short form (see the module's docstring), for a peer known to read it."""
+    data = inner.to_json()
+    if short:
+        data = {k: v for k, v in data.items() if k not in ENVELOPE_FIELDS}
+        data[BIND_FIELD] = b64e(_bind(_fields(inner)))
+    return json.dumps(data, ensure_ascii=False, separators=(",", ":")).encode()
+
+
+def _fields(outer: Inner) -> dict[str, Any]:
+    """The fields a short form leaves out, as the envelope names them."""
+    return {k: v for k, v in outer.to_json().items() if k in ENVELOPE_FIELDS}
+
+
+def _bind(fields: dict[str, Any]) -> bytes:
+    """What a short form's "bind" is: the envelope fields it leaves out, hashed."""
+    return hashlib.blake2b(BIND_CONTEXT + canonical_json(fields), digest_size=16).digest()
+
+
+def _whole(outer: Inner, data: Any) -> Any:
+    """The inner envelope a plaintext stands for: a short form completed from the envelope around
+    it, once its "bind" names that envelope's fields; anything else as it is.
+
+    Raises:
+        TamperedMessage: a short form bound to other fields than the envelope's.
+    """
+    if not isinstance(data, dict) or "v" in data or BIND_FIELD not in data:
+        return data
+    bind = data.pop(BIND_FIELD)
+    fields = _fields(outer)
+    try:
+        bound = hmac.compare_digest(b64d(bind, 16), _bind(fields))
+    except ValueError:
+        bound = False
+    if not bound:
+        raise TamperedMessage("a ratchet message is bound to another id, sender, recipient, time, kind or "
+                              "number than its envelope and was refused")
+    return {**{k: v for k, v in data.items() if k not in ENVELOPE_FIELDS}, **fields}
 
 
 def olm_part(inner: Inner) -> OlmPart:
@@ -83,7 +165,7 @@ def unwrap(outer: Inner, plaintext: bytes, now: float | None = None) -> Inner:
         data = parse_json(plaintext, MAX_PADDED)
     except ValueError as exc:
         raise gate.Invalid(f"the ratchet message's content is {exc}") from exc
-    inner = Inner.from_json(data, now)
+    inner = Inner.from_json(_whole(outer, data), now)
     if (inner.id, inner.sender, inner.recipient, inner.kind, inner.seq) != (
             outer.id, outer.sender, outer.recipient, outer.kind, outer.seq) or is_ratchet(inner):
         raise TamperedMessage("a ratchet message names another id, sender, recipient, kind or number "

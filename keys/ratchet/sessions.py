@@ -4,7 +4,7 @@ Files, in the identity folder: `ratchet_sessions/<peer fingerprint>.json` holds,
 file rewritten in place (`durable.slots`: a save costs one data sync at most, see Sending),
 {"v": 1, "sessions": [PICKLE, ...], "seen": [ID, ...], "card"?: CARD, "lost"?: N, "lost_at"?: T,
 "unopened"?: [ID, ...], "unopened_at"?: T, "started_at"?: T, "unsynced"?: N, "boot"?: ID,
-"heard"?: true, "chains"?: {SESSION ID: [KEY, ...]},
+"heard"?: true, "short"?: true, "chains"?: {SESSION ID: [KEY, ...]},
 "late"?: [{"key": KEY, "pickle": PICKLE, "at": T}, ...]}:
 the sessions with that peer, the one used last first, each sealed under the Olm account's pickle
 key (`keys.ratchet.account`), the ids of the last `SEEN_MOST` messages received, the peer's
@@ -12,11 +12,12 @@ ratchet card the last session was started with (public, checked against the pin 
 and again by `talk verify`), how often (and when last) the peer said it lost them (`forget`),
 the ids of the messages from the peer no session here could open (`opening`; ids, so a message
 fetched again after a crash counts once) and when last, and when the newest session began.
-These plain fields are what `talk status` shows on both sides of a re-established session
-(`session_history`). `chains` names, per session, the peer's ratchet keys (public) of its
-receiving chains, so a message is routed to the chain it rides without opening a pickle; `late`
-holds the receiving chains the sessions dropped (and those of a session dropped whole, past
-`SESSIONS_MOST`), each sealed alone, for mail that comes late
+`short` says the peer's receipts answered, so it reads the short form of a message
+(`keys.ratchet.envelope`). The plain fields before it are what `talk status` shows on both sides
+of a re-established session (`session_history`). `chains` names, per session, the peer's
+ratchet keys (public) of its receiving chains, so a message is routed to the chain it rides
+without opening a pickle; `late` holds the receiving chains the sessions dropped (and those
+of a session dropped whole, past `SESSIONS_MOST`), each sealed alone, for mail that comes late
 (`keys.ratchet.late`: why, what an archived chain can and cannot derive, how long it is kept).
 Beside it,
 `<peer fingerprint>.lock`: every reader of the identity (receive, follower, MCP) holds it from
@@ -179,6 +180,14 @@ class _Peer(NamedTuple):
     # Per session id, the peer's ratchet keys of its receiving chains, oldest first, as far as
     # known: a message is routed by them without opening a pickle (`Page._decrypt`).
     chains: dict[str, tuple[bytes, ...]] | None = None
+    # As `_save` wrote them last: the sessions' pickles and the seen ids' JSON. A send that reuses
+    # the state it saved (`encrypt`) advanced the first session alone and saw nothing new, so it
+    # pickles that one and encodes nothing else again (a full `seen` is some 35 KB of JSON).
+    pickles: tuple[str, ...] = ()
+    seen_text: str = ""
+    # The peer's receipts answered (`Page.confirm`): it reads the short form of a message
+    # (`keys.ratchet.envelope`), until it says it lost its sessions.
+    short: bool = False
 
 
 class History(NamedTuple):
@@ -268,11 +277,15 @@ class RatchetSessions:
         self.folder = account.folder / SESSIONS_DIR
         self._key = account.pickle_key
         self._clock = clock  # when a chain is archived, and which archived ones are too old to keep
+        self._paths: dict[tuple[str, str], Path] = {}  # a send names three: built once per peer
 
     def _path(self, peer: str, suffix: str) -> Path:
-        if not is_hex32(peer):
-            raise UserError(f"{peer!r} is not a fingerprint of 32 hex characters")
-        return self.folder / f"{peer}{suffix}"
+        path = self._paths.get((peer, suffix))
+        if path is None:
+            if not is_hex32(peer):
+                raise UserError(f"{peer!r} is not a fingerprint of 32 hex characters")
+            path = self._paths[(peer, suffix)] = self.folder / f"{peer}{suffix}"
+        return path
 
     @contextlib.contextmanager
     def _locked(self, peer: str, wait: bool = True) -> Iterator[_Peer]:
@@ -298,7 +311,7 @@ class RatchetSessions:
             chains = {str(sid): tuple(bytes.fromhex(k) for k in keys)
                       for sid, keys in dict(stored.get("chains", {})).items()}
             return _Peer(sessions, seen, card=card, at=at, unsynced=unsynced, chains=chains,
-                         heard=stored.get("heard") is True,
+                         heard=stored.get("heard") is True, short=stored.get("short") is True,
                          late=late.late_from_json(stored.get("late", [])), **_marks(stored))
         except (KeyError, TypeError, ValueError) as exc:  # vodozemac's and json's errors are ValueErrors
             raise UserError(
@@ -306,10 +319,12 @@ class RatchetSessions:
                 f"{self._path(peer, '.json')} aside and a new session is started"
             ) from exc
 
-    def _save(self, peer: str, state: _Peer, sync: bool = True) -> _Peer:
+    def _save(self, peer: str, state: _Peer, sync: bool = True, sent: bool = False) -> _Peer:
         """Save `state` (loaded under the peer's lock, still held); the state as now saved.
         Without `sync` (a send's save) the disk is waited for only every `SYNC_EVERY` saves, and
-        for the first send after a message was opened (see Sending, in the module's docstring)."""
+        for the first send after a message was opened (see Sending, in the module's docstring).
+        `sent`: `state` is what this store saved last, changed since only by a send in its
+        first session (`_Peer.pickles`)."""
         boot = boot_id()
         turned = state.heard and not sync  # a send that followed a receive
         unsynced = (0 if sync or turned or boot is None or state.unsynced + 1 >= SYNC_EVERY
@@ -322,10 +337,13 @@ class RatchetSessions:
         archive = late.kept((*state.late, *self._chains_of(state.sessions[SESSIONS_MOST:])), self._clock())
         known = state.chains or {}
         chains = {s.session_id: [k.hex() for k in known[s.session_id]] for s in kept if s.session_id in known}
+        reuse = sent and len(state.pickles) == len(kept) and state.seen_text != ""
+        pickles = ((kept[0].pickle(self._key), *state.pickles[1:]) if reuse
+                   else tuple(s.pickle(self._key) for s in kept))
+        seen = state.seen_text if reuse else json.dumps(state.seen[-SEEN_MOST:], separators=(",", ":"))
         data = json.dumps({
             "v": 1,
-            "sessions": [s.pickle(self._key) for s in kept],
-            "seen": state.seen[-SEEN_MOST:],
+            "sessions": pickles,
             **losses,
             **unopened,
             **({"started_at": state.started_at} if state.started_at else {}),
@@ -333,13 +351,16 @@ class RatchetSessions:
             **({"boot": boot} if boot is not None else {}),
             **({"unsynced": unsynced} if unsynced else {}),
             **({"heard": True} if heard else {}),
+            **({"short": True} if state.short else {}),
             **({"chains": chains} if chains else {}),
         }, separators=(",", ":"))
-        if archive:  # spliced in as text: a send's save does not encode it again (`late.late_text`)
+        data = f'{data[:-1]},"seen":{seen}}}'  # spliced in as text, as the archive is
+        if archive:  # a send's save does not encode it again (`late.late_text`)
             data = f'{data[:-1]},"late":{late.late_text(archive)}}}'
         payload = data.encode()
         at = write_slots(self._path(peer, ".json"), payload, state.at, sync=not unsynced)
-        return state._replace(sessions=kept, at=at, unsynced=unsynced, late=archive, heard=heard)
+        return state._replace(sessions=kept, at=at, unsynced=unsynced, late=archive, heard=heard,
+                              pickles=pickles, seen_text=seen)
 
     def _chains_of(self, sessions: list[vodozemac.Session]) -> list[late.LateChain]:
         """The receiving chains of sessions dropped whole (more than `SESSIONS_MOST`), archived
@@ -363,7 +384,7 @@ class RatchetSessions:
         sent in them before its loss may still come (`keys.ratchet.late`)."""
         with self._locked(peer) as state:
             self._save(peer, state._replace(sessions=[], late=(*state.late, *self._chains_of(state.sessions)),
-                                            lost=state.lost + 1, lost_at=time.time()))
+                                            lost=state.lost + 1, lost_at=time.time(), short=False))
 
     def start(self, peer: str, claim: Claim) -> None:
         """A new outbound session with `peer`, from a claimed key (already checked against the
@@ -376,8 +397,10 @@ class RatchetSessions:
             self._save(peer, state._replace(sessions=[session, *state.sessions], card=claim.card.to_json(),
                                             started_at=time.time()))
 
-    def encrypt(self, peer: str, plaintext: bytes) -> vodozemac.AnyOlmMessage:
-        """Encrypt with the session used last, saved advanced before the ciphertext is returned.
+    def encrypt(self, peer: str, plaintext: bytes, short: bytes | None = None) -> vodozemac.AnyOlmMessage:
+        """Encrypt with the session used last, saved advanced before the ciphertext is returned:
+        `short` (the same message's short form, `keys.ratchet.envelope`) if given and the peer is
+        known to read it, else `plaintext`.
 
         Raises:
             NotFound: no session with `peer` yet (`start` one from a claimed key).
@@ -391,8 +414,8 @@ class RatchetSessions:
             state = kept if reuse and kept is not None else self._load(peer)
             if not state.sessions:
                 raise NotFound(f"no ratchet session with {peer} yet")
-            message = state.sessions[0].encrypt(plaintext)
-            _LAST_SENT[(path, self._key)] = self._save(peer, state, sync=False)
+            message = state.sessions[0].encrypt(short if short is not None and state.short else plaintext)
+            _LAST_SENT[(path, self._key)] = self._save(peer, state, sync=False, sent=reuse)
         return message
 
     @contextlib.contextmanager
@@ -434,6 +457,30 @@ class Page:
                 matches none held and cannot start one; nothing changed but the note of it.
             UserError: the stored sessions or account cannot be opened.
         """
+        return self._open(peer, peer_curve25519, msg_id, message, card, note=True)
+
+    def confirm(self, peer: str, msg_id: str, message: vodozemac.AnyOlmMessage) -> bool:
+        """Open `message`, a receipt's answer (`keys.ratchet.envelope.answer_of`), like `open`:
+        once it opens in a session this side started, the peer is known to hold it, and `encrypt`
+        sends normal messages there, no longer pre-key messages with the card. Whether it opened
+        (not a duplicate). One that opens in none is dropped, not noted as unopened: it carried
+        nothing, and the sessions held stay as they were.
+
+        Raises:
+            Busy: as `open`; nothing was opened.
+            UserError: the stored sessions cannot be opened.
+        """
+        if message.to_pre_key() is not None:
+            return False  # an answer never starts a session: that takes a one-time key and a card
+        try:
+            opened = self._open(peer, b"", msg_id, message, None, note=False)
+        except TamperedMessage:
+            return False
+        self._peers[peer] = self._peers[peer]._replace(short=True)  # only this version answers
+        return not opened.duplicate
+
+    def _open(self, peer: str, peer_curve25519: bytes, msg_id: str, message: vodozemac.AnyOlmMessage,
+              card: dict[str, Any] | None, note: bool) -> Opened:
         state = self._peer(peer)
         seen = self._seen.get(peer)
         if seen is None:  # once per peer and page: the set is built from the loaded list
@@ -445,7 +492,7 @@ class Page:
         try:
             plaintext, state, started = self._decrypt(state, peer_curve25519, message)
         except TamperedMessage:
-            if msg_id not in state.unopened:
+            if note and msg_id not in state.unopened:
                 noted = (*state.unopened, msg_id)
                 self._peers[peer] = state._replace(unopened=noted, unopened_at=time.time())
                 self._touched.add(peer)

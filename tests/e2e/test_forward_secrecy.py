@@ -34,7 +34,7 @@ from follower.send.resending import Cause
 from keys import keystore
 from keys.contacts import Contact, ContactBook
 from keys.encoding import b64d, b64e
-from keys.envelope import Inner, channel_tag, new_message, open_blob, seal
+from keys.envelope import BUCKETS, OVERHEAD, Inner, channel_tag, new_message, open_blob, seal
 from keys.identity import Identity
 from keys.ratchet.account import RatchetAccount, card_for
 from keys.ratchet.card import verify_card
@@ -118,6 +118,25 @@ def test_mail_rides_a_session_both_ways_inside_the_sealed_envelope(pair: tuple[A
     assert texts(bob) == ["riding on"]
     assert secrecy(alice) == {"bob": True} and secrecy(bob) == {"alice": True}
     assert "(invited; forward secrecy)" in alice.ok("contacts").out
+
+
+def test_a_one_way_stream_leaves_pre_key_messages_once_its_receipts_answer(pair: tuple[Agent, Agent]) -> None:
+    alice, bob = pair
+    first = sent(alice, "alice", "one", "bob")
+    second = sent(alice, "alice", "two", "bob")
+    for msg_id in (first, second):  # bob never answered: each may start his side, card and all
+        assert opened(alice, "alice", msg_id, bob, "bob").extra["olm"]["type"] == 0
+    assert texts(bob) == ["one", "two"]  # bob writes nothing back; his receipt answers in the session
+    assert alice.ok("receive").lines() == []  # alice takes the receipt: the session is confirmed
+    later = sent(alice, "alice", "three", "bob")
+    inner = opened(alice, "alice", later, bob, "bob")
+    assert inner.extra["olm"]["type"] == 1 and "card" not in inner.extra["olm"]
+    sizes = {i: len(b64d(e.blob)) for i, e in Outbox(alice.home / "alice").entries().items()}
+    assert sizes[later] == BUCKETS[0] + OVERHEAD < sizes[first]  # short form: today's smallest bucket
+    assert texts(bob) == ["three"]
+    bob_fp = bob.ok("id", "--json").json()["fingerprint"]
+    history = stored_state(alice.home / "alice" / SESSIONS_DIR / f"{bob_fp}.json")
+    assert "unopened" not in history and len(history["sessions"]) == 1
 
 
 def test_a_message_too_long_for_a_session_goes_whole_in_todays_envelope(pair: tuple[Agent, Agent]) -> None:

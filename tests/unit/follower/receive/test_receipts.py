@@ -117,3 +117,33 @@ def test_a_highest_that_is_no_bounded_positive_integer_refuses_the_whole_receipt
 def test_a_highest_named_on_anything_but_a_refusal_is_not_read_as_one() -> None:
     inner = receipt_inner([{"ref": FP_A, "state": "delivered", "highest": 7}])
     assert replay_highest(inner) == {} and parse_items(inner) == [(FP_A, "delivered", "")]
+
+
+def test_a_peer_whose_pre_key_messages_opened_is_answered_once_in_its_next_receipt(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    import follower.receive.receipts as receipts_mod
+
+    went: list[tuple[str, Any]] = []
+    monkeypatch.setattr(receipts_mod, "send_receipts",
+                        lambda identity, client, peer, items, answer=None: went.append((peer.name, answer)))
+    made: list[str] = []
+
+    def answer(peer: Any) -> dict[str, Any]:
+        made.append(peer.name)  # a ratchet step: only for a receipt that goes
+        return {"type": 1, "body": "QUJD"}
+
+    batch = ReceiptBatch(answer=answer, delay=lambda: 0.0)
+    me, bob, carol = Identity.generate("alice"), contact("bob"), contact("carol")
+    batch.answer_session(bob)
+    batch.add(carol, FP_C, "spooled")
+    batch.flush(me, None)  # type: ignore[arg-type]
+    batch.send_due(me, None, everything=True)  # type: ignore[arg-type]
+    assert went == [("carol", None)] and made == []  # bob's answer waits for a receipt to bob
+    batch.add(bob, FP_A, "spooled")
+    batch.flush(me, None)  # type: ignore[arg-type]
+    assert made == []  # queued: the step is taken as the receipt goes
+    batch.send_due(me, None, everything=True)  # type: ignore[arg-type]
+    batch.add(bob, FP_B, "spooled")
+    batch.flush(me, None)  # type: ignore[arg-type]
+    batch.send_due(me, None, everything=True)  # type: ignore[arg-type]
+    assert went[1:] == [("bob", {"type": 1, "body": "QUJD"}), ("bob", None)] and made == ["bob"]

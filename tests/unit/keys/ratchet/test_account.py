@@ -108,3 +108,62 @@ def test_processes_sharing_the_account_lose_no_change(tmp_path: Path, alice_id: 
         worker.stdin.close()
     assert [w.wait(timeout=120) for w in workers] == [0, 0, 0, 0]
     assert len(RatchetAccount(tmp_path, alice_id).read().one_time_keys) == 40
+
+
+def _unsealing(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """A count of the times the account's pickle is unsealed."""
+    import vodozemac
+
+    calls: list[int] = []
+    real = vodozemac.Account.from_pickle
+
+    def counted(pickle: str, key: bytes) -> vodozemac.Account:
+        calls.append(1)
+        return real(pickle, key)
+
+    monkeypatch.setattr(vodozemac.Account, "from_pickle", counted)
+    return calls
+
+
+def test_the_card_is_read_without_unsealing_the_account(
+    tmp_path: Path, alice_id: Identity, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    expected = card_for(RatchetAccount(tmp_path, alice_id).read(), alice_id)
+    unsealed = _unsealing(monkeypatch)
+    for _ in range(3):
+        assert RatchetAccount(tmp_path, alice_id).card() == expected
+    assert unsealed == []
+
+
+def test_the_card_follows_an_account_made_anew(tmp_path: Path, alice_id: Identity) -> None:
+    store = RatchetAccount(tmp_path, alice_id)
+    first = store.card()
+    (tmp_path / ACCOUNT_FILE).unlink()  # reset: a new account, with new identity keys
+    second = store.card()
+    assert second != first
+    assert second == card_for(store.read(), alice_id)
+
+
+def test_the_card_is_read_again_once_the_account_file_changes(
+    tmp_path: Path, alice_id: Identity, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = RatchetAccount(tmp_path, alice_id)
+    store.card()
+    with store.changing() as account:  # one-time keys made for publication: the file is replaced
+        account.generate_one_time_keys(2)
+    stored = json.loads((tmp_path / ACCOUNT_FILE).read_text())
+    stored["card"]["sig"] = "A" * 86 + "=="  # the next read must come from the file, checked
+    (tmp_path / ACCOUNT_FILE).write_text(json.dumps(stored))
+    unsealed = _unsealing(monkeypatch)
+    assert store.card() == card_for(account, alice_id)
+    assert unsealed == [1]  # a card that fails its check is made again from the account
+
+
+def test_a_file_from_before_cards_were_stored_gives_the_card(tmp_path: Path, alice_id: Identity) -> None:
+    store = RatchetAccount(tmp_path, alice_id)
+    account = store.read()
+    stored = json.loads((tmp_path / ACCOUNT_FILE).read_text())
+    del stored["card"]
+    (tmp_path / ACCOUNT_FILE).write_text(json.dumps(stored))
+    assert store.card() == card_for(account, alice_id)
+    verify_card(store.card().to_json(), alice_id.fingerprint, alice_id.sign_public)

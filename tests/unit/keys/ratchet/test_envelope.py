@@ -12,7 +12,7 @@ from durable.errors import TamperedMessage
 from keys import gate
 from keys.envelope import Inner, new_message, open_blob, seal
 from keys.identity import Identity
-from keys.ratchet.envelope import is_ratchet, olm_part, plaintext_of, unwrap, wrap
+from keys.ratchet.envelope import answer_field, answer_of, is_ratchet, olm_part, plaintext_of, unwrap, wrap
 
 
 def session_pair() -> tuple[vodozemac.Session, vodozemac.Account]:
@@ -78,3 +78,57 @@ def test_a_carried_message_nested_past_the_limit_fails_the_gate(alice_id: Identi
     for poison in (b"[" * 20_000 + b"]" * 20_000, b'{"a":' * 5000 + b"1" + b"}" * 5000):
         with pytest.raises(gate.Invalid, match="deeper than"):
             unwrap(outer, poison)
+
+
+def test_a_receipt_carries_only_a_normal_message_as_its_answer(alice_id: Identity, bob_id: Identity) -> None:
+    sender, receiver = vodozemac.Account(), vodozemac.Account()
+    receiver.generate_one_time_keys(1)
+    one_time = next(iter(receiver.one_time_keys.values()))
+    outbound = sender.create_outbound_session(receiver.curve25519_key, one_time)
+    pre_key = outbound.encrypt(b"first")
+    assert answer_field(pre_key) is None  # confirms nothing: a session of the sender's own, unanswered
+    started = pre_key.to_pre_key()
+    assert started is not None
+    inbound, _ = receiver.create_inbound_session(sender.curve25519_key, started)
+    reply = inbound.encrypt(b"")
+    field = answer_field(reply)
+    assert field is not None and gate.check_answer(field) == field
+    item = {"ref": "a" * 32, "state": "spooled", "reason": ""}
+    plain = new_message(bob_id.fingerprint, alice_id.fingerprint, "1 receipt(s)", "receipt", receipts=[item])
+    receipt = Inner.from_json({**plain.to_json(), "answer": field}, time.time())
+    answer = answer_of(receipt)
+    assert answer is not None and outbound.decrypt(answer) == b""
+    for bad in ({"type": 0, "body": "QUJD"}, {"type": 1, "body": "QUJD", "card": {}}):
+        with pytest.raises(gate.Invalid):
+            gate.check_answer(bad)
+    assert answer_of(new_message(bob_id.fingerprint, alice_id.fingerprint, "x", "receipt")) is None
+
+
+def test_the_short_form_leaves_out_what_the_envelope_repeats_and_is_bound_to_it(
+        alice_id: Identity, bob_id: Identity) -> None:
+    real = new_message(alice_id.fingerprint, bob_id.fingerprint, "short and sweet", seq=7, hops=[])
+    short = plaintext_of(real, short=True)
+    assert real.id.encode() not in short and b"short and sweet" in short
+    session, _ = session_pair()
+    outer = opened(wrap(real, session.encrypt(short), None), alice_id, bob_id)
+    assert unwrap(outer, short) == unwrap(outer, plaintext_of(real)) == Inner.from_json(real.to_json())
+    renumbered = new_message(alice_id.fingerprint, bob_id.fingerprint, "short and sweet", seq=8, hops=[])
+    for moved in (plaintext_of(renumbered, short=True),  # another message's short form
+                  short.replace(b'"bind":"', b'"bind":"A')):  # a bind that is not 16 bytes
+        with pytest.raises(TamperedMessage):
+            unwrap(outer, moved)
+
+
+def test_a_short_message_fits_the_smallest_bucket(alice_id: Identity, bob_id: Identity) -> None:
+    real = new_message(alice_id.fingerprint, bob_id.fingerprint, "throughput probe 123", seq=12, hops=[])
+    sender, receiver = vodozemac.Account(), vodozemac.Account()
+    receiver.generate_one_time_keys(1)
+    one_time = next(iter(receiver.one_time_keys.values()))
+    first = sender.create_outbound_session(receiver.curve25519_key, one_time).encrypt(b"first").to_pre_key()
+    assert first is not None
+    session, _ = receiver.create_inbound_session(sender.curve25519_key, first)  # answers: normal messages
+    plain = len(seal(real, alice_id.box_secret, bob_id.box_secret.public_key))
+    long = wrap(real, session.encrypt(plaintext_of(real)), None)
+    short = wrap(real, session.encrypt(plaintext_of(real, short=True)), None)
+    assert len(seal(short, alice_id.box_secret, bob_id.box_secret.public_key)) == plain
+    assert len(seal(long, alice_id.box_secret, bob_id.box_secret.public_key)) > plain

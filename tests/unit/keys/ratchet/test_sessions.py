@@ -460,9 +460,8 @@ def test_a_page_holding_a_lock_waits_for_no_other(sides: tuple[Side, Side], caro
     assert stored_seen(bob, alice) == ["a1", "a2"] and stored_seen(bob, carol) == ["c1"]
 
 
-def test_a_send_waits_for_the_disk_once_in_sync_every(sides: tuple[Side, Side],
-                                                     monkeypatch: pytest.MonkeyPatch) -> None:
-    alice, bob = sides
+def counted_syncs(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The data syncs from here on, each by its file descriptor."""
     synced: list[int] = []
     data_sync = os.fdatasync
 
@@ -470,8 +469,15 @@ def test_a_send_waits_for_the_disk_once_in_sync_every(sides: tuple[Side, Side],
         synced.append(fd)
         data_sync(fd)
 
+    monkeypatch.setattr(os, "fdatasync", counted)
+    return synced
+
+
+def test_a_send_waits_for_the_disk_once_in_sync_every(sides: tuple[Side, Side],
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    alice, bob = sides
     with monkeypatch.context() as patched:
-        patched.setattr(os, "fdatasync", counted)
+        synced = counted_syncs(patched)
         messages = [alice.store().encrypt(bob.fp, b"%d" % n) for n in range(2 * SYNC_EVERY)]
     assert len(synced) == 2
     handed: dict[str, bytes] = {}
@@ -621,3 +627,142 @@ def test_an_id_let_go_after_its_refusal_opens_when_sent_again_and_its_step_is_ke
     with pytest.raises(TamperedMessage):  # the refused copy's key is spent: it never opens again
         opens(bob, alice, "m3", refused)
     assert stored_seen(bob, alice) == ["m2", "m1"]
+
+
+def confirms(me: Side, peer: Side, msg_id: str, answer: vodozemac.AnyOlmMessage, commit: bool = True) -> bool:
+    """Take a receipt's answer in a page of its own, as `follower.receive.inbound` does."""
+    with me.store().page() as opening:
+        opened = opening.confirm(peer.fp, msg_id, answer)
+        if commit:
+            opening.commit()
+    return opened
+
+
+def test_an_answer_confirms_a_one_way_stream(sides: tuple[Side, Side]) -> None:
+    alice, bob = sides
+    handed: dict[str, bytes] = {}
+    for n in range(3):  # bob only receives: alice stays on pre-key messages
+        message = alice.store().encrypt(bob.fp, b"%d" % n)
+        assert message.to_pre_key() is not None
+        assert receive(bob, alice, f"m{n}", message, handed)
+    answer = bob.store().encrypt(alice.fp, b"")  # what his receipt carries
+    assert answer.to_pre_key() is None
+    assert confirms(alice, bob, "receipt1", answer)
+    assert not confirms(alice, bob, "receipt1", answer)  # a replayed receipt: a duplicate, no step
+    later = alice.store().encrypt(bob.fp, b"confirmed")
+    assert later.to_pre_key() is None
+    assert receive(bob, alice, "m3", later, handed) and handed["m3"] == b"confirmed"
+
+
+def test_an_answer_no_session_opens_is_dropped_unnoted(sides: tuple[Side, Side]) -> None:
+    alice, bob = sides
+    handed: dict[str, bytes] = {}
+    assert receive(bob, alice, "m0", alice.store().encrypt(bob.fp, b"hi"), handed)
+    answer = bob.store().encrypt(alice.fp, b"")
+    assert not confirms(alice, bob, "receipt1", altered(answer))
+    assert "unopened" not in stored_state(alice.folder / SESSIONS_DIR / f"{bob.fp}.json")
+    assert alice.store().encrypt(bob.fp, b"still").to_pre_key() is not None  # nothing changed
+    assert confirms(alice, bob, "receipt2", answer)  # the real one still opens
+
+
+def test_a_kill_before_the_answer_is_committed_takes_it_again(sides: tuple[Side, Side]) -> None:
+    alice, bob = sides
+    handed: dict[str, bytes] = {}
+    assert receive(bob, alice, "m0", alice.store().encrypt(bob.fp, b"hi"), handed)
+    answer = bob.store().encrypt(alice.fp, b"")
+    assert confirms(alice, bob, "receipt1", answer, commit=False)  # killed before the commit
+    assert alice.store().encrypt(bob.fp, b"before").to_pre_key() is not None
+    assert confirms(alice, bob, "receipt1", answer)  # the receipt, fetched again, opens again
+    message = alice.store().encrypt(bob.fp, b"after")
+    assert message.to_pre_key() is None
+    assert receive(bob, alice, "m2", message, handed) and handed["m2"] == b"after"
+
+
+def test_an_answer_and_the_send_after_it_wait_for_the_disk(sides: tuple[Side, Side],
+                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """The answer picks bob's new ratchet key, which alice's next message builds on: a power loss
+    that took it back after it left would fork the session (see Sending, in the module's docstring)."""
+    alice, bob = sides
+    handed: dict[str, bytes] = {}
+    assert receive(bob, alice, "m0", alice.store().encrypt(bob.fp, b"hi"), handed)
+    synced = counted_syncs(monkeypatch)
+    answer = bob.store().encrypt(alice.fp, b"")
+    assert len(synced) == 1  # saved on the disk before it is returned, so before it leaves
+    assert confirms(alice, bob, "receipt1", answer) and len(synced) == 2  # the page's commit
+    message = alice.store().encrypt(bob.fp, b"turned")  # alice's first send on bob's new key
+    assert len(synced) == 3
+    assert receive(bob, alice, "m1", message, handed) and handed["m1"] == b"turned"
+
+
+def test_a_one_way_stream_never_unseals_the_account_once_a_session_is_held(
+        sides: tuple[Side, Side], monkeypatch: pytest.MonkeyPatch) -> None:
+    """The account is opened only to spend a one-time key: a pre-key message that starts a
+    session. Every other step of a stream reads session files (and the card) alone."""
+    alice, bob = sides
+    handed: dict[str, bytes] = {}
+    first = alice.store().encrypt(bob.fp, b"first")
+    card = alice.store().account.card()  # what every pre-key message of hers carries
+    assert receive(bob, alice, "m0", first, handed)  # bob's one-time key is spent here
+
+    def sealed(*_: object) -> vodozemac.Account:
+        raise AssertionError("the Olm account was unsealed")
+
+    monkeypatch.setattr(vodozemac.Account, "from_pickle", sealed)
+    for n in range(1, 4):  # pre-key messages of the same session: the card, and no one-time key
+        message = alice.store().encrypt(bob.fp, b"%d" % n)
+        assert message.to_pre_key() is not None and alice.store().account.card() == card
+        with bob.store().page() as opening:
+            opened = opening.open(alice.fp, b"", f"m{n}", message)
+            opening.commit()
+        assert opened.plaintext == b"%d" % n
+    assert confirms(alice, bob, "receipt", bob.store().encrypt(alice.fp, b""))
+    message = alice.store().encrypt(bob.fp, b"normal")
+    with bob.store().page() as opening:
+        assert opening.open(alice.fp, b"", "m9", message).plaintext == b"normal"
+        opening.commit()
+
+
+def test_a_send_pickles_only_the_session_it_advanced_and_saves_everything(
+        sides: tuple[Side, Side], monkeypatch: pytest.MonkeyPatch) -> None:
+    alice, bob = sides
+    handed: dict[str, bytes] = {}
+    assert receive(bob, alice, "m0", alice.store().encrypt(bob.fp, b"hi"), handed)
+    bob.store().start(alice.fp, alice.claim())  # bob's own session too: two held, one used
+    for n in range(3):
+        assert receive(alice, bob, f"r{n}", bob.store().encrypt(alice.fp, b"%d" % n), handed)
+    path = alice.folder / SESSIONS_DIR / f"{bob.fp}.json"
+    before = stored_state(path)
+    assert len(before["sessions"]) == 2 and before["seen"] == ["r0", "r1", "r2"]
+    pickled: list[int] = []
+    real = vodozemac.Session.pickle
+
+    def counted(session: vodozemac.Session, key: bytes) -> str:
+        pickled.append(1)
+        return real(session, key)
+
+    monkeypatch.setattr(vodozemac.Session, "pickle", counted)
+    store = alice.store()
+    sent = [store.encrypt(bob.fp, b"s%d" % n) for n in range(4)]
+    assert len(pickled) == 2 + 3  # the first send reads the file: both; then only the one used
+    after = stored_state(path)
+    assert after["seen"] == before["seen"] and after["sessions"][1] == before["sessions"][1]
+    assert after["sessions"][0] != before["sessions"][0]
+    for n, message in enumerate(sent):
+        assert receive(bob, alice, f"s{n}", message, handed) and handed[f"s{n}"] == b"s%d" % n
+
+
+def test_the_short_form_goes_only_to_a_peer_whose_receipts_answered(sides: tuple[Side, Side]) -> None:
+    alice, bob = sides
+    handed: dict[str, bytes] = {}
+    assert alice.store().encrypt(bob.fp, b"long", b"short").to_pre_key() is not None
+    with bob.store().page() as opening:  # a pre-key message: bob did not answer yet
+        assert opening.open(alice.fp, alice.curve(), "m0", alice.store().encrypt(bob.fp, b"long", b"short")
+                            ).plaintext == b"long"
+        opening.commit()
+    path = alice.folder / SESSIONS_DIR / f"{bob.fp}.json"
+    assert confirms(alice, bob, "receipt1", bob.store().encrypt(alice.fp, b""))
+    assert stored_state(path)["short"] is True
+    assert receive(bob, alice, "m1", alice.store().encrypt(bob.fp, b"long", b"short"), handed)
+    assert handed["m1"] == b"short"
+    alice.store().forget(bob.fp)  # bob lost his sessions: perhaps another install; long form again
+    assert "short" not in stored_state(path)
