@@ -34,6 +34,7 @@ from __future__ import annotations
 import argparse
 import json
 import multiprocessing as mp
+import os
 import random
 import statistics
 import sys
@@ -237,7 +238,7 @@ def main() -> int:
     except BenchError as exc:
         print(f"relay_memory: {exc}", file=sys.stderr)
         return 1
-    print(json.dumps(report(results)))
+    print(json.dumps({**report(results), "load": round(os.getloadavg()[0], 2)}))
     return 0
 
 

@@ -618,7 +618,7 @@ def main() -> int:
     except BenchError as exc:
         print(f"relay_throughput: {exc}", file=sys.stderr)
         return 1
-    print(json.dumps(report(results, args)))
+    print(json.dumps({**report(results, args), "load": round(os.getloadavg()[0], 2)}))
     return 0
 
 

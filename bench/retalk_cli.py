@@ -259,7 +259,7 @@ def main(argv: list[str] | None = None) -> int:
         shutil.rmtree(root, ignore_errors=True)
     table, out = summary(samples, args.runs)
     print(table, file=sys.stderr)
-    print(json.dumps({**out, "runs": args.runs, "load": list(os.getloadavg())}))
+    print(json.dumps({**out, "runs": args.runs, "load": round(os.getloadavg()[0], 2)}))
     return 0
 
 
