@@ -18,7 +18,7 @@ Run with the venv's interpreter:
     .venv/bin/python bench/latency.py [--messages 200] [--poll-messages 40] [--poll-interval 1]
 
 It prints a table, then one JSON line:
-    {"p50_ms":…,"p99_ms":…,"poll_p50_ms":…,"poll_p99_ms":…,"ratio":…,"messages":N}
+    {"p50_ms":…,"p99_ms":…,"poll_p50_ms":…,"poll_p99_ms":…,"ratio":…,"messages":N,"load":…}
 Target: p50 ≤ 1.2 ms and p99 ≤ 3 ms on loopback (the pushed message opened without a fetch).
 """
 
@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import random
 import statistics
 import sys
@@ -165,7 +166,7 @@ def summarize(push: list[float], poll: list[float]) -> dict[str, float]:
         "p50_ms": round(p50, 2), "p99_ms": round(pct(push, 0.99), 2),
         "poll_p50_ms": round(poll_p50, 2), "poll_p99_ms": round(pct(poll, 0.99), 2),
         "ratio": round(poll_p50 / p50, 1) if p50 > 0 else float("inf"),
-        "messages": len(push),
+        "messages": len(push), "load": round(os.getloadavg()[0], 2),
     }
 
 
