@@ -65,6 +65,9 @@ class SpoolWatcher(threading.Thread):
         self.path = path
         self.seen: dict[str, float] = {}
         self.stopped = threading.Event()
+        # The sender waits on this rather than polling too: a second thread waking every 0.2 ms
+        # would take CPU from the relay and the follower on a small machine, and time the bench.
+        self.arrived = threading.Condition()
 
     def run(self) -> None:
         offset, partial = 0, b""
@@ -79,9 +82,11 @@ class SpoolWatcher(threading.Thread):
             if data:
                 offset += len(data)
                 *lines, partial = (partial + data).split(b"\n")
-                for line in lines:
-                    if line.strip():
-                        self.seen.setdefault(json.loads(line)["id"], now)
+                with self.arrived:
+                    for line in lines:
+                        if line.strip():
+                            self.seen.setdefault(json.loads(line)["id"], now)
+                    self.arrived.notify_all()
             else:
                 time.sleep(0.0002)
 
@@ -106,9 +111,10 @@ def measure(alice: Agent, bob: Agent, relay: Relay, count: int, deadline: Deadli
                 inner = new_message(me.fingerprint, bob_contact.fingerprint, f"latency probe {i}")
                 client.deposit(bob_contact.fingerprint, tag, seal(inner, me.box_secret, peer))
                 returned = time.perf_counter()
-                while inner.id not in watcher.seen:
-                    deadline.timeout()
-                    time.sleep(0.0002)
+                with watcher.arrived:
+                    while inner.id not in watcher.seen:
+                        deadline.timeout()
+                        watcher.arrived.wait(0.1)
                 latencies.append(max(0.0, watcher.seen[inner.id] - returned) * 1000)
     finally:
         watcher.stopped.set()
