@@ -16,6 +16,7 @@
     boot         which boot of this machine this is: how long an unsynced write lasts
     settings     numbers read from the environment (tests shorten times through them)
     slots        a small state file rewritten in place, never read half written
+    parsed_file  a JSON file parsed again only when it changed on disk
     receipt_states  the states a receipt can report for a message
     faces        a package's face: its public modules, each loaded on first use
 
@@ -29,6 +30,6 @@ from __future__ import annotations
 from durable.faces import face
 
 __all__ = ("backoff", "boot", "bounded_json", "daemon", "errors", "faces", "files", "held", "home", "locks",
-           "mesh_fields", "message_ids", "ndjson", "printable", "receipt_states", "settings",
+           "mesh_fields", "message_ids", "ndjson", "parsed_file", "printable", "receipt_states", "settings",
            "slots", "version")
 __getattr__ = face(__name__, __all__)

@@ -19,6 +19,7 @@ from durable.errors import UserError
 from durable.files import read_json, write_json
 from durable.locks import folder_locked
 from durable.ndjson import append_records, read_records
+from durable.parsed_file import ParsedFile
 from keys.contacts import Contact, Source
 
 __all__ = ["Policy", "PolicyBook", "raised_by_verify"]
@@ -78,14 +79,21 @@ def check_rate(value: int | None, what: str) -> None:
         raise UserError(f"{what} must be between 1 and 100000 messages a minute")
 
 
+def _rules_of(raw: Any) -> dict[str, Any]:
+    """The stored rules, as `rule` reads them (each checked when it is asked for)."""
+    return raw if isinstance(raw, dict) else {}
+
+
 class PolicyBook:
     def __init__(self, folder: Path) -> None:
         self.folder = folder
         self.path = folder / POLICIES_FILE
         self.log = folder / TRUST_LOG
+        # Read for every message a follower takes: parsed again only when the file changed.
+        self._rules = ParsedFile(self.path, {}, _rules_of)
 
     def rule(self, contact: Contact) -> Rule:
-        stored = read_json(self.path, {}).get(contact.fingerprint)
+        stored = self._rules.get().get(contact.fingerprint)
         return Rule.from_json(stored) if isinstance(stored, dict) else default_rule(contact)
 
     def change(self, contact: Contact, *, policy: Policy | None = None, tasks: bool | None = None,

@@ -18,6 +18,7 @@ from typing import Any, NamedTuple
 from durable.errors import KeyInUse, NotFound, SecurityError, UserError
 from durable.files import read_json, write_json
 from durable.locks import folder_locked
+from durable.parsed_file import ParsedFile
 from keys.encoding import b64d, b64e
 from keys.gate import usable_box_key
 from keys.identity import KeyBundle
@@ -121,16 +122,21 @@ def valid_name(name: str) -> bool:
     return True
 
 
+def _contacts_of(raw: dict[str, Any]) -> tuple[Contact, ...]:
+    return tuple(sorted((Contact.from_json(v) for v in raw.values()), key=lambda c: c.name))
+
+
 class ContactBook:
     """The contacts of one identity, in `contacts.json` of its folder."""
 
     def __init__(self, folder: Path) -> None:
         self.folder = folder
         self.path = folder / CONTACTS_FILE
+        # Read on every message a follower takes: parsed again only when the file changed.
+        self._book = ParsedFile(self.path, {}, _contacts_of)
 
     def all(self) -> list[Contact]:
-        raw = read_json(self.path, {})
-        return sorted((Contact.from_json(v) for v in raw.values()), key=lambda c: c.name)
+        return list(self._book.get())
 
     def get(self, name: str) -> Contact:
         for contact in self.all():

@@ -36,6 +36,7 @@ from durable.bounded_json import parse_json
 from durable.errors import InviteError, TamperedMessage
 from durable.files import read_json, write_json
 from durable.locks import folder_locked
+from durable.parsed_file import ParsedFile
 from keys.encoding import b64d, b64e
 from keys.envelope import MAX_PADDED, pad, unpad
 from keys.gate import is_hex32
@@ -158,12 +159,27 @@ def state_of(record: dict[str, Any], now: float) -> InviteState:
     return stored
 
 
+def _codes_of(raw: dict[str, dict[str, Any]]) -> tuple[tuple[dict[str, Any], InviteCode | None], ...]:
+    """Each stored invite with its code parsed (None: damaged, which only matters while the
+    invite is open: `live` then parses it again, to raise); the records are only read."""
+    return tuple((record, _parsed_or_none(record)) for record in raw.values())
+
+
+def _parsed_or_none(record: dict[str, Any]) -> InviteCode | None:
+    try:
+        return parse_code(record["code"])
+    except Exception:  # whatever it is, `live` meets it again if the invite is open
+        return None
+
+
 class InviteBook:
     """The invites an identity has issued, keyed by tag, in `invites.json`."""
 
     def __init__(self, folder: Path) -> None:
         self.folder = folder
         self.path = folder / INVITES_FILE
+        # Read on every drain a follower makes: parsed again only when the file changed.
+        self._codes = ParsedFile(self.path, {}, _codes_of)
 
     def all(self) -> dict[str, dict[str, Any]]:
         data: dict[str, dict[str, Any]] = read_json(self.path, {})
@@ -184,11 +200,8 @@ class InviteBook:
             write_json(self.path, data)
 
     def live(self, now: float) -> list[InviteCode]:
-        return [
-            parse_code(r["code"])
-            for r in self.all().values()
-            if state_of(r, now) is InviteState.OPEN
-        ]
+        return [parse_code(record["code"]) if code is None else code
+                for record, code in self._codes.get() if state_of(record, now) is InviteState.OPEN]
 
     def find(self, code_text: str) -> dict[str, Any]:
         code = parse_code(code_text)

@@ -90,7 +90,11 @@ def session_of(records: dict[str, SessionRecord], pid: int, pid_start: int | Non
 
 
 def load(layout: SpoolLayout) -> dict[str, SessionRecord]:
-    data = read_json(layout.registry, None)
+    return records_of(layout, read_json(layout.registry, None))
+
+
+def records_of(layout: SpoolLayout, data: Any) -> dict[str, SessionRecord]:
+    """The sessions in the registry's parsed JSON (None: no registry)."""
     if data is None:
         return {}
     try:
@@ -106,5 +110,5 @@ def save(layout: SpoolLayout, records: dict[str, SessionRecord]) -> None:
     write_json(layout.registry, {"v": VERSION, "sessions": sessions})
 
 
-def live_sids(layout: SpoolLayout) -> list[str]:
-    return [sid for sid, rec in load(layout).items() if rec.alive()]
+def live_sids(records: dict[str, SessionRecord]) -> list[str]:
+    return [sid for sid, rec in records.items() if rec.alive()]

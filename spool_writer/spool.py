@@ -19,8 +19,10 @@ import contextlib
 import re
 import time
 from collections.abc import Iterator
+from functools import partial
 from pathlib import Path
 
+from durable.parsed_file import ParsedFile
 from spool_writer import lines, registry
 from spool_writer.index import DeliveredIndex
 from spool_writer.layout import DEFAULT_GENERATIONS, DEFAULT_MAX_BYTES, SpoolLayout, flocked
@@ -67,6 +69,8 @@ class Spool:
         self.generations = generations
         self.index = DeliveredIndex(self.layout.index)
         self._unsynced: list[Path] | None = None  # inside `batch`: the files written, not synced
+        # Read for every message delivered; parsed again only when a door changed it.
+        self._sessions = ParsedFile(self.layout.registry, None, partial(registry.records_of, self.layout))
 
     @contextlib.contextmanager
     def batch(self) -> Iterator[None]:
@@ -117,7 +121,7 @@ class Spool:
 
     def targets(self) -> list[Path]:
         """The spool files new mail goes to: one per live session, else the inbox."""
-        live = registry.live_sids(self.layout)
+        live = registry.live_sids(self._sessions.get())
         return [self.layout.session_file(sid) for sid in live] or [self.layout.inbox]
 
     def _append_once(self, target: Path, msg_id: str, line: bytes) -> None:

@@ -350,6 +350,10 @@ class Receiver:
             raise Busy(f"{what} waits for the next page")
 
     @cached_property
+    def policies(self) -> PolicyBook:
+        return PolicyBook(self.folder)  # one book: it rereads its file only when that changed
+
+    @cached_property
     def sessions(self) -> RatchetSessions:
         return RatchetSessions(RatchetAccount(self.folder, self.identity))
 
@@ -436,7 +440,7 @@ class Receiver:
                 # must open (`follower.send.resending`); the quarantine keeps the record of this one.
                 self._opened.let_go(contact.fingerprint, inner.id)
             raise
-        rule = PolicyBook(self.folder).rule(contact)
+        rule = self.policies.rule(contact)
         group: dict[str, Any] = {}
         if "group" in inner.extra:
             from follower.groups import group_inbound

@@ -102,6 +102,25 @@ def test_a_session_whose_host_exited_gets_no_new_mail(root: Path, hosts: Hosts) 
     assert ids_in(root / "inbox.ndjson") == ["m3"]
 
 
+def test_one_spool_sees_sessions_come_and_go(root: Path, hosts: Hosts) -> None:
+    """A long-lived writer (the follower's) keeps the registry parsed: each change is seen."""
+    spool = Spool(root)
+    spool.deliver(message("m1"))
+    first = hosts.start()
+    register(root, "claude", "s1", first)
+    spool.deliver(message("m2"))
+    register(root, "codex", "s2", hosts.start())
+    spool.deliver(message("m3"))
+    hosts.stop(first)
+    spool.deliver(message("m4"))  # the registry is the same; the liveness is asked each time
+    assert ids_in(session_file(root, "s1"))[-2:] == ["m2", "m3"]
+    assert ids_in(session_file(root, "s2"))[-2:] == ["m3", "m4"]
+    unregister(root, "s2")
+    spool.deliver(message("m5"))
+    assert ids_in(root / "inbox.ndjson")[-1] == "m5"
+    assert ids_in(session_file(root, "s1"))[-1] == "m3"
+
+
 def test_gc_hands_back_only_unread_lines_and_keeps_live_sessions(root: Path, hosts: Hosts) -> None:
     gone, live = hosts.start(), hosts.start()
     register(root, "codex", "gone", gone)
