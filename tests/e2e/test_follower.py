@@ -6,6 +6,7 @@ import json
 import os
 import random
 import signal
+import statistics
 import sqlite3
 import subprocess
 import threading
@@ -88,10 +89,16 @@ def test_an_idle_follower_wakes_at_most_once_a_second(
     with sqlite3.connect(relay.db) as db:
         wait_for(lambda: db.execute("SELECT COUNT(*) FROM mail WHERE fp = ?", (alice_fp,)).fetchone()[0] > 0,
                  15, "bob's receipt on the relay")
-    before, started = wakeups(pid), time.monotonic()
-    time.sleep(6)  # the window measured, not a wait for anything: it counts the idle loop's wakes
-    rate = (wakeups(pid) - before) / (time.monotonic() - started)
-    assert rate <= 2.0, f"{rate:.1f} wake-ups a second"  # 1 a second, plus the odd stray one
+    # Counted second by second, the median: the status file catches up with the last contact
+    # once, up to a second after it (`FollowStatus.due`), and its syncs are a one-off burst in
+    # one second, not the idle loop; a loop that spins shows in every second.
+    rates = []
+    for _ in range(7):
+        before, started = wakeups(pid), time.monotonic()
+        time.sleep(1)  # the window measured, not a wait for anything: it counts the idle loop's wakes
+        rates.append((wakeups(pid) - before) / (time.monotonic() - started))
+    rate = statistics.median(rates)
+    assert rate <= 2.0, f"{rate:.1f} wake-ups a second ({rates})"  # 1 a second, plus the odd stray one
 
 
 def test_a_hand_over_rings_the_follower_and_the_receipt_leaves(following: tuple[Agent, Agent, int]) -> None:
