@@ -129,7 +129,7 @@ import vodozemac
 from durable.boot import boot_id
 from durable.errors import NotFound, TamperedMessage, UserError
 from durable.files import ensure_private_dir
-from durable.locks import locked
+from durable.locks import kept_locked, locked
 from durable.slots import Slotted, holds, read_slots, write_slots
 from keys.encoding import is_hex32
 from keys.ratchet import late
@@ -409,7 +409,7 @@ class RatchetSessions:
         kept = _LAST_SENT.pop((path, self._key), None)
         if kept is None or not self.folder.is_dir():  # checked when kept, unless since removed
             ensure_private_dir(self.folder, "ratchet sessions folder")
-        with locked(self._path(peer, ".lock")):
+        with kept_locked(self._path(peer, ".lock")):
             reuse = kept is not None and kept.at is not None and holds(path, kept.at)
             state = kept if reuse and kept is not None else self._load(peer)
             if not state.sessions:
