@@ -397,10 +397,12 @@ class RatchetSessions:
             self._save(peer, state._replace(sessions=[session, *state.sessions], card=claim.card.to_json(),
                                             started_at=time.time()))
 
-    def encrypt(self, peer: str, plaintext: bytes, short: bytes | None = None) -> vodozemac.AnyOlmMessage:
+    def encrypt(self, peer: str, plaintext: bytes,
+                short: Callable[[], bytes] | None = None) -> vodozemac.AnyOlmMessage:
         """Encrypt with the session used last, saved advanced before the ciphertext is returned:
-        `short` (the same message's short form, `keys.ratchet.envelope`) if given and the peer is
-        known to read it, else `plaintext`.
+        what `short` makes (the same message's short form, `keys.ratchet.envelope`) if given and
+        the peer is known to read it, else `plaintext`. Made only then: a peer that has not
+        answered yet costs no second encoding of each message.
 
         Raises:
             NotFound: no session with `peer` yet (`start` one from a claimed key).
@@ -414,7 +416,7 @@ class RatchetSessions:
             state = kept if reuse and kept is not None else self._load(peer)
             if not state.sessions:
                 raise NotFound(f"no ratchet session with {peer} yet")
-            message = state.sessions[0].encrypt(short if short is not None and state.short else plaintext)
+            message = state.sessions[0].encrypt(short() if short is not None and state.short else plaintext)
             _LAST_SENT[(path, self._key)] = self._save(peer, state, sync=False, sent=reuse)
         return message
 
