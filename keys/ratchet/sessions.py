@@ -343,7 +343,6 @@ class RatchetSessions:
         seen = state.seen_text if reuse else json.dumps(state.seen[-SEEN_MOST:], separators=(",", ":"))
         data = json.dumps({
             "v": 1,
-            "sessions": pickles,
             **losses,
             **unopened,
             **({"started_at": state.started_at} if state.started_at else {}),
@@ -354,7 +353,10 @@ class RatchetSessions:
             **({"short": True} if state.short else {}),
             **({"chains": chains} if chains else {}),
         }, separators=(",", ":"))
-        data = f'{data[:-1]},"seen":{seen}}}'  # spliced in as text, as the archive is
+        # Spliced in as text, as the archive is: a pickle is unpadded base64, which JSON holds as
+        # it is, so the encoder need not scan a few kilobytes per session for what to escape.
+        sessions = '"' + '","'.join(pickles) + '"' if pickles else ""
+        data = f'{data[:-1]},"sessions":[{sessions}],"seen":{seen}}}'
         if archive:  # a send's save does not encode it again (`late.late_text`)
             data = f'{data[:-1]},"late":{late.late_text(archive)}}}'
         payload = data.encode()
