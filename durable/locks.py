@@ -6,6 +6,7 @@ Every lock lives in a file of its own, opened without following links; closing t
 
 from __future__ import annotations
 
+import _thread
 import contextlib
 import fcntl
 import os
@@ -16,7 +17,15 @@ from pathlib import Path
 from durable import held
 from durable.files import open_private
 
-__all__ = ["FOLDER_LOCK", "LIFE_LOCK_PATIENCE_S", "folder_locked", "held_by_other", "hold_for_life", "locked"]
+__all__ = [
+    "FOLDER_LOCK",
+    "LIFE_LOCK_PATIENCE_S",
+    "folder_locked",
+    "held_by_other",
+    "hold_for_life",
+    "kept_locked",
+    "locked",
+]
 
 LIFE_LOCK_PATIENCE_S = 2.0
 
@@ -37,6 +46,43 @@ def locked(path: Path, shared: bool = False, wait: bool = True) -> Iterator[int]
         yield fd
     finally:
         os.close(fd)
+
+
+# The lock files `kept_locked` keeps open: per path, (the process that opened it, its descriptor,
+# the mutex its threads take turns on).
+_KEPT: dict[Path, tuple[int, int, _thread.LockType]] = {}
+
+
+@contextlib.contextmanager
+def kept_locked(path: Path) -> Iterator[int]:
+    """`locked` (exclusive, waiting), for a lock this process takes on every message (a send's):
+    the file stays open between holds, so a hold costs the flock calls, not an open and a close
+    as well. An flock belongs to the open file, which every thread shares, so the process's
+    threads take turns on a mutex first; a child process opens its own (a forked descriptor
+    shares the parent's lock). A lock file unlinked meanwhile (its folder removed) is opened
+    anew: other processes lock the file now at `path`, not the one this process holds open.
+
+    Raises:
+        UserError: `path` is a symbolic link.
+        OSError: the lock file cannot be opened or created.
+    """
+    kept = _KEPT.get(path)
+    if kept is None or kept[0] != os.getpid():
+        fd = open_private(path, os.O_RDWR | os.O_CREAT)
+        kept = _KEPT[path] = (os.getpid(), fd, _thread.allocate_lock())
+    _, fd, turn = kept
+    with turn:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        if os.fstat(fd).st_nlink == 0:
+            del _KEPT[path]  # whatever happens next, this descriptor is not held out again
+            os.close(fd)
+            fd = open_private(path, os.O_RDWR | os.O_CREAT)
+            _KEPT[path] = (os.getpid(), fd, turn)
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        try:
+            yield fd
+        finally:
+            fcntl.flock(fd, fcntl.LOCK_UN)
 
 
 def hold_for_life(path: Path, patience_s: float = LIFE_LOCK_PATIENCE_S) -> int | None:

@@ -19,6 +19,7 @@ existed; mail that arrives in a session still opens.
 
 from __future__ import annotations
 
+import functools
 import os
 import time
 from pathlib import Path
@@ -92,7 +93,7 @@ def ratchet_inner(identity: Identity, client: RelayClient, contact: Contact, hom
         # sealed to the long-term key: the README says so. Only the sender picks this; a relay
         # cannot, since it sees only the padded size.
         return None
-    short = plaintext_of(inner, short=True)  # for a peer known to read it: the smallest bucket
+    short = functools.partial(plaintext_of, inner, short=True)  # made only for a peer that reads it
     store = _store(home, identity)
     try:
         message = store.encrypt(contact.fingerprint, plaintext, short)

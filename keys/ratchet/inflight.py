@@ -54,7 +54,7 @@ from nacl import secret
 from nacl.exceptions import CryptoError
 
 from durable.files import open_private, replace_file
-from durable.locks import locked
+from durable.locks import kept_locked, locked
 from durable.ndjson import append_to, json_lines, read_records
 from keys.encoding import is_hex32
 from keys.envelope import Inner
@@ -145,7 +145,7 @@ class Inflight:
         return found is None or float(found[1]) < time.time() - self.window
 
     def _append(self, data: bytes) -> None:
-        with locked(self._lock):
+        with kept_locked(self._lock):  # taken on every send: kept open (`drop`, `sweep` open it anew)
             fd = open_private(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT)
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX)  # readers take it shared (`read_records`)

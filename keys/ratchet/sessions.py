@@ -129,7 +129,7 @@ import vodozemac
 from durable.boot import boot_id
 from durable.errors import NotFound, TamperedMessage, UserError
 from durable.files import ensure_private_dir
-from durable.locks import locked
+from durable.locks import kept_locked, locked
 from durable.slots import Slotted, holds, read_slots, write_slots
 from keys.encoding import is_hex32
 from keys.ratchet import late
@@ -343,7 +343,6 @@ class RatchetSessions:
         seen = state.seen_text if reuse else json.dumps(state.seen[-SEEN_MOST:], separators=(",", ":"))
         data = json.dumps({
             "v": 1,
-            "sessions": pickles,
             **losses,
             **unopened,
             **({"started_at": state.started_at} if state.started_at else {}),
@@ -354,7 +353,10 @@ class RatchetSessions:
             **({"short": True} if state.short else {}),
             **({"chains": chains} if chains else {}),
         }, separators=(",", ":"))
-        data = f'{data[:-1]},"seen":{seen}}}'  # spliced in as text, as the archive is
+        # Spliced in as text, as the archive is: a pickle is unpadded base64, which JSON holds as
+        # it is, so the encoder need not scan a few kilobytes per session for what to escape.
+        sessions = '"' + '","'.join(pickles) + '"' if pickles else ""
+        data = f'{data[:-1]},"sessions":[{sessions}],"seen":{seen}}}'
         if archive:  # a send's save does not encode it again (`late.late_text`)
             data = f'{data[:-1]},"late":{late.late_text(archive)}}}'
         payload = data.encode()
@@ -397,10 +399,12 @@ class RatchetSessions:
             self._save(peer, state._replace(sessions=[session, *state.sessions], card=claim.card.to_json(),
                                             started_at=time.time()))
 
-    def encrypt(self, peer: str, plaintext: bytes, short: bytes | None = None) -> vodozemac.AnyOlmMessage:
+    def encrypt(self, peer: str, plaintext: bytes,
+                short: Callable[[], bytes] | None = None) -> vodozemac.AnyOlmMessage:
         """Encrypt with the session used last, saved advanced before the ciphertext is returned:
-        `short` (the same message's short form, `keys.ratchet.envelope`) if given and the peer is
-        known to read it, else `plaintext`.
+        what `short` makes (the same message's short form, `keys.ratchet.envelope`) if given and
+        the peer is known to read it, else `plaintext`. Made only then: a peer that has not
+        answered yet costs no second encoding of each message.
 
         Raises:
             NotFound: no session with `peer` yet (`start` one from a claimed key).
@@ -409,12 +413,12 @@ class RatchetSessions:
         kept = _LAST_SENT.pop((path, self._key), None)
         if kept is None or not self.folder.is_dir():  # checked when kept, unless since removed
             ensure_private_dir(self.folder, "ratchet sessions folder")
-        with locked(self._path(peer, ".lock")):
+        with kept_locked(self._path(peer, ".lock")):
             reuse = kept is not None and kept.at is not None and holds(path, kept.at)
             state = kept if reuse and kept is not None else self._load(peer)
             if not state.sessions:
                 raise NotFound(f"no ratchet session with {peer} yet")
-            message = state.sessions[0].encrypt(short if short is not None and state.short else plaintext)
+            message = state.sessions[0].encrypt(short() if short is not None and state.short else plaintext)
             _LAST_SENT[(path, self._key)] = self._save(peer, state, sync=False, sent=reuse)
         return message
 

@@ -754,15 +754,15 @@ def test_a_send_pickles_only_the_session_it_advanced_and_saves_everything(
 def test_the_short_form_goes_only_to_a_peer_whose_receipts_answered(sides: tuple[Side, Side]) -> None:
     alice, bob = sides
     handed: dict[str, bytes] = {}
-    assert alice.store().encrypt(bob.fp, b"long", b"short").to_pre_key() is not None
+    assert alice.store().encrypt(bob.fp, b"long", lambda: b"short").to_pre_key() is not None
     with bob.store().page() as opening:  # a pre-key message: bob did not answer yet
-        assert opening.open(alice.fp, alice.curve(), "m0", alice.store().encrypt(bob.fp, b"long", b"short")
-                            ).plaintext == b"long"
+        first = alice.store().encrypt(bob.fp, b"long", lambda: b"short")
+        assert opening.open(alice.fp, alice.curve(), "m0", first).plaintext == b"long"
         opening.commit()
     path = alice.folder / SESSIONS_DIR / f"{bob.fp}.json"
     assert confirms(alice, bob, "receipt1", bob.store().encrypt(alice.fp, b""))
     assert stored_state(path)["short"] is True
-    assert receive(bob, alice, "m1", alice.store().encrypt(bob.fp, b"long", b"short"), handed)
+    assert receive(bob, alice, "m1", alice.store().encrypt(bob.fp, b"long", lambda: b"short"), handed)
     assert handed["m1"] == b"short"
     alice.store().forget(bob.fp)  # bob lost his sessions: perhaps another install; long form again
     assert "short" not in stored_state(path)
