@@ -6,8 +6,8 @@ import json
 import os
 import random
 import signal
-import statistics
 import sqlite3
+import statistics
 import subprocess
 import threading
 import time
