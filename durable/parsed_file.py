@@ -15,7 +15,7 @@ from typing import Any, Generic, TypeVar
 
 from durable.files import read_json
 
-__all__ = ["ParsedFile"]
+__all__ = ["ParsedFile", "Signature", "signature"]
 
 T = TypeVar("T")
 
@@ -24,11 +24,13 @@ Signature = tuple[int, int, int] | None
 
 
 def signature(path: Path) -> Signature:
+    """What tells one version of a file from another: a replace gives a new inode, a write in
+    place a new size or change time (which, unlike the modification time, no program can set)."""
     try:
-        st = os.stat(path, follow_symlinks=False)
+        st = os.stat(path)
     except FileNotFoundError:
         return None
-    return st.st_mtime_ns, st.st_size, st.st_ino
+    return st.st_ino, st.st_size, st.st_ctime_ns
 
 
 class ParsedFile(Generic[T]):

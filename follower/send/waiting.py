@@ -9,14 +9,13 @@ not connected, FALLBACK_S when it is), and resends on the usual backoff.
 
 from __future__ import annotations
 
-import os
 import threading
 import time
 from collections.abc import Callable
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from durable.errors import TimedOut, UserError
+from durable.parsed_file import signature
 from durable.settings import env_float
 from follower.send.outbox import RANK, REFUSALS, RESEND_AFTER_S
 
@@ -60,7 +59,7 @@ def wait_for(outbox: Outbox, client: RelayClient, take_receipts: Callable[[], ob
     seen: tuple[int, int, int] | None = None
     try:
         while True:
-            seen = _stat(outbox.path)
+            seen = signature(outbox.path)
             entry = outbox.find(msg_id)
             state = entry.state if entry else "sent"
             if reached(state, wanted):
@@ -75,11 +74,11 @@ def wait_for(outbox: Outbox, client: RelayClient, take_receipts: Callable[[], ob
                 wake.clear()  # before the fetch: a receipt landing during it wakes the next wait
                 take_receipts()
                 resend_due(client, outbox, time.time(), resend_after)
-                if _stat(outbox.path) == seen:
+                if signature(outbox.path) == seen:
                     connected = push is not None and push.state == "connected"
                     wake.wait(min(FALLBACK_S if connected else POLL_S, max(0.0, stop - time.monotonic())))
             else:
-                while _stat(outbox.path) == seen and time.monotonic() < stop:
+                while signature(outbox.path) == seen and time.monotonic() < stop:
                     time.sleep(STAT_S)
     finally:
         if push is not None:
@@ -108,12 +107,3 @@ def _listen(client: RelayClient, identity: Callable[[], Identity], wake: threadi
         return _Push(client, identity(), wake)
     except Exception:  # no push (the library cannot load, say): polling still works
         return None
-
-
-def _stat(path: Path) -> tuple[int, int, int] | None:
-    """What changes when the outbox is written: its inode, size and modification time."""
-    try:
-        st = os.stat(path)
-    except FileNotFoundError:
-        return None
-    return st.st_ino, st.st_size, st.st_mtime_ns

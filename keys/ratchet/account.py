@@ -30,7 +30,6 @@ from __future__ import annotations
 import base64
 import contextlib
 import hashlib
-import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -40,6 +39,7 @@ import vodozemac
 from durable.errors import UserError
 from durable.files import read_json, write_json
 from durable.locks import locked
+from durable.parsed_file import Signature, signature
 from keys.identity import Identity
 from keys.ratchet.card import (
     KeyKind,
@@ -114,16 +114,7 @@ def unpublished_keys(
 
 # The card each account file holds, by file and identity, with the file's stamp when it was read:
 # a process that sends many pre-key messages reads it once (`RatchetAccount.card`).
-_CARDS: dict[tuple[Path, str], tuple[tuple[int, int, int], RatchetCard]] = {}
-
-
-def _stamp(path: Path) -> tuple[int, int, int] | None:
-    """What tells one version of the file from another: a save replaces it (a new inode)."""
-    try:
-        st = os.stat(path)
-    except FileNotFoundError:
-        return None
-    return st.st_ino, st.st_size, st.st_ctime_ns
+_CARDS: dict[tuple[Path, str], tuple[Signature, RatchetCard]] = {}
 
 
 def _stored_card(stored: Any, identity: Identity) -> RatchetCard | None:
@@ -173,14 +164,14 @@ class RatchetAccount:
             UserError: as `read`, when the account must be opened.
         """
         key = (self.path, self.identity.fingerprint)
-        stamp = _stamp(self.path)
+        stamp = signature(self.path)
         cached = _CARDS.get(key)
         if stamp is not None and cached is not None and cached[0] == stamp:
             return cached[1]
         card = _stored_card(read_json(self.path, None), self.identity) if stamp is not None else None
         if card is None:
             card = card_for(self.read(), self.identity)
-            stamp = _stamp(self.path)  # `read` may have made the file
+            stamp = signature(self.path)  # `read` may have made the file
         if stamp is not None:
             _CARDS[key] = (stamp, card)
         return card
