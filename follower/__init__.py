@@ -7,6 +7,7 @@ below it imports it. Below, one subpackage per idea, and beside them what both d
   relay/     the connection to a relay: client, HTTP/1.1, push stream, backoff
   send/      number -> seal (ratchet or sealed box) -> outbox -> deposit, resends, waiting for receipts
   receive/   fetch -> open -> decide -> hand on -> ack: inbound, admission, sequence, stores
+  files/     the files a message announces: downloaded, checked, placed under a safe name
   groups/    group mail both ways and the loop guard
   tasks/     the opencode-mesh task protocol (mesh) and its ledger
   history/   the read model a person sees (`talk show`): timeline, transcript, read marks, receive log
@@ -26,6 +27,6 @@ from __future__ import annotations
 
 from durable.faces import face
 
-__all__ = ("__main__", "account", "daemon", "groups", "held", "history", "policy", "receive", "relay", "send",
-           "tasks")
+__all__ = ("__main__", "account", "daemon", "files", "groups", "held", "history", "policy", "receive",
+           "relay", "send", "tasks")
 __getattr__ = face(__name__, __all__)
