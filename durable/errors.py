@@ -10,6 +10,7 @@
     │   ├── PinMismatch            a key bundle does not hash to the pinned fingerprint
     │   ├── KeyInUse               a bundle reuses a key already pinned to another contact
     │   ├── TamperedMessage        ciphertext that does not open, or opens to nonsense
+    │   │   ├── TamperedChunk      a file's chunk that does not open, is out of place, or ends early
     │   │   └── MalformedMessage   opened, from a contact, but a field is not of its shape
     │   │       ├── StaleMessage   dated outside the window in which replays can be told apart
     │   │       ├── ReplayedMessage  a sequence number the sender already used for another message
@@ -38,6 +39,7 @@ __all__ = [
     "SecurityError",
     "StaleMessage",
     "TalkError",
+    "TamperedChunk",
     "TamperedMessage",
     "TimedOut",
     "UnknownSender",
@@ -92,6 +94,11 @@ class KeyInUse(SecurityError):
 
 class TamperedMessage(SecurityError):
     pass
+
+
+class TamperedChunk(TamperedMessage):
+    """A chunk of a file that fails its tag, comes out of order, ends the stream early, or a
+    stream whose last chunk does not end it (`keys.filestream`)."""
 
 
 class MalformedMessage(TamperedMessage):
