@@ -8,5 +8,5 @@ from __future__ import annotations
 
 from durable.faces import face
 
-__all__ = ("names",)
+__all__ = ("download", "names")
 __getattr__ = face(__name__, __all__)
