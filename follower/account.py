@@ -386,10 +386,24 @@ class Account:
                 report = self.receiver(seen, handed_state="delivered").receive(kept, chosen)
             finally:
                 store.close()
+            self._take_files(kept, report)
         if self.client.republished_at is not None:
             report.notes.append("the relay had lost your keys (its store may have restarted empty); "
                                 "they were published again, so your contacts can write to you")
         return report
+
+    def _take_files(self, kept: Callable[[dict[str, Any]], None], report: Report) -> None:
+        """The files of the messages parked (by this take or an earlier one cut short), taken
+        here and now: no follower takes them (`follower.receive.parking`)."""
+        from follower.files.parked import Parked
+
+        if not Parked(self.folder).ids():
+            return
+        from follower.receive.parking import file_taker
+
+        taker = file_taker(self.identity(), self.folder, self.client, self.contacts, kept, "delivered")
+        report.delivered += taker.take_all() - len(taker.refused)
+        report.refused += taker.refused
 
     def take_receipts(self) -> str | None:
         """Fetch the receipts waiting for this identity (only those: chat mail stays for whoever

@@ -57,6 +57,9 @@ SpoolRecord = TypedDict("SpoolRecord", {
     "facts": list[str],  # digest: one fact each
     "pending": str | None,  # digest: what is still open, None for nothing
     "refs": list[str],  # digest: what it refers to
+    # follower (follower.files.taker): the files it came with, each {"path": where talk saved it,
+    # "name": that file's name, "size": bytes, "sha256": hex}; handed on once all are in
+    "files": list[dict[str, object]],
 }, total=False)
 
 # The fields every record has, in the order a missing-field error names them; a test keeps

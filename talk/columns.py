@@ -74,6 +74,7 @@ def note(line: Line) -> str:
         parts.append(line.kind)
     if line.reason and (line.held or line.state in EXPLAINED):
         parts.append(line.reason)
+    parts += [f"file {f.path} ({f.size:,} bytes, sha256 {f.sha256})" for f in line.files]
     return printable("; ".join(parts))
 
 
@@ -107,4 +108,5 @@ def as_json(line: Line) -> dict[str, Any]:
             "fingerprint": line.fingerprint,
             "ts": datetime.fromtimestamp(line.at, UTC).isoformat().replace("+00:00", "Z"),
             "kind": line.kind, "state": line.state, "reason": line.reason, "task": line.task,
-            "task_status": line.task_status, "held": line.held, "unread": line.unread, "text": line.text}
+            "task_status": line.task_status, "held": line.held, "unread": line.unread, "text": line.text,
+            "files": [f._asdict() for f in line.files]}

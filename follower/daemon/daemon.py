@@ -1,4 +1,5 @@
-"""The follower: fetch → open → spool (durable) → ack, woken by push, polling as a safety net.
+"""The follower: fetch → open → spool (durable) → ack, woken by push, polling as a safety net;
+the files messages announce come on a thread of their own (`follower.daemon.files`).
 
 Small mail comes with its push (`follower.relay.push.PushedMail`) and is opened without a fetch;
 the fetch that acks it asks for whatever else waits.
@@ -25,6 +26,7 @@ from typing import Any, Protocol, cast
 
 from durable.errors import TalkError
 from durable.files import sweep_temp_files
+from follower.daemon.files import FileThread
 from follower.daemon.state import FollowConfig, FollowStatus, following
 from follower.daemon.upkeep import Upkeep, follower_delay
 from follower.receive.channeldb import ChannelDB, SpoolDedup, receiving
@@ -88,6 +90,8 @@ class Follower:
                                          linger_s=LINGER_S, handed_state="spooled", receipts=receipts,
                                          page=self.page)
         self.upkeep = Upkeep(identity, folder, self.client, receipts)
+        self.files = FileThread(identity, folder, relay, self.count_delivered, self.record_error)
+        self.receiver.on_park = self.files.wake.set
         self.wake = threading.Event()
         self.pushed = PushedMail()
         self.upkeep_due = True
@@ -110,7 +114,10 @@ class Follower:
         # Built by `follower.receive.spool_line` with every field SpoolRecord requires;
         # Spool.deliver checks again.
         if self.spool.deliver(cast(SpoolRecord, record)):
-            self.status.delivered += 1
+            self.count_delivered()
+
+    def count_delivered(self) -> None:
+        self.status.delivered += 1
 
     def peers(self) -> list[Contact] | None:
         """The contacts to take mail from; None: every contact, as the contact book holds them now."""
@@ -187,9 +194,11 @@ class Follower:
             self.record_error(exc)
         log.info("following %s on %s (pid %d)", following(self.config.peers, self.config.every),
                  self.client.url, os.getpid())
+        self.files.start()
         try:
             self.loop()
         finally:
+            self.files.stop()
             if push is not None:
                 push.stop()
             try:

@@ -8,5 +8,5 @@ from __future__ import annotations
 
 from durable.faces import face
 
-__all__ = ("download", "names")
+__all__ = ("download", "names", "parked", "taker")
 __getattr__ = face(__name__, __all__)

@@ -21,13 +21,30 @@ from typing import Any, NamedTuple
 
 from follower.send.outbox import Entry
 
-__all__ = ["Direction", "Line", "held_line", "marks_after", "merge", "newest_arrivals", "pick",
-           "raised", "received_line", "sent_line", "unseen", "with_tasks"]
+__all__ = ["Direction", "FileNote", "Line", "file_notes", "held_line", "marks_after", "merge",
+           "newest_arrivals", "pick", "raised", "received_line", "sent_line", "unseen", "with_tasks"]
 
 
 class Direction(StrEnum):
     IN = "in"
     OUT = "out"
+
+
+class FileNote(NamedTuple):
+    """A file a received message came with, where talk saved it (`follower.files.taker`)."""
+
+    path: str
+    size: int
+    sha256: str
+
+
+def file_notes(value: object) -> tuple[FileNote, ...]:
+    """A spool record's "files", each entry checked (it was read from a file)."""
+    if not isinstance(value, list):
+        return ()
+    return tuple(FileNote(e["path"], e["size"], e["sha256"]) for e in value
+                 if isinstance(e, dict) and isinstance(e.get("path"), str) and type(e.get("size")) is int
+                 and isinstance(e.get("sha256"), str))
 
 
 class Line(NamedTuple):
@@ -49,6 +66,7 @@ class Line(NamedTuple):
     task: str | None = None
     task_status: str | None = None
     gist: str = ""  # a task's own words, a result's summary, a question: the text worth a preview
+    files: tuple[FileNote, ...] = ()  # the files it came with, as saved here
 
 
 def epoch(stamp: object) -> float:
@@ -75,7 +93,7 @@ def received_line(record: Mapping[str, Any], names: Mapping[str, str]) -> Line:
     task = record.get("task")
     return Line(str(record["id"]), Direction.IN, names.get(sender) or _text(record.get("name")) or sender,
                 sender, arrived, _text(record.get("kind")) or "chat", _text(record.get("text")),
-                task=task if isinstance(task, str) else None)
+                task=task if isinstance(task, str) else None, files=file_notes(record.get("files")))
 
 
 def held_line(msg_id: str, entry: Mapping[str, Any], names: Mapping[str, str]) -> Line:

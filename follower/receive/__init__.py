@@ -9,5 +9,5 @@ from __future__ import annotations
 
 from durable.faces import face
 
-__all__ = ("admission", "channeldb", "inbound", "outcome", "quarantine", "receipts")
+__all__ = ("admission", "channeldb", "inbound", "outcome", "parking", "quarantine", "receipts")
 __getattr__ = face(__name__, __all__)

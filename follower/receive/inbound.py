@@ -107,6 +107,7 @@ class Receiver:
         # The Olm messages of the page being taken, opened and not yet committed (`_take_page`).
         self._opened: Page | None = None
         self._recent: dict[str, None] = {}  # ordered: oldest first
+        self.on_park: Callable[[], None] = lambda: None  # a message was parked: wake its files' taker
         self.receipts.answer = self.answer_session
 
     def __repr__(self) -> str:
@@ -238,6 +239,7 @@ class Receiver:
                         report.duplicates += outcome is Outcome.DUPLICATE
                         report.held += outcome is Outcome.HELD
                         report.receipts += outcome is Outcome.RECEIPT
+                        report.parked += outcome is Outcome.PARKED
                         if not self.batch_acks:
                             break
                 opened.commit()
@@ -471,6 +473,8 @@ class Receiver:
         # many at worst, never a task the ledger missed).
         retry = TaskLedger(self.folder).received(contact.fingerprint, contact.name, block, inner.id)
         record = {**spool_line(contact, inner, rule, hops, block, retry), **group, **spool_fields(order)}
+        if not group and ("files" in inner.extra or "body" in inner.extra):  # `parking.announces_files`
+            return self.park(contact, inner, record, verdict, answer, now)
         if verdict.action is Policy.HOLD:
             return self.hold(contact, inner, record, verdict.reason, report, now)
         self.rates.count(contact.fingerprint, now)
@@ -479,6 +483,20 @@ class Receiver:
         if answer:
             self.receipts.add(contact, inner.id, self.handed_state)
         return Outcome.DELIVERED
+
+    def park(self, contact: Contact, inner: Inner, record: dict[str, Any], verdict: admission.Admission,
+             answer: bool, now: float) -> Outcome:
+        """Keep a message that announces files until they are in (`follower.receive.parking`);
+        held or handed on then, its receipt sent then. Taken here: acked like any other."""
+        from follower.receive.parking import park
+
+        hold = verdict.reason if verdict.action is Policy.HOLD else None
+        park(self.folder, contact.fingerprint, inner, record, hold, answer)
+        if hold is None:
+            self.rates.count(contact.fingerprint, now)
+        self.seen.record(contact.fingerprint, inner, now)
+        self.on_park()
+        return Outcome.PARKED
 
     def hold(self, contact: Contact, inner: Inner, record: dict[str, Any], reason: str, report: Report,
              now: float) -> Outcome:

@@ -21,6 +21,7 @@ class Outcome(StrEnum):
     DECLINED = "declined"  # refused by policy or the hop limit (the sender gets a receipt)
     RECEIPT = "receipt"  # a receipt for our own mail: into the outbox
     CONTROL = "control"  # a group change: into the group book, never handed on
+    PARKED = "parked"  # its files come first (`follower.receive.parking`), then it is handed on
 
 
 class Report:
@@ -32,6 +33,7 @@ class Report:
         self.duplicates = 0
         self.held = 0
         self.receipts = 0
+        self.parked = 0
         self.refused: list[str] = []
         self.notes: list[str] = []
 

@@ -69,4 +69,14 @@ def test_json_has_every_field_scripts_need_with_the_whole_text() -> None:
     obj = as_json(line(text="a\nb", unread=True, task="t-1", task_status="open"))
     assert obj == {"id": hexid(1), "short": hexid(1)[:12], "dir": "in", "name": "alice", "fingerprint": FP_A,
                    "ts": "2024-01-01T00:00:00Z", "kind": "chat", "state": None, "reason": "",
-                   "task": "t-1", "task_status": "open", "held": False, "unread": True, "text": "a\nb"}
+                   "task": "t-1", "task_status": "open", "held": False, "unread": True, "text": "a\nb",
+                   "files": []}
+
+
+def test_a_received_files_path_size_and_hash_show_in_the_note_and_the_json() -> None:
+    from follower.history.timeline import FileNote
+
+    note = FileNote("/home/a/downloads/x\x1b.txt", 1234, "c" * 64)
+    got = line(files=(note,))
+    assert "file /home/a/downloads/x\\x1b.txt (1,234 bytes, sha256 " + "c" * 64 + ")" in cells(got).note
+    assert as_json(got)["files"] == [{"path": note.path, "size": 1234, "sha256": "c" * 64}]
