@@ -1,0 +1,190 @@
+"""follower.files.taker: a parked message is handed on once, only with its files in, and after
+it no key that opens them is left; a bad file quarantines it and tells its sender."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from durable.errors import RelayError
+from follower.files.download import SAVE_EVERY
+from follower.files.parked import Parked
+from follower.files.taker import FileTaker
+from keys.fileref import FileRef
+from keys.filestream import CHUNK_BYTES, Sealer, chunk_count
+from spool_writer.spool import Spool
+
+MSG = "1" * 32
+SENDER = "2" * 32
+
+
+class Relay:
+    """The chunks a sender put, as the relay keeps them (`FileRelay`); `fail_at` breaks one fetch."""
+
+    def __init__(self) -> None:
+        self.chunks: dict[tuple[str, int], bytes] = {}
+        self.asked: list[tuple[str, int]] = []
+        self.acked: list[str] = []
+        self.fail_at: tuple[str, int] | None = None
+        self.fail_ack = False
+
+    def upload(self, data: bytes, name: str | None = "a.txt") -> FileRef:
+        key = os.urandom(32)
+        sealer = Sealer(key)
+        file_id = os.urandom(16).hex()
+        count = chunk_count(len(data))
+        for i in range(count):
+            self.chunks[file_id, i] = sealer.seal(data[i * CHUNK_BYTES:(i + 1) * CHUNK_BYTES], i == count - 1)
+        return FileRef(file_id, name, len(data), hashlib.sha256(data).hexdigest(), key, sealer.header)
+
+    def get_chunk(self, owner: object, file_id: str, index: int) -> bytes:
+        self.asked.append((file_id, index))
+        if self.fail_at == (file_id, index):
+            self.fail_at = None
+            raise OSError("connection reset")
+        if (file_id, index) not in self.chunks:
+            raise RelayError("no such chunk", 404, "no_such_chunk")
+        return self.chunks[file_id, index]
+
+    def ack_files(self, owner: object, file_ids: list[str]) -> int:
+        if self.fail_ack:
+            self.fail_ack = False
+            raise RelayError("relay down", 503)
+        self.acked += file_ids
+        return sum(1 for k in list(self.chunks) if k[0] in file_ids and self.chunks.pop(k))
+
+
+class Setup:
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+        folder.mkdir(mode=0o700, exist_ok=True)
+        self.relay = Relay()
+        self.spool = Spool(folder / "spool")
+        self.kept: list[tuple[str, str, list[str], str]] = []
+        self.told: list[tuple[str, str, str, str]] = []
+
+    def taker(self) -> FileTaker:
+        def keep(msg_id: str, sender: str, ids: list[str], reason: str) -> None:
+            self.kept.append((msg_id, sender, ids, reason))
+
+        def tell(sender: str, msg_id: str, state: str, reason: str) -> None:
+            self.told.append((sender, msg_id, state, reason))
+
+        return FileTaker(Any, self.folder, self.relay, self.deliver, "spooled", keep, tell)  # type: ignore[arg-type]
+
+    def deliver(self, record: dict[str, Any]) -> None:
+        self.spool.deliver(record)  # type: ignore[arg-type]
+
+    def park(self, files: list[FileRef], body: FileRef | None = None, text: str = "see") -> None:
+        record = {"id": MSG, "from": SENDER, "name": "bob", "text": text, "ts": "2026-01-01T00:00:00Z",
+                  "kind": "chat"}
+        Parked(self.folder).park(record, SENDER, files, body, None, True)
+
+    def spooled(self) -> list[dict[str, Any]]:
+        import json
+
+        return [json.loads(line) for line in self.spool.layout.inbox.read_text().splitlines()]
+
+
+def no_trace_of(folder: Path, refs: list[FileRef]) -> None:
+    secrets = [s for r in refs for s in (r.key, base64.b64encode(r.key), r.key.hex().encode())]
+    for path in folder.rglob("*"):
+        if path.is_file() and not path.is_symlink():
+            data = path.read_bytes()
+            assert not any(s in data for s in secrets), f"a key is left in {path}"
+
+
+def test_a_message_is_handed_on_with_its_files_then_its_keys_are_gone(tmp_path: Path) -> None:
+    s = Setup(tmp_path / "id")
+    one, two = os.urandom(3 * CHUNK_BYTES + 7), b""
+    refs = [s.relay.upload(one, "../../etc/passwd"), s.relay.upload(two, "empty")]
+    s.park(refs)
+    assert s.taker().take_all() == 1
+    (line,) = s.spooled()
+    assert line["text"] == "see" and [f["name"] for f in line["files"]] == ["_._etc_passwd", "empty"]
+    assert Path(line["files"][0]["path"]).read_bytes() == one
+    assert Path(line["files"][0]["path"]).parent == tmp_path / "id" / "downloads"
+    assert line["files"][0]["sha256"] == refs[0].sha256 and line["files"][0]["size"] == len(one)
+    assert Path(line["files"][1]["path"]).read_bytes() == b""
+    assert sorted(s.relay.acked) == sorted(r.id for r in refs) and not s.relay.chunks
+    assert s.told == [(SENDER, MSG, "spooled", "")] and not s.kept
+    assert not Parked(s.folder).waiting() and not list(Parked(s.folder).partial.iterdir())
+    no_trace_of(tmp_path, refs)
+
+
+def test_a_long_body_becomes_the_text_and_is_not_a_download(tmp_path: Path) -> None:
+    s = Setup(tmp_path / "id")
+    text = "é" * 100_000
+    body = s.relay.upload(text.encode(), None)
+    s.park([], body, text="")
+    s.taker().take_all()
+    (line,) = s.spooled()
+    assert line["text"] == text and line["files"] == []
+    assert not (s.folder / "downloads").exists() or not list((s.folder / "downloads").iterdir())
+
+
+def test_a_download_cut_off_resumes_from_its_saved_point(tmp_path: Path) -> None:
+    s = Setup(tmp_path / "id")
+    data = os.urandom((SAVE_EVERY * 2 + 2) * CHUNK_BYTES)
+    ref = s.relay.upload(data)
+    s.park([ref])
+    s.relay.fail_at = (ref.id, SAVE_EVERY * 2 + 1)
+    with pytest.raises(OSError):
+        s.taker().take_all()
+    assert not s.spool.layout.inbox.exists()  # not handed on before its files are in
+    assert Parked(s.folder).waiting()[0].progress(ref.id) is not None
+    s.relay.asked.clear()
+    s.taker().take_all()
+    assert s.relay.asked[0] == (ref.id, SAVE_EVERY * 2)
+    (line,) = s.spooled()
+    assert Path(line["files"][0]["path"]).read_bytes() == data
+
+
+def test_handed_on_once_when_the_ack_after_it_failed(tmp_path: Path) -> None:
+    s = Setup(tmp_path / "id")
+    ref = s.relay.upload(b"hello")
+    s.park([ref])
+    s.relay.fail_ack = True
+    with pytest.raises(RelayError):
+        s.taker().take_all()
+    s.taker().take_all()
+    assert len(s.spooled()) == 1 and len(list((s.folder / "downloads").iterdir())) == 1
+    assert not Parked(s.folder).waiting()
+
+
+@pytest.mark.parametrize(("break_it", "reason"), [
+    (lambda r, ref: r.chunks.__setitem__((ref.id, 0), r.chunks[ref.id, 0][:-1] + b"\0"), "does not open"),
+    (lambda r, ref: r.chunks.pop((ref.id, 1)), "not on the relay"),
+])
+def test_a_bad_file_quarantines_the_message_and_refuses_it(tmp_path: Path, break_it: Any,
+                                                          reason: str) -> None:
+    s = Setup(tmp_path / "id")
+    ref = s.relay.upload(os.urandom(2 * CHUNK_BYTES))
+    s.park([ref])
+    break_it(s.relay, ref)
+    s.taker().take_all()
+    assert not s.spool.layout.inbox.exists()
+    ((msg_id, sender, ids, why),) = s.kept
+    assert (msg_id, sender, ids) == (MSG, SENDER, [ref.id]) and reason in why
+    assert s.told[0][:3] == (SENDER, MSG, "refused") and reason in s.told[0][3]
+    assert ref.id in s.relay.acked and not Parked(s.folder).waiting()
+    assert not (s.folder / "downloads").exists() or not list((s.folder / "downloads").iterdir())
+    no_trace_of(tmp_path, [ref])
+
+
+def test_a_wrong_hash_and_a_file_over_the_limit_are_refused(tmp_path: Path,
+                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    s = Setup(tmp_path / "id")
+    ref = s.relay.upload(b"x" * 100)
+    s.park([ref._replace(sha256="0" * 64)])
+    s.taker().take_all()
+    assert "sha256" in s.kept[-1][3]
+    monkeypatch.setenv("TALK_MAX_FILE_BYTES", "99")
+    s.park([s.relay.upload(b"y" * 100)])
+    s.taker().take_all()
+    assert "over this side's limit" in s.kept[-1][3]
