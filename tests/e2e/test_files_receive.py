@@ -1,0 +1,257 @@
+"""Receiving files on a real relay: every file a peer announces lands whole under a safe name in
+the downloads folder, or not at all, its message quarantined with the reason; a follower killed
+mid-download resumes, hands the message on once, and keeps its memory flat.
+
+The sending side here is a peer's own: chunks sealed with `keys.filestream` and put on the relay
+with the client, then an announce sealed as any contact seals an envelope (`tests.peer_forge`),
+so each test can hand the receiver exactly the bytes a hostile sender would."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import os
+import secrets
+import signal
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from nacl.public import PublicKey
+
+from follower.daemon.liveness import running_pid
+from follower.files.parked import Parked
+from follower.receive.quarantine import Quarantine
+from follower.relay.client import RelayClient
+from keys.contacts import Contact
+from keys.envelope import channel_tag
+from keys.fileref import FileRef
+from keys.filestream import CHUNK_BYTES, Sealer, chunk_count
+from keys.identity import Identity
+from tests.conftest import Agent, RelayProcess, befriend, make_agent, wait_for
+from tests.peer_forge import contact_of, deposit_raw, envelope, identity_of, spool_records
+
+
+def upload(url: str, sender: Identity, to: Contact, size: int, name: str = "data.bin",
+           block: Callable[[int], bytes] = os.urandom, tamper: Callable[[int, bytes], bytes] | None = None,
+           ) -> tuple[FileRef, str]:
+    """Seal and put a file of `size` bytes (made by `block`, a chunk at a time: never all in
+    memory); its ref and sha256. `tamper(i, sealed)` changes chunk i on the way."""
+    key, file_id = os.urandom(32), secrets.token_hex(16)
+    sealer, digest = Sealer(key), hashlib.sha256()
+    tag = channel_tag(sender.box_secret, PublicKey(to.box_key), to.fingerprint)
+    count = chunk_count(size)
+    with RelayClient(url) as client:
+        for i in range(count):
+            plain = block(min(CHUNK_BYTES, size - i * CHUNK_BYTES))
+            digest.update(plain)
+            sealed = sealer.seal(plain, last=i == count - 1)
+            client.put_chunk(to.fingerprint, tag, file_id, i, tamper(i, sealed) if tamper else sealed)
+    return FileRef(file_id, name, size, digest.hexdigest(), key, sealer.header), digest.hexdigest()
+
+
+def announce(url: str, sender: Identity, to: Contact, refs: list[FileRef], text: str = "see attached",
+             **more: Any) -> str:
+    data = envelope(sender, to, text=text, files=[r.to_json() for r in refs], **more)
+    deposit_raw(url, sender, to, data)
+    return str(data["id"])
+
+
+def sha256_of(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        while block := f.read(1 << 20):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def downloads(agent: Agent, name: str = "bob") -> list[Path]:
+    folder = agent.home / name / "downloads"
+    return sorted(folder.iterdir()) if folder.is_dir() else []
+
+
+def no_partial_left(agent: Agent) -> bool:
+    parked = Parked(agent.home / "bob")
+    return not parked.ids() and (not parked.partial.is_dir() or not list(parked.partial.iterdir()))
+
+
+def test_a_file_arrives_whole_with_its_path_size_and_hash(duo: tuple[Agent, Agent, Identity],
+                                                          relay: RelayProcess) -> None:
+    alice, bob, forger = duo
+    to_bob = contact_of(alice.home, "alice", "bob")
+    ref, digest = upload(relay.url, forger, to_bob, 3 * CHUNK_BYTES + 11, "report.txt")
+    msg_id = announce(relay.url, forger, to_bob, [ref])
+    (line,) = bob.ok("receive").lines()
+    assert line["id"] == msg_id and line["text"] == "see attached"
+    (entry,) = line["files"]
+    path = Path(entry["path"])
+    assert path == bob.home / "bob" / "downloads" / "report.txt"
+    assert (entry["size"], entry["sha256"], sha256_of(path)) == (ref.size, digest, digest)
+    assert no_partial_left(bob)
+    shown = bob.ok("show", "alice", "--json").json()
+    assert shown[-1]["files"] == [{"path": str(path), "size": ref.size, "sha256": digest}]
+    assert shown[-1]["name"] == "alice"
+    # A stolen folder opens nothing: no trace of the key is left in it, and the relay forgot the chunks.
+    for secret in (ref.key, base64.b64encode(ref.key), ref.key.hex().encode()):
+        assert not [p for p in bob.home.rglob("*") if p.is_file() and secret in p.read_bytes()]
+    with RelayClient(relay.url) as client:
+        assert client.file_next(to_bob.fingerprint, ref.id) == 0
+
+
+@pytest.mark.parametrize(("wish", "landed"), [
+    ("../../.profile", "_.._.profile"), ("/etc/passwd", "_etc_passwd"), ("CON", "_CON"),
+    ("nul.txt", "_nul.txt"), (".bashrc", "bashrc"), ("a\u202etxt.exe", "atxt.exe"), ("..", "file"),
+])
+def test_a_peer_chosen_name_lands_safely_in_downloads(duo: tuple[Agent, Agent, Identity], relay: RelayProcess,
+                                                      wish: str, landed: str) -> None:
+    alice, bob, forger = duo
+    to_bob = contact_of(alice.home, "alice", "bob")
+    ref, _ = upload(relay.url, forger, to_bob, 10, wish)
+    announce(relay.url, forger, to_bob, [ref])
+    (line,) = bob.ok("receive").lines()
+    assert [p.name for p in downloads(bob)] == [landed]
+    assert Path(line["files"][0]["path"]).parent == bob.home / "bob" / "downloads"
+
+
+def test_a_symlink_planted_in_downloads_is_never_followed(duo: tuple[Agent, Agent, Identity],
+                                                          relay: RelayProcess, tmp_path: Path) -> None:
+    alice, bob, forger = duo
+    to_bob = contact_of(alice.home, "alice", "bob")
+    folder = bob.home / "bob" / "downloads"
+    folder.mkdir(mode=0o700)
+    victim = tmp_path / "victim"
+    victim.write_text("precious")
+    (folder / "notes.txt").symlink_to(victim)
+    ref, digest = upload(relay.url, forger, to_bob, 100, "notes.txt")
+    announce(relay.url, forger, to_bob, [ref])
+    (line,) = bob.ok("receive").lines()
+    assert Path(line["files"][0]["path"]).name == "notes (2).txt"
+    assert sha256_of(Path(line["files"][0]["path"])) == digest and victim.read_text() == "precious"
+
+
+def refused_reason(bob: Agent, msg_id: str) -> str:
+    (entry,) = [e for e in Quarantine(bob.home / "bob").entries() if e["id"] == msg_id]
+    return str(entry["reason"])
+
+
+def flip(i: int, sealed: bytes) -> bytes:
+    return sealed[:40] + bytes([sealed[40] ^ 1]) + sealed[41:] if i == 1 else sealed
+
+
+@pytest.mark.parametrize(("case", "reason"), [
+    ("tampered", "chunk 1 of 3: a file chunk does not open"),
+    ("wrong hash", "do not hash to the sha256"),
+    ("truncated", "ends before its last chunk"),
+    ("longer", "more bytes than announced"),
+    ("over the limit", "over this side's limit"),
+    ("missing", "not on the relay"),
+])
+def test_a_bad_file_is_quarantined_with_its_reason_and_the_rest_flows(
+    duo: tuple[Agent, Agent, Identity], relay: RelayProcess, case: str, reason: str
+) -> None:
+    alice, bob, forger = duo
+    to_bob = contact_of(alice.home, "alice", "bob")
+    size = 3 * CHUNK_BYTES - 5
+    ref, _ = upload(relay.url, forger, to_bob, size, "x.bin", tamper=flip if case == "tampered" else None)
+    announced = {"wrong hash": ref._replace(sha256="0" * 64), "longer": ref._replace(size=size - 3),
+                 "truncated": ref._replace(size=size + CHUNK_BYTES),
+                 "missing": ref._replace(id=secrets.token_hex(16))}
+    if case == "over the limit":
+        bob.extra_env["TALK_MAX_FILE_BYTES"] = str(size - 1)
+    msg_id = announce(relay.url, forger, to_bob, [announced.get(case, ref)])
+    alice.ok("send", "bob", "after it")
+    r = bob.ok("receive")
+    assert [m["text"] for m in r.lines()] == ["after it"]
+    assert reason in refused_reason(bob, msg_id) and "quarantined" in r.err
+    assert downloads(bob) == [] and no_partial_left(bob)
+
+
+def test_a_big_download_does_not_hold_up_other_mail(tmp_path: Path, relay: RelayProcess) -> None:
+    """A message whose file cannot be placed yet stays parked; other contacts' mail flows past it."""
+    alice, bob, carol = (make_agent(tmp_path, relay, n, None) for n in ("alice", "bob", "carol"))
+    befriend(alice, bob)
+    befriend(carol, bob)
+    sender = identity_of(alice.home, "alice")
+    to_bob = contact_of(alice.home, "alice", "bob")
+    (bob.home / "bob" / "downloads").symlink_to(tmp_path)  # refused as a place: the file waits
+    ref, digest = upload(relay.url, sender, to_bob, 2 * CHUNK_BYTES, "big.bin")
+    bob.ok("follow")
+    try:
+        msg_id = announce(relay.url, sender, to_bob, [ref])
+        wait_for(lambda: Parked(bob.home / "bob").ids() == {msg_id}, 20, "the announce parked")
+        carol.ok("send", "bob", "small and quick")
+        spooled = wait_for(lambda: spool_records(bob, "bob"), 20, "carol's message in the spool")
+        assert [r["text"] for r in spooled] == ["small and quick"]
+        assert "symbolic link" in bob.ok("status", "--json").json()["last_error"]
+        (bob.home / "bob" / "downloads").unlink()
+        line = wait_for(lambda: [r for r in spool_records(bob, "bob") if r["id"] == msg_id], 30,
+                        "alice's message, once its file is in")[0]
+        assert sha256_of(Path(line["files"][0]["path"])) == digest
+    finally:
+        bob.run("stop")
+
+
+def rss_kb(pid: int) -> int:
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            return next(int(line.split()[1]) for line in f if line.startswith("VmRSS:"))
+    except (OSError, StopIteration):
+        return 0
+
+
+class RssSampler(threading.Thread):
+    """The largest RSS seen of whichever follower runs for `folder`, sampled until stopped."""
+
+    def __init__(self, folder: Path) -> None:
+        super().__init__(daemon=True)
+        self.folder, self.peak, self.samples = folder, 0, 0
+        self.done = threading.Event()
+
+    def run(self) -> None:
+        while not self.done.wait(0.02):
+            pid = running_pid(self.folder)
+            if pid and pid > 0:
+                self.peak = max(self.peak, rss_kb(pid))
+                self.samples += 1
+
+
+def progress_chunk(folder: Path, msg_id: str, file_id: str) -> int:
+    for message in Parked(folder).waiting():
+        if message.id == msg_id:
+            saved = message.progress(file_id)
+            return saved.chunk if saved else 0
+    return 0
+
+
+def test_a_200_mb_file_survives_a_killed_follower_arrives_once_with_flat_memory(
+    duo: tuple[Agent, Agent, Identity], relay: RelayProcess
+) -> None:
+    alice, bob, forger = duo
+    to_bob = contact_of(alice.home, "alice", "bob")
+    folder = bob.home / "bob"
+    size = 200 * 1024 * 1024
+    ref, digest = upload(relay.url, forger, to_bob, size, "big.bin")
+    sampler = RssSampler(folder)
+    sampler.start()
+    bob.ok("follow", "--peer", "alice")
+    try:
+        msg_id = announce(relay.url, forger, to_bob, [ref])
+        wait_for(lambda: progress_chunk(folder, msg_id, ref.id) > 0, 120, "the download under way")
+        pid = running_pid(folder)
+        assert pid and pid > 0
+        os.kill(pid, signal.SIGKILL)
+        wait_for(lambda: not running_pid(folder), 20, "the follower gone")
+        assert not spool_records(bob, "bob")  # not handed on before its file is in
+        bob.ok("follow", "--peer", "alice")
+        lines = wait_for(lambda: spool_records(bob, "bob"), 300, "the message, its file in")
+    finally:
+        bob.run("stop")
+        sampler.done.set()
+        sampler.join()
+    (line,) = lines
+    assert line["id"] == msg_id and len(downloads(bob)) == 1
+    assert sha256_of(Path(line["files"][0]["path"])) == digest
+    assert no_partial_left(bob)
+    assert sampler.samples > 0 and sampler.peak < 100 * 1024, f"follower RSS peaked at {sampler.peak} kB"
