@@ -3,7 +3,7 @@
 Whatever a contact, a joiner or the relay hands over is hostile until it passes here: the inner
 envelope of a message, a contact request, the name a joiner picks, the items of a receipt, a
 group block (a group message or a change of members), and the header values of opencode-mesh
-tasks and blocks. A value either matches its shape exactly
+tasks and blocks; the files a message announces (`keys.fileref`). A value either matches its shape exactly
 (full matches: no trailing newline slips past a `$`) or the whole message is refused with
 `Invalid`, whose reason names the field; nothing is half used. Fields the gate does not know are
 dropped, never passed on, so a sender can add nothing that the receiver would act on.
@@ -18,6 +18,8 @@ from typing import Any
 from durable.mesh_fields import is_task_id
 from durable.printable import is_printable, printable
 from durable.receipt_states import Receipt
+from keys.fileref import check_body, check_files
+from keys.invalid import Invalid
 from keys.names import check_name  # the rule for every name talk keeps, in one place
 
 __all__ = ["MAX_FUTURE_S", "MAX_REASON", "RECEIPT_STATES", "Invalid", "check_header_value", "check_receipts"]
@@ -39,10 +41,6 @@ MAX_GROUP_MEMBERS = 64
 MAX_GROUP_KEY = 1024  # a Megolm session key is 229 bytes, about 306 in base64; an exported one 220
 SESSION_ID = re.compile(r"[A-Za-z0-9+/]{43}")  # a Megolm session id: an Ed25519 key, unpadded base64
 WRITERS = ("person", "agent")
-
-
-class Invalid(ValueError):
-    """A field a peer sent is not of its shape; `str()` says which and why."""
 
 
 def is_hex32(value: object) -> bool:
@@ -197,7 +195,7 @@ def check_group(value: object) -> dict[str, Any]:
 
 
 _EXTRA = {"hops": check_hops, "seq": check_seq, "receipts": check_receipts, "olm": check_olm,
-          "answer": check_answer, "group": check_group}
+          "answer": check_answer, "group": check_group, "files": check_files, "body": check_body}
 
 
 def check_inner(data: object, now: float) -> dict[str, Any]:
@@ -215,6 +213,10 @@ def check_inner(data: object, now: float) -> dict[str, Any]:
         if not is_task_id(data["task"]):
             raise Invalid("task is not a task id")
         extra["task"] = data["task"]
+    if ("files" in extra or "body" in extra) and kind != "chat":
+        raise Invalid("files or a body ride only a chat message")
+    if "body" in extra and data.get("text") != "":
+        raise Invalid("a message whose text is in a body carries no text of its own")
     if kind == "receipt" and "receipts" not in extra:
         raise Invalid("a receipt carries no items")
     # A group message rides a chat, a control message is a "group"; an Olm envelope carries its
