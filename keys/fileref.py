@@ -18,16 +18,14 @@ import binascii
 import re
 from typing import Any, NamedTuple
 
+from keys.filestream import CHUNK_BYTES, HEADER_BYTES, KEY_BYTES
 from keys.invalid import Invalid
 
 __all__ = ["CHUNK_BYTES", "MAX_FILES", "MAX_NAME", "MAX_SIZE", "FileRef", "body_of", "files_of"]
 
-CHUNK_BYTES = 256 * 1024  # plaintext bytes per chunk, the only size this version sends or takes
 MAX_FILES = 16
 MAX_NAME = 255
 MAX_SIZE = 2**40
-KEY_BYTES = 32
-HEADER_BYTES = 24
 HEX32 = re.compile(r"[0-9a-f]{32}")
 HEX64 = re.compile(r"[0-9a-f]{64}")
 B64 = re.compile(r"[A-Za-z0-9+/]+={0,2}")
@@ -40,7 +38,7 @@ class FileRef(NamedTuple):
     sha256: str  # of the plaintext, 64 lowercase hex
     key: bytes  # secretstream key, 32 bytes
     header: bytes  # secretstream header, 24 bytes
-    chunk: int = CHUNK_BYTES
+    chunk: int = CHUNK_BYTES  # plaintext bytes per chunk, the only size this version sends or takes
 
     def to_json(self) -> dict[str, Any]:
         return {"id": self.id, **({"name": self.name} if self.name is not None else {}),
