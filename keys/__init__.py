@@ -16,6 +16,6 @@ from __future__ import annotations
 
 from durable.faces import face
 
-__all__ = ("contacts", "encoding", "envelope", "fileref", "filestream", "gate", "groups", "identity", "invalid",
-           "invites", "keystore", "names", "ratchet", "safety", "wire")
+__all__ = ("contacts", "encoding", "envelope", "fileref", "filestream", "gate", "groups", "identity",
+           "invalid", "invites", "keystore", "names", "ratchet", "safety", "wire")
 __getattr__ = face(__name__, __all__)
