@@ -20,6 +20,7 @@
     POST /v1/invites/{fp}                  owner: open an invite slot {"tag", "expires"}
     POST /v1/invites/{fp}/revoke           owner: {"tag"}
     POST /v1/redeem/{tag}                  anyone: the one contact request an invite admits
+    …    /v1/files/…                       file chunks (`relay.file_routes`)
     WS   /v1/mail/{fp}/stream              owner: {"type":"ready"}, then {"type":"mail","tag"}
                                            each time mail is deposited in the mailbox, with
                                            "id" and "blob" (base64) when the blob is small
@@ -49,13 +50,12 @@ from nacl.public import PublicKey, SealedBox
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
-from starlette.requests import ClientDisconnect, HTTPConnection, Request
+from starlette.requests import HTTPConnection, Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route, WebSocketRoute
 from starlette.types import ASGIApp
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
-from durable.bounded_json import parse_json
 from durable.version import version
 from keys.encoding import b64e, is_hex32
 from keys.identity import KeyBundle
@@ -72,11 +72,13 @@ from relay import logsafe
 from relay.clock import Clock
 from relay.config import RelayConfig
 from relay.errors import ApiError, bad_request, not_found, unknown_mailbox
+from relay.file_routes import file_routes
 from relay.hotpath import ErrorHandler, HotPath
 from relay.limits import Limiter, WakeThrottle, client_address, retry_after
 from relay.metrics import Meter, Metrics, TimedRoutes
 from relay.notify import Hub, LocalHub, Notice
 from relay.owner_tokens import OwnerTokens
+from relay.request_parts import json_object, path_hex, read_body
 from relay.store import RETRY_AFTER_S, DepositOutcome, RedeemOutcome, Store, StoreUnavailable
 
 JSON_LIMIT = 256 * 1024
@@ -84,47 +86,9 @@ PING_TIMEOUT_S = 5.0  # a health check that hangs is as bad as one that fails
 DEPTH_INTERVAL_S = 5.0  # how often the stored-messages gauge is sampled
 SIGN_KEY_CACHE = 100_000  # ~10 MB at most: 32-byte keys under 32-character fingerprints
 KNOWN_CACHE = 50_000  # (mailbox, tag) pairs known registered, ~8 MB: a follower's fetch costs no write
-BODY_TIMEOUT_S = 30.0  # a body trickled slower than this holds a connection for nothing
 UNKNOWN_WAKE_S = 1.0  # push wake-ups per mailbox for mail under unregistered tags, at most
 OUTAGE_LOG_S = 10.0  # while the store is down, one log line per this many seconds, not per request
 log = logging.getLogger("talk.relay")
-
-
-def _path_hex(conn: HTTPConnection, name: str) -> str:
-    value = conn.path_params[name]
-    if not is_hex32(value):
-        raise bad_request(f"{name} must be 32 lowercase hex characters")
-    return str(value)
-
-
-async def _body(request: Request, limit: int) -> bytes:
-    """Read at most `limit` bytes; a larger body is refused before it is all read."""
-    declared = request.headers.get("content-length", "")
-    if declared.isdigit() and int(declared) > limit:
-        raise ApiError(413, "too_large", f"body of {declared} bytes exceeds the limit of {limit}")
-    chunks, size = [], 0
-    try:
-        async with asyncio.timeout(BODY_TIMEOUT_S):
-            async for chunk in request.stream():
-                size += len(chunk)
-                if size > limit:
-                    raise ApiError(413, "too_large", f"body exceeds the limit of {limit} bytes")
-                chunks.append(chunk)
-    except ClientDisconnect:  # a client gone mid-body (or a malformed chunk) is no relay fault
-        raise bad_request("the body ended early: the client went away or sent a malformed chunk") from None
-    except TimeoutError:
-        raise ApiError(408, "timeout", f"the body took over {BODY_TIMEOUT_S:.0f} s to arrive") from None
-    return b"".join(chunks)
-
-
-def _json_object(body: bytes) -> dict[str, Any]:
-    try:
-        data = parse_json(body, len(body))  # the size is `_body`'s to limit, per route
-    except ValueError as exc:
-        raise bad_request(f"body is not valid JSON: {exc}") from exc
-    if not isinstance(data, dict):
-        raise bad_request("body must be a JSON object")
-    return data
 
 
 def _hex_list(data: dict[str, Any], key: str, most: int) -> list[str]:
@@ -196,7 +160,7 @@ class Relay:
     async def deposited_blob(self, request: Request, tag_key: str, what: str) -> bytes:
         """A stranger's sealed blob, once the client's and the tag's buckets admit it."""
         self.admit_deposit(request, tag_key)
-        blob = await _body(request, self.config.max_blob)
+        blob = await read_body(request, self.config.max_blob)
         if not blob:
             raise bad_request(f"empty body: deposit {what}")
         return blob
@@ -231,9 +195,9 @@ class Relay:
 
     async def owner_request(self, request: Request, limit: int = JSON_LIMIT) -> tuple[str, bytes]:
         """Authenticate the mailbox owner; return (fingerprint, body)."""
-        fp = _path_hex(request, "fp")
+        fp = path_hex(request, "fp")
         self.admit(request, self.owner_requests, "owner requests from this client")
-        body = await _body(request, limit)
+        body = await read_body(request, limit)
         # The raw path, as the client signed it (building request.url costs ~10 µs a request).
         await self.check_owner(fp, request.method, request.scope["path"], request.headers.items(), body)
         return fp, body
@@ -304,9 +268,9 @@ class Relay:
         return JSONResponse({"ok": True, "version": version(), "store": self.store_kind})
 
     async def put_keys(self, request: Request) -> Response:
-        fp = _path_hex(request, "fp")
+        fp = path_hex(request, "fp")
         self.admit(request, self.publishes, "key publications from this client")
-        data = _json_object(await _body(request, JSON_LIMIT))
+        data = json_object(await read_body(request, JSON_LIMIT))
         try:
             bundle = KeyBundle.from_json(data)
         except ValueError as exc:
@@ -320,7 +284,7 @@ class Relay:
         self, request: Request, read: Callable[[str], Awaitable[str | None]], missing: str
     ) -> str:
         """What `read` holds for the path's fingerprint, one key lookup spent; 404 `missing`."""
-        fp = _path_hex(request, "fp")
+        fp = path_hex(request, "fp")
         self.admit(request, self.lookups, "key lookups from this client")
         stored = await read(fp)
         if stored is None:
@@ -340,7 +304,7 @@ class Relay:
             raise unknown_mailbox("its owner has not published keys on this relay")
         most = self.config.max_ratchet_keys
         try:
-            keys = verify_publication(_json_object(body), fp, sign_key, most)
+            keys = verify_publication(json_object(body), fp, sign_key, most)
         except RatchetKeyError as exc:
             raise bad_request(f"invalid ratchet keys: {exc}") from exc
         fallback = None if keys.fallback is None else json.dumps(keys.fallback.to_json())
@@ -352,7 +316,7 @@ class Relay:
         return JSONResponse({"one_time_left": left})
 
     async def claim_ratchet(self, request: Request) -> Response:
-        fp = _path_hex(request, "fp")
+        fp = path_hex(request, "fp")
         self.admit(request, self.lookups, "key lookups from this client")
         claimed = await self.store.claim_ratchet(fp)
         if claimed is None or claimed.key is None:
@@ -366,7 +330,7 @@ class Relay:
         return JSONResponse({"card": json.loads(card)})
 
     async def deposit(self, request: Request) -> Response:
-        fp, tag = _path_hex(request, "fp"), _path_hex(request, "tag")
+        fp, tag = path_hex(request, "fp"), path_hex(request, "tag")
         blob = await self.deposited_blob(request, f"{fp}/{tag}", "one sealed blob")
         if await self.sign_key(fp) is None:
             raise unknown_mailbox("the recipient has not published keys on this relay")
@@ -420,7 +384,7 @@ class Relay:
 
     async def fetch(self, request: Request) -> Response:
         fp, body = await self.owner_request(request)
-        data = _json_object(body)
+        data = json_object(body)
         tags = _hex_list(data, "tags", self.config.max_tags)
         limit = data.get("limit", self.config.fetch_limit)
         if not isinstance(limit, int) or isinstance(limit, bool) or limit < 1:
@@ -439,7 +403,7 @@ class Relay:
 
     async def ack(self, request: Request) -> Response:
         fp, body = await self.owner_request(request)
-        ids = _hex_list(_json_object(body), "ids", 1000)
+        ids = _hex_list(json_object(body), "ids", 1000)
         deleted = await self.store.ack(fp, ids)
         self.metrics.acks.inc(deleted)
         return JSONResponse({"deleted": deleted})
@@ -448,14 +412,14 @@ class Relay:
         """Delete the mail under tags the owner never registered (the junk a stranger can leave);
         the tags named first are registered, so a new contact's first mail is kept."""
         fp, body = await self.owner_request(request)
-        data = _json_object(body)
+        data = json_object(body)
         tags = _hex_list(data, "tags", self.config.max_tags) if data.get("tags") else []
         await self.register(fp, tags)
         return JSONResponse({"deleted": await self.store.purge_unknown(fp)})
 
     async def open_invite(self, request: Request) -> Response:
         fp, body = await self.owner_request(request)
-        data = _json_object(body)
+        data = json_object(body)
         tag, expires = data.get("tag"), _unix_seconds(data.get("expires"))
         if not is_hex32(tag) or expires is None:
             raise bad_request("an invite slot needs 'tag' (32 hex) and 'expires' (unix seconds)")
@@ -464,13 +428,13 @@ class Relay:
 
     async def revoke_invite(self, request: Request) -> Response:
         fp, body = await self.owner_request(request)
-        tag = _json_object(body).get("tag")
+        tag = json_object(body).get("tag")
         if not is_hex32(tag):
             raise bad_request("'tag' must be 32 hex characters")
         return JSONResponse({"revoked": await self.store.revoke_invite(fp, str(tag))})
 
     async def redeem(self, request: Request) -> Response:
-        tag = _path_hex(request, "tag")
+        tag = path_hex(request, "tag")
         blob = await self.deposited_blob(request, tag, "one sealed contact request")
         outcome = await self.store.redeem_invite(
             tag, blob, self.clock(), self.config.max_mailbox_messages, self.config.max_mailbox_bytes
@@ -502,7 +466,7 @@ class Relay:
     async def stream(self, ws: WebSocket) -> None:
         """Push a wake-up to the mailbox owner each time mail is deposited for it."""
         try:
-            fp = _path_hex(ws, "fp")
+            fp = path_hex(ws, "fp")
             self.admit(ws, self.handshakes, "stream handshakes from this client")
             await self.check_owner(fp, "GET", ws.url.path, ws.headers.items(), b"")
             # No await between this check and subscribe: two handshakes cannot both take the last slot.
@@ -630,6 +594,7 @@ def create_app(
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         async def purge() -> None:
             await store.purge(relay.clock(), relay.config.ttl_s)
+            await store.files.purge(relay.clock(), relay.config.ttl_s)
 
         async def sample_depth() -> None:
             relay.metrics.stored.set(await store.stored())
@@ -679,6 +644,7 @@ def routes(relay: Relay) -> list[BaseRoute]:
         Route("/v1/invites/{fp}/revoke", relay.revoke_invite, methods=["POST"]),
         Route("/v1/redeem/{tag}", relay.redeem, methods=["POST"]),
         WebSocketRoute("/v1/mail/{fp}/stream", relay.stream),
+        *file_routes(relay),
     ]
 
 

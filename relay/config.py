@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from keys.envelope import MAX_BLOB
+from relay.file_store import FileQuota
 from relay.limits import Network, Rate
 from relay.store import MOST_TAGS
 
@@ -18,6 +19,9 @@ PUBLISH_RATE = Rate(10 / 60, 200.0)  # `10/60:200`: new mailboxes (a script made
 LOOKUP_RATE = Rate(20.0, 400.0)  # `20/1:400`: key bundles read
 OWNER_RATE = Rate(100.0, 2000.0)  # `100/1:2000`: signed owner requests (each costs a signature check)
 STREAM_RATE = Rate(2.0, 60.0)  # `2/1:60`: push stream handshakes
+# File chunks (256 KiB each) per client address: ~100 MB/s, far above one sender's upload.
+CHUNK_RATE = Rate(400.0, 800.0)  # `400/1:800`
+MIB = 1024 * 1024
 # A registered tag's share of the mailbox: a tenth (1,000 of the default 10,000), so at least ten
 # contacts must each fill their own before another's mail finds no room; never under the floor,
 # so a small mailbox still takes a long conversation from one contact.
@@ -66,6 +70,14 @@ class RelayConfig:
     # None: a tenth of the mailbox, and never under TAG_SHARE_FLOOR messages.
     max_tag_messages: int | None = None
     max_ratchet_keys: int = 100  # one-time ratchet keys waiting per identity (507 above)
+    # Files (`relay.file_store`): a file's plaintext size, and what one mailbox holds of them under
+    # the owner's registered tags, and apart, under tags it never registered (a stranger's).
+    max_file_bytes: int = 512 * MIB  # 413 above
+    max_mailbox_file_bytes: int = 2048 * MIB  # 507 above
+    max_mailbox_files: int = 1000
+    max_unknown_file_bytes: int = 64 * MIB
+    max_unknown_files: int = 16
+    rate_chunks: Rate = CHUNK_RATE  # file chunks put per second from one address (429 above)
     max_known_tags: int = MOST_TAGS  # tags one mailbox may register; beyond, new names stay unknown
     behind_proxy: bool = False  # take the client address from X-Forwarded-For (relay.limits)
     trusted_proxies: tuple[Network, ...] = ()  # hops skipped from the right of X-Forwarded-For
@@ -85,6 +97,12 @@ class RelayConfig:
         return min(self.max_mailbox_bytes, max(share, self.max_blob))
 
     @property
+    def file_quota(self) -> FileQuota:
+        unknown_bytes = min(self.max_unknown_file_bytes, self.max_mailbox_file_bytes)
+        return FileQuota(self.max_file_bytes, self.max_mailbox_files, self.max_mailbox_file_bytes,
+                         self.max_unknown_files, unknown_bytes)
+
+    @property
     def max_unknown_bytes(self) -> int:
         return min(self.max_mailbox_bytes, self.max_unknown_messages * self.max_blob)
 
@@ -92,5 +110,7 @@ class RelayConfig:
         if self.max_blob <= 0 or self.ttl_s <= 0 or self.max_mailbox_messages <= 0:
             raise ValueError("relay limits must be positive")
         if min(self.max_streams_per_mailbox, self.max_unknown_messages, self.max_ratchet_keys,
-               self.tag_messages) <= 0:
+               self.tag_messages, self.max_mailbox_files, self.max_unknown_files) <= 0:
+            raise ValueError("relay limits must be positive")
+        if min(self.max_file_bytes, self.max_mailbox_file_bytes, self.max_unknown_file_bytes) < 0:
             raise ValueError("relay limits must be positive")

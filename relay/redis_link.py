@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
-from collections.abc import Callable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any, ParamSpec, TypeVar
 
 from redis.asyncio import Redis
@@ -60,3 +60,15 @@ def guarded(method: Callable[P, Coroutine[Any, Any, T]]) -> Callable[P, Coroutin
             raise StoreUnavailable(f"Redis does not answer: {str(exc) or 'timed out'}") from exc
     return call
 
+
+
+async def in_batches(batch: int, sweep: Callable[[int], Awaitable[tuple[int, int]]]) -> int:
+    """Call `sweep(batch)` (one script call that looks at up to `batch` entries and returns how
+    many it looked at and how many it removed) until one comes back short: each call stays within
+    the command limit however many there are. Returns how many were removed in all."""
+    gone = 0
+    while True:
+        swept, removed = await sweep(batch)
+        gone += removed
+        if swept < batch:
+            return gone

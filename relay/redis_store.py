@@ -20,7 +20,8 @@ from typing import Any
 from redis.asyncio import Redis
 
 from relay import redis_scripts
-from relay.redis_link import connect, guarded
+from relay.redis_files import RedisFiles
+from relay.redis_link import connect, guarded, in_batches
 from relay.redis_pipeline import ScriptPipeline
 from relay.store import MOST_TAGS, Claimed, Deposited, DepositOutcome, Mail, RedeemOutcome
 
@@ -64,6 +65,7 @@ class RedisStore:
         self._revoke_invite = register(redis_scripts.REVOKE_INVITE)
         self._put_ratchet = register(redis_scripts.PUT_RATCHET)
         self._claim_ratchet = register(redis_scripts.CLAIM_RATCHET)
+        self.files = RedisFiles(self.redis, prefix)
 
     def _key(self, *parts: str) -> str:
         return self.prefix + ":".join(parts)
@@ -177,17 +179,14 @@ class RedisStore:
         return Claimed(_text(answer[0]), _text(answer[1]), bool(answer[2]))
 
     async def purge(self, now: float, ttl: float) -> int:
-        gone = 0
-        while True:  # each batch within the command limit, however many there are
-            swept, removed = await self._purge_batch(_num(now - ttl))
-            gone += removed
-            if swept < PURGE_BATCH:
-                return gone
+        cutoff = _num(now - ttl)
 
-    @guarded
-    async def _purge_batch(self, cutoff: str) -> tuple[int, int]:
-        swept, removed = await self._purge(args=[self.prefix, cutoff, PURGE_BATCH])
-        return int(swept), int(removed)
+        @guarded
+        async def sweep(batch: int) -> tuple[int, int]:
+            swept, removed = await self._purge(args=[self.prefix, cutoff, batch])
+            return int(swept), int(removed)
+
+        return await in_batches(PURGE_BATCH, sweep)
 
     @guarded
     async def stored(self) -> int:

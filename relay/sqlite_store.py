@@ -25,6 +25,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
+from relay.sqlite_files import SqliteFiles
 from relay.store import MOST_TAGS, Claimed, Deposited, DepositOutcome, Mail, RedeemOutcome
 
 T = TypeVar("T")
@@ -98,6 +99,7 @@ class SqliteStore:
             self.db.execute("ALTER TABLE mail ADD COLUMN known INTEGER NOT NULL DEFAULT 0")
         self._recount()
         self._pending: list[tuple[Callable[[], Any], asyncio.Future[Any]]] = []
+        self.files = SqliteFiles(self.db, self._grouped)
 
     async def _grouped(self, op: Callable[[], T]) -> T:
         """Run `op` inside the next group transaction; return once that has committed."""

@@ -24,6 +24,8 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import NamedTuple, Protocol
 
+from relay.file_store import FileStore
+
 MOST_TAGS = 10_000  # registered tags per mailbox, unless the relay is configured otherwise
 
 
@@ -72,6 +74,11 @@ class Claimed(NamedTuple):
 
 
 class Store(Protocol):
+    @property
+    def files(self) -> FileStore:
+        """File chunks, kept apart from mail (`relay.file_store`)."""
+        ...
+
     async def put_bundle(self, fp: str, bundle: str) -> None: ...
 
     async def get_bundle(self, fp: str) -> str | None: ...

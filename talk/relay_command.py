@@ -29,6 +29,7 @@ RATE_FLAGS = {
     "--rate-lookup": "rate_lookup",
     "--rate-owner": "rate_owner",
     "--rate-stream": "rate_stream",
+    "--rate-chunks": "rate_chunks",
 }
 
 
@@ -74,6 +75,8 @@ def relay_settings(params: Mapping[str, Any], env: Mapping[str, str] = os.enviro
         config,
         max_unknown_messages=params["max_unknown"],
         max_tag_messages=params["max_per_tag"],
+        max_file_bytes=params["max_file_bytes"],
+        max_mailbox_file_bytes=params["max_mailbox_file_bytes"],
         trusted_proxies=proxies,
         http=http,
     )

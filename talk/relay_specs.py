@@ -53,6 +53,11 @@ MAX_UNKNOWN = _number("max_unknown", "Messages per mailbox under tags its owner 
 MAX_PER_TAG = _number("max_per_tag", "Most undelivered messages under one channel tag the owner reads: one "
                       "sender's share of --max-mailbox (507 above); default a tenth of it, at least 100.",
                       int, None, least=1)
+MAX_FILE_BYTES = _number("max_file_bytes", "Largest file a sender may upload, bytes (413 above).", int,
+                         512 * 1024 * 1024, least=1, metavar="BYTES")
+MAX_MAILBOX_FILE_BYTES = _number("max_mailbox_file_bytes", "File bytes one mailbox holds until its owner "
+                                 "takes them (507 above).", int, 2048 * 1024 * 1024, least=1, metavar="BYTES")
+RATE_CHUNKS = _rate("rate_chunks", "File chunks (256 KiB each) uploaded per client address", "400/1:800")
 BEHIND_PROXY = OptionSpec("behind_proxy", ("--behind-proxy",), "Take the client address from "
                           "X-Forwarded-For: the rightmost hop that is not a --trusted-proxies address. Only "
                           "behind a proxy that appends to it.", takes_value=False, off=("--no-behind-proxy",),
@@ -75,7 +80,8 @@ METRICS_PORT = _number("metrics_port", "Serve Prometheus metrics on 127.0.0.1:PO
 
 RELAY = CommandSpec("relay", (), (
     HOST, PORT, STORE, DB, TTL, MAX_BLOB, PURGE_INTERVAL, MAX_MAILBOX, RATE_PER_CLIENT, RATE_PER_TAG,
-    MAX_STREAMS, RATE_PUBLISH, RATE_LOOKUP, RATE_OWNER, RATE_STREAM, MAX_UNKNOWN, MAX_PER_TAG, BEHIND_PROXY,
+    MAX_STREAMS, RATE_PUBLISH, RATE_LOOKUP, RATE_OWNER, RATE_STREAM, MAX_UNKNOWN, MAX_PER_TAG,
+    MAX_FILE_BYTES, MAX_MAILBOX_FILE_BYTES, RATE_CHUNKS, BEHIND_PROXY,
     TRUSTED_PROXIES, MAX_CONNECTIONS, MAX_CONNECTIONS_PER_CLIENT, MAX_HEADER_BYTES, MAX_HEADERS,
     HEADER_TIMEOUT, METRICS_PORT,
 ))

@@ -153,6 +153,28 @@ def relay_with(tmp_path: Path, *extra: str, env: dict[str, str] | None = None) -
 
 
 @contextmanager
+def relay_on(kind: str, tmp_path: Path, *extra: str) -> Iterator[RelayProcess]:
+    """A relay process on SQLite (`kind` "sqlite"), or on the real Redis server under a prefix of
+    its own ("redis"), with the options `extra`."""
+    from tests.redis_support import StoreRelay, redis_prefix, require_redis
+
+    if kind == "sqlite":
+        relay = RelayProcess(tmp_path / "relay" / "relay.db", free_port(), extra=list(extra)).start()
+        try:
+            yield relay
+        finally:
+            relay.stop()
+        return
+    with redis_prefix() as prefix:
+        on_redis = StoreRelay(tmp_path / "unused.db", free_port(), extra=list(extra),
+                              store=f"{require_redis()}?prefix={prefix}")
+        try:
+            yield on_redis.start()
+        finally:
+            on_redis.stop()
+
+
+@contextmanager
 def open_stream(relay: RelayProcess, me: Identity) -> Iterator[ClientConnection]:
     url, path = stream_url(relay.url, me.fingerprint)
     with connect(url, additional_headers=auth_headers(me.sign, "GET", path, b"")) as ws:

@@ -22,6 +22,7 @@ from starlette.routing import Route
 from durable.version import version
 from keys.encoding import b64e
 from keys.envelope import MAX_BLOB
+from keys.filestream import ABYTES, CHUNK_BYTES
 from keys.identity import Identity, KeyBundle
 from keys.wire import (
     NONCE_HEADER,
@@ -44,27 +45,20 @@ from tests.e2e.relay_calls import (
     new_tag,
     open_slot,
     publish,
+    relay_on,
     relay_with,
     signed,
     stale_headers,
     waiting,
 )
-from tests.redis_support import StoreRelay, redis_prefix, require_redis
 
 # ---------------------------------------------------------------- HTTP helpers
 
 @pytest.fixture
 def relay(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[RelayProcess]:
     """A relay on SQLite, or on a real Redis server for the tests marked ON_EITHER_STORE."""
-    if getattr(request, "param", "sqlite") == "sqlite":
-        relay = RelayProcess(tmp_path / "relay" / "relay.db", free_port()).start()
+    with relay_on(getattr(request, "param", "sqlite"), tmp_path) as relay:
         yield relay
-        relay.stop()
-        return
-    with redis_prefix() as prefix:
-        on_redis = StoreRelay(tmp_path / "unused.db", free_port(), store=f"{require_redis()}?prefix={prefix}")
-        yield on_redis.start()
-        on_redis.stop()
 
 
 # The route contract holds on both stores: these tests run again, unchanged, on Redis.
@@ -89,6 +83,7 @@ def owner(shared: RelayProcess) -> Identity:
 
 FP, NOFP, TAG = "{fp}", "{nofp}", "{tag}"
 UPPER, SHORT, LONG, NOTHEX = "AB" * 16, "ab" * 15, "ab" * 17, "zz" * 16
+FILE = "cd" * 16
 DEEP = b"[" * 100_000
 MISSING = "missing"  # auth modes: none, a valid owner signature, or raw headers
 OWNER = "owner"
@@ -123,13 +118,17 @@ def _hex_path_cases() -> list[Bad]:
         ("PUT", "/v1/ratchet/{fp}", ["fp"]),
         ("POST", "/v1/ratchet/{fp}/claim", ["fp"]),
         ("GET", "/v1/ratchet/{fp}/card", ["fp"]),
+        ("PUT", "/v1/files/{fp}/{tag}/{file}/{index}", ["fp", "tag", "file"]),
+        ("GET", "/v1/files/{fp}/{file}", ["fp", "file"]),
+        ("POST", "/v1/files/{fp}/chunk", ["fp"]),
+        ("POST", "/v1/files/{fp}/ack", ["fp"]),
     ]
     cases = []
     for method, template, params in routes:
         for param in params:
             for label, bad in (("upper", UPPER), ("short", SHORT), ("long", LONG),
                                ("nothex", NOTHEX)):
-                values = {"fp": FP, "tag": TAG, param: bad}
+                values = {"fp": FP, "tag": TAG, "file": FILE, "index": "0", param: bad}
                 path = template.format(**values)
                 cases.append(Bad(
                     f"{method}-{template}-{param}-{label}", f"{method} {template}", method, path,
@@ -148,6 +147,8 @@ def _json_body_cases() -> list[Bad]:
         ("POST", "/v1/invites/{fp}", OWNER),
         ("POST", "/v1/invites/{fp}/revoke", OWNER),
         ("PUT", "/v1/ratchet/{fp}", OWNER),
+        ("POST", "/v1/files/{fp}/chunk", OWNER),
+        ("POST", "/v1/files/{fp}/ack", OWNER),
     ]
     bodies = {
         "empty": (b"", "not valid JSON"),
@@ -178,6 +179,10 @@ PURGE, PURGE_PATH = "POST /v1/mail/{fp}/purge", "/v1/mail/{fp}/purge"
 RATCHET, RATCHET_PATH = "PUT /v1/ratchet/{fp}", "/v1/ratchet/{fp}"
 CLAIM, CLAIM_PATH = "POST /v1/ratchet/{fp}/claim", "/v1/ratchet/{fp}/claim"
 CARD, CARD_PATH = "GET /v1/ratchet/{fp}/card", "/v1/ratchet/{fp}/card"
+FILE_PUT, FILE_PUT_PATH = "PUT /v1/files/{fp}/{tag}/{file}/{index}", f"/v1/files/{{fp}}/{{tag}}/{FILE}/0"
+FILE_NEXT, FILE_NEXT_PATH = "GET /v1/files/{fp}/{file}", f"/v1/files/{{fp}}/{FILE}"
+CHUNK, CHUNK_PATH = "POST /v1/files/{fp}/chunk", "/v1/files/{fp}/chunk"
+FILES_ACK, FILES_ACK_PATH = "POST /v1/files/{fp}/ack", "/v1/files/{fp}/ack"
 NOW, NONCE = "{now}", "{nonce}"  # filled in as each request is sent
 
 
@@ -283,7 +288,8 @@ def _auth_cases() -> list[Bad]:
     }
     owner_routes = [(FETCH, FETCH_PATH), (ACK, ACK_PATH), (SESSION, SESSION_PATH), (PURGE, PURGE_PATH),
                     (INVITE, "/v1/invites/{fp}"),
-                    (REVOKE, "/v1/invites/{fp}/revoke"), (RATCHET, RATCHET_PATH)]
+                    (REVOKE, "/v1/invites/{fp}/revoke"), (RATCHET, RATCHET_PATH),
+                    (CHUNK, CHUNK_PATH), (FILES_ACK, FILES_ACK_PATH)]
     cases = [
         Bad(f"{route}-{label}", route, route.split()[0], path, status, code, b"{}", headers, says)
         for route, path in owner_routes
@@ -342,6 +348,26 @@ def _other_cases() -> list[Bad]:
             says="no ratchet keys"),
         Bad("ratchet-card-unknown", CARD, "GET", "/v1/ratchet/{nofp}/card", 404, "not_found",
             says="no ratchet keys"),
+        # File chunks (the quotas and the rest: test_relay_files.py).
+        Bad("file-put-empty", FILE_PUT, "PUT", FILE_PUT_PATH, 400, "bad_request", says="sealed chunk"),
+        Bad("file-put-index-word", FILE_PUT, "PUT", FILE_PUT_PATH[:-1] + "x", 400, "bad_request",
+            b"x" * 100, says="index must be"),
+        Bad("file-put-index-sign", FILE_PUT, "PUT", FILE_PUT_PATH[:-1] + "-1", 400, "bad_request",
+            b"x" * 100, says="index must be"),
+        Bad("file-put-index-huge", FILE_PUT, "PUT", FILE_PUT_PATH[:-1] + "9" * 30, 400, "bad_request",
+            b"x" * 100, says="index must be"),
+        Bad("file-put-unknown-mailbox", FILE_PUT, "PUT", FILE_PUT_PATH.replace(FP, NOFP), 404,
+            "unknown_mailbox", b"x" * 100, says="unknown mailbox"),
+        Bad("file-put-too-large", FILE_PUT, "PUT", FILE_PUT_PATH, 413, "too_large",
+            b"\0" * (CHUNK_BYTES + ABYTES + 1), says="exceeds the limit"),
+        Bad("chunk-no-file", CHUNK, "POST", CHUNK_PATH, 400, "bad_request", jbody({"index": 0}), OWNER,
+            says="'file'"),
+        Bad("chunk-index-float", CHUNK, "POST", CHUNK_PATH, 400, "bad_request",
+            jbody({"file": FILE, "index": 0.5}), OWNER, says="'index'"),
+        Bad("chunk-absent", CHUNK, "POST", CHUNK_PATH, 404, "no_such_chunk",
+            jbody({"file": FILE, "index": 0}), OWNER, says="no such chunk"),
+        Bad("files-ack-not-list", FILES_ACK, "POST", FILES_ACK_PATH, 400, "bad_request",
+            jbody({"files": FILE}), OWNER, says="'files'"),
     ]
     # Wrong methods on every route: JSON 405.
     for route, method, path in (
@@ -357,13 +383,17 @@ def _other_cases() -> list[Bad]:
         (RATCHET, "GET", RATCHET_PATH), (RATCHET, "POST", RATCHET_PATH),
         (CLAIM, "GET", CLAIM_PATH), (CLAIM, "PUT", CLAIM_PATH),
         (CARD, "POST", CARD_PATH), (CARD, "PUT", CARD_PATH),
+        (FILE_PUT, "GET", FILE_PUT_PATH), (FILE_PUT, "POST", FILE_PUT_PATH),
+        (FILE_NEXT, "POST", FILE_NEXT_PATH), (FILE_NEXT, "DELETE", FILE_NEXT_PATH),
+        (CHUNK, "PUT", CHUNK_PATH), (FILES_ACK, "PUT", FILES_ACK_PATH),
     ):
         cases.append(Bad(f"{route}-{method}", route, method, path, 405, "method_not_allowed",
                          says="method not allowed"))
     # Paths no route matches: JSON 404.
     for path in ("/", "/v1", "/v1/keys", "/v2/keys/{fp}", "/v1/mail/{fp}",
                  "/v1/mail/{fp}/{tag}/extra", "/v1/invites/{fp}/revoke/now", "/v1/redeem",
-                 "/healthz/deep", "/v1/keys/{fp}/..", "/%00"):
+                 "/healthz/deep", "/v1/keys/{fp}/..", "/%00", "/v1/files/{fp}",
+                 f"/v1/files/{{fp}}/{{tag}}/{FILE}/0/extra"):
         for method in ("GET", "POST"):
             cases.append(Bad(f"unknown-{method}-{path}", "", method, path, 404, "not_found",
                              b"{}", says="no such route"))
@@ -401,7 +431,7 @@ def test_bad_request_table_covers_every_route() -> None:
                   for m in (r.methods or ()) if m != "HEAD"}
     finally:
         store.db.close()
-    assert len(routes) == 14
+    assert len(routes) == 18
     assert routes <= {c.route for c in BAD_REQUESTS}
     for route in routes - {HEALTH}:  # healthz takes no input but its method
         kinds = {c.status for c in BAD_REQUESTS if c.route == route}

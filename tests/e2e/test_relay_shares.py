@@ -7,40 +7,20 @@ contact's message is still stored, and the owner's next receive takes both.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import RelayProcess, befriend, free_port, make_agent
-from tests.redis_support import REDIS_URL, StoreRelay, redis_prefix
+from tests.conftest import befriend, make_agent
+from tests.e2e.relay_calls import relay_on
 
 SHARE = 3
 LIMITS = ["--max-mailbox", "20", "--max-per-tag", str(SHARE)]
 
 
-@contextmanager
-def relay_on(kind: str, tmp_path: Path) -> Iterator[RelayProcess]:
-    if kind == "sqlite":
-        relay = RelayProcess(tmp_path / "relay" / "relay.db", free_port(), extra=LIMITS).start()
-        try:
-            yield relay
-        finally:
-            relay.stop()
-        return
-    with redis_prefix() as prefix:
-        shared = StoreRelay(tmp_path / "unused.db", free_port(), extra=LIMITS,
-                            store=f"{REDIS_URL}?prefix={prefix}").start()
-        try:
-            yield shared
-        finally:
-            shared.stop()
-
-
 @pytest.mark.parametrize("kind", ["sqlite", "redis"])
 def test_one_contact_fills_only_its_share_while_the_owner_is_away(tmp_path: Path, kind: str) -> None:
-    with relay_on(kind, tmp_path) as relay:
+    with relay_on(kind, tmp_path, *LIMITS) as relay:
         bob = make_agent(tmp_path, relay, "bob", None)
         alice = make_agent(tmp_path, relay, "alice", None)
         carol = make_agent(tmp_path, relay, "carol", None)

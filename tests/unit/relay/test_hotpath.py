@@ -21,7 +21,7 @@ from relay.hotpath import HotPath, MailboxRoute, UnfollowableRoute, mailbox_post
 from relay.sqlite_store import SqliteStore
 
 FP, TAG = "a" * 32, "c" * 32
-SAMPLES = {"fp": FP, "tag": TAG}
+SAMPLES = {"fp": FP, "tag": TAG, "file": "cd" * 16, "index": "3"}
 ODD = [
     ("POST", "/v1/mail/{fp}/fetch/"), ("POST", "/v1/mail/{fp}/"), ("POST", "/v1/mail/{fp}"),
     ("POST", "/v1/mail//fetch"), ("POST", "//v1/mail/{fp}/fetch"), ("POST", "/v1//mail/{fp}/fetch"),

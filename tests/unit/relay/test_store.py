@@ -8,7 +8,6 @@ from __future__ import annotations
 import asyncio
 import secrets
 import sqlite3
-from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -19,44 +18,11 @@ from relay.redis_store import RedisStore
 from relay.sqlite_store import SqliteStore
 from relay.store import Deposited, DepositOutcome, RedeemOutcome, Store
 from tests.redis_support import keys_under, redis_prefix
+from tests.unit.relay.conftest import Run
 
 T = TypeVar("T")
-Run = Callable[[Awaitable[T]], T]
 NOW = 1_800_000_000.25
 BIG = 1_000_000
-
-
-@pytest.fixture
-def loop() -> Iterator[asyncio.AbstractEventLoop]:
-    """One event loop per test: a Redis connection belongs to the loop that opened it."""
-    loop = asyncio.new_event_loop()
-    yield loop
-    loop.close()
-
-
-@pytest.fixture
-def run(loop: asyncio.AbstractEventLoop) -> Run[Any]:
-    return loop.run_until_complete
-
-
-@pytest.fixture(params=["sqlite", "redis"])
-def store(request: pytest.FixtureRequest, tmp_path: Path, loop: asyncio.AbstractEventLoop) -> Iterator[Store]:
-    if request.param == "sqlite":
-        sqlite = SqliteStore(tmp_path / "relay.db")
-        yield sqlite
-        loop.run_until_complete(sqlite.close())
-        return
-    with redis_prefix() as prefix:
-        shared = RedisStore(request.getfixturevalue("redis_url"), prefix)
-        yield shared
-        loop.run_until_complete(shared.close())
-
-
-@pytest.fixture
-def redis_url() -> str:
-    from tests.redis_support import require_redis
-
-    return require_redis()
 
 
 def hexid() -> str:
