@@ -4,11 +4,12 @@
 so plain-HTTP relays are spoken to by `follower.relay.http11` and HTTPS relays by http.client.
 
 Two kinds of request must never meet on one connection, or the relay could join them:
-owner requests (fetch, ack, session, invites, publishing: they name and prove our own
-fingerprint) and anonymous ones (deposits, invite redemptions, key lookups: they name only the
-recipient). Owner requests share one connection; an anonymous connection carries requests about
-one recipient mailbox (or one invite tag) only, and is closed before the next recipient's, so
-the relay cannot tell that two deposits came from one sender by the connection they came on.
+owner requests (fetch, ack, session, invites, publishing, taking and acking file chunks: they
+name and prove our own fingerprint) and anonymous ones (deposits, file chunks put and their
+progress, invite redemptions, key lookups: they name only the recipient). Owner requests share
+one connection; an anonymous connection carries requests about one recipient mailbox (or one
+invite tag) only, and is closed before the next recipient's, so the relay cannot tell that two
+deposits came from one sender by the connection they came on.
 """
 
 from __future__ import annotations
@@ -18,7 +19,8 @@ import json
 import os
 import socket
 import time
-from typing import Any, Protocol
+from collections.abc import Callable
+from typing import Any, Protocol, TypeVar
 from urllib.parse import urlsplit
 
 from nacl.exceptions import CryptoError
@@ -29,6 +31,7 @@ from durable.printable import printable
 from follower.relay.http11 import Connection, ProtocolError
 from keys.encoding import b64d
 from keys.envelope import MAX_BLOB
+from keys.filestream import ABYTES, CHUNK_BYTES
 from keys.identity import KeyBundle
 from keys.wire import API, SESSION_KEY_BYTES, auth_headers, session_headers
 
@@ -48,6 +51,8 @@ UNKNOWN_MAILBOX = "unknown_mailbox"  # the relay holds no keys for the mailbox a
 OWNER = "owner"  # the lane of requests that name and prove our own fingerprint
 TIMEOUT_ENV = "TALK_RELAY_TIMEOUT"
 MAX_ID = 64  # a relay's message ids are short letters and digits (what an ack may name)
+T = TypeVar("T")
+Answer = Callable[[str, str, str, bytes, dict[str, str]], T]  # (lane, method, path, body, headers)
 
 
 def relay_timeout(default: float) -> float:
@@ -270,15 +275,17 @@ class RelayClient:
         return self._owner_request(method, path, body, signer, {"content-type": content_type})
 
     def _owner_request(self, method: str, path: str, body: bytes, signer: Signer,
-                       headers: dict[str, str]) -> dict[str, Any]:
+                       headers: dict[str, str], answer: Answer[T] | None = None) -> T:
+        """Signed, or MACed in our session; `answer` (the JSON object by default) reads the reply."""
+        read: Answer[Any] = self._checked if answer is None else answer
         if not self._use_sessions or not hasattr(signer, "unseal"):
             headers.update(auth_headers(signer.sign, method, self._prefix + path, body))
-            return self._checked(OWNER, method, path, body, headers)
+            return read(OWNER, method, path, body, headers)  # type: ignore[no-any-return]
         for attempt in (1, 2):
             session = self._session(signer)  # type: ignore[arg-type]
             headers.update(session.headers(method, self._prefix + path, body))
             try:
-                return self._checked(OWNER, method, path, body, headers)
+                return read(OWNER, method, path, body, headers)  # type: ignore[no-any-return]
             except RelayError as exc:
                 # The relay restarted, or this is another replica: it knows no session of ours.
                 if exc.code != "session_expired" or attempt == 2:
@@ -310,18 +317,21 @@ class RelayClient:
         payload = _json_object(raw)
         route = path.split("/")[2] if path.count("/") > 1 else path
         if status >= 400:
-            message = payload.get("message") if payload is not None else raw[:200].decode(errors="replace")
-            code = payload.get("error", "") if payload is not None else ""
-            raise RelayError(
-                f"relay refused {method} {route}: {_printable(str(message or f'HTTP {status}'))}",
-                status=status,
-                code=code if isinstance(code, str) else "",
-            )
+            raise _refusal(method, route, status, payload, raw)
         if payload is None:
             raise RelayError(f"the relay at {self.url} answered {method} {route} with something "
                              "other than a JSON object; check that --relay or TALK_RELAY names a talk relay",
                              code=MALFORMED)
         return payload
+
+    def _bytes(
+        self, lane: str, method: str, path: str, body: bytes, headers: dict[str, str]
+    ) -> bytes:
+        """The answer's body as it came, once its status says it is no refusal."""
+        status, raw = self._exchange(lane, method, path, body, headers)
+        if status >= 400:
+            raise _refusal(method, path.split("/")[2], status, _json_object(raw), raw)
+        return raw
 
     def publish(self, bundle: KeyBundle) -> None:
         body = json.dumps(bundle.to_json()).encode()
@@ -416,6 +426,63 @@ class RelayClient:
         body = json.dumps({"tags": tags}).encode()
         data = self.request("POST", f"{API}/mail/{signer.fingerprint}/purge", body, signer=signer)
         return int(data.get("deleted", 0))
+
+
+    def put_chunk(self, fp: str, tag: str, file_id: str, index: int, blob: bytes) -> None:
+        """Put one sealed chunk of a file for `fp`'s mailbox, under our channel tag `tag`; a chunk
+        put again is accepted and changes nothing.
+
+        Raises:
+            RelayError: unreachable, or a refusal: 413 `file_too_large`, 507 `file_quota` (retry
+                later), 409 `file_conflict`, 429 `rate_limited`.
+        """
+        self.request("PUT", f"{API}/files/{fp}/{tag}/{file_id}/{index}", blob,
+                     content_type="application/octet-stream", lane=f"mailbox {fp}")
+
+    def file_next(self, fp: str, file_id: str) -> int:
+        """The first chunk index of the file the relay does not hold: where an upload resumes."""
+        data = self.request("GET", f"{API}/files/{fp}/{file_id}", lane=f"mailbox {fp}")
+        index = data.get("next")
+        if not isinstance(index, int) or isinstance(index, bool) or index < 0:
+            raise RelayError(f"the relay at {self.url} did not say how much of a file it holds",
+                             code=MALFORMED)
+        return index
+
+    def get_chunk(self, owner: Signer, file_id: str, index: int) -> bytes:
+        """One sealed chunk of a file in our mailbox, as hostile as any blob: at most a chunk's
+        size, its contents for `keys.filestream.Opener` to judge.
+
+        Raises:
+            RelayError: unreachable, a refusal (404 `no_such_chunk`), or an answer longer than
+                any chunk.
+        """
+        path = f"{API}/files/{owner.fingerprint}/chunk"
+        body = json.dumps({"file": file_id, "index": index}).encode()
+        raw = self._owner_request("POST", path, body, owner, {"content-type": "application/json"},
+                                  answer=self._bytes)
+        if len(raw) > CHUNK_BYTES + ABYTES:
+            raise RelayError(f"the relay at {self.url} sent a file chunk of {len(raw)} bytes, longer "
+                             "than any chunk", code=MALFORMED)
+        return raw
+
+    def ack_files(self, owner: Signer, file_ids: list[str]) -> int:
+        """Delete files of our mailbox from the relay; how many it held."""
+        body = json.dumps({"files": file_ids}).encode()
+        data = self.request("POST", f"{API}/files/{owner.fingerprint}/ack", body, signer=owner)
+        deleted = data.get("deleted", 0)
+        return deleted if isinstance(deleted, int) and not isinstance(deleted, bool) else 0
+
+
+def _refusal(
+    method: str, route: str, status: int, payload: dict[str, Any] | None, raw: bytes
+) -> RelayError:
+    message = payload.get("message") if payload is not None else raw[:200].decode(errors="replace")
+    code = payload.get("error", "") if payload is not None else ""
+    return RelayError(
+        f"relay refused {method} {route}: {_printable(str(message or f'HTTP {status}'))}",
+        status=status,
+        code=code if isinstance(code, str) else "",
+    )
 
 
 class Fetched:

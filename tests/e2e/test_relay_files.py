@@ -196,3 +196,27 @@ def test_chunks_are_rate_limited_per_client(tmp_path: Path) -> None:
         reply = put(relay, bob.fingerprint, tag, f, 3, SMALL)
         assert_error(reply, 429, "rate_limited", "file chunks")
         assert int(reply.headers["retry-after"]) > 0
+
+
+@pytest.mark.parametrize("sessions", [False, True])
+def test_the_client_speaks_the_file_routes(relay: RelayProcess, sessions: bool) -> None:
+    from durable.errors import RelayError
+    from follower.relay.client import RelayClient
+
+    bob = publish(relay, "bob")
+    f, tag = secrets.token_hex(16), new_tag()
+    blobs = [secrets.token_bytes(CHUNK_BYTES + ABYTES), secrets.token_bytes(ABYTES + 5)]
+    with RelayClient(relay.url, timeout=5, sessions=sessions) as client:
+        assert client.file_next(bob.fingerprint, f) == 0
+        for i, blob in enumerate(blobs):
+            client.put_chunk(bob.fingerprint, tag, f, i, blob)
+        client.put_chunk(bob.fingerprint, tag, f, 1, blobs[1])  # again: accepted
+        assert client.file_next(bob.fingerprint, f) == 2
+        assert [client.get_chunk(bob, f, i) for i in (0, 1)] == blobs
+        assert client.ack_files(bob, [f]) == 1
+        with pytest.raises(RelayError) as err:
+            client.get_chunk(bob, f, 0)
+        assert err.value.code == "no_such_chunk"
+        with pytest.raises(RelayError) as err:
+            client.put_chunk(bob.fingerprint, tag, f, 0, b"x" * (CHUNK_BYTES + ABYTES + 1))
+        assert err.value.status == 413

@@ -83,3 +83,39 @@ def test_an_answer_nested_20000_deep_is_one_relay_error(server: OneShotServer) -
     with RelayClient(server.url, timeout=5) as client, pytest.raises(RelayError) as err:
         client.request("GET", "/v1/a")
     assert len(err.value.message) < 400 and "\n" not in err.value.message
+
+
+def answer(body: bytes, status: str = "200 OK", kind: str = "application/octet-stream") -> bytes:
+    return b"HTTP/1.1 %s\r\ncontent-type: %s\r\ncontent-length: %d\r\n\r\n" % (
+        status.encode(), kind.encode(), len(body)) + body
+
+
+class Owner:
+    fingerprint = "ab" * 16
+
+    def sign(self, message: bytes) -> bytes:
+        return b"\0" * 64
+
+
+@pytest.mark.parametrize("server", [[answer(b"x" * (256 * 1024 + 18))]], indirect=True)
+def test_a_chunk_longer_than_any_chunk_is_refused(server: OneShotServer) -> None:
+    with RelayClient(server.url, timeout=5) as client, pytest.raises(RelayError) as err:
+        client.get_chunk(Owner(), "cd" * 16, 0)
+    assert err.value.code == MALFORMED and "longer than any chunk" in err.value.message
+
+
+@pytest.mark.parametrize("server", [[answer(b'{"error":"no_such_chunk","message":"gone"}', "404 Not Found",
+                                            "application/json")]], indirect=True)
+def test_a_missing_chunk_is_a_relay_error_with_its_code(server: OneShotServer) -> None:
+    with RelayClient(server.url, timeout=5) as client, pytest.raises(RelayError) as err:
+        client.get_chunk(Owner(), "cd" * 16, 0)
+    assert (err.value.status, err.value.code) == (404, "no_such_chunk")
+
+
+@pytest.mark.parametrize("server", [[answer(b'{"next": -1}', kind="application/json")],
+                                    [answer(b'{"next": true}', kind="application/json")],
+                                    [answer(b'{"bytes": 3}', kind="application/json")]], indirect=True)
+def test_a_progress_answer_out_of_shape_is_malformed(server: OneShotServer) -> None:
+    with RelayClient(server.url, timeout=5) as client, pytest.raises(RelayError) as err:
+        client.file_next("ab" * 16, "cd" * 16)
+    assert err.value.code == MALFORMED
