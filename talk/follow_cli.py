@@ -207,6 +207,7 @@ def status(
 def gather_status(folder: Path) -> dict[str, Any]:
     from alarms.registry import hosts
     from follower.daemon.state import FollowStatus, running_pid
+    from follower.files.parked import Parked
     from follower.receive.quarantine import Quarantine
     from spool_writer.layout import count_lines
     from spool_writer.sessions import list_sessions
@@ -237,7 +238,7 @@ def gather_status(folder: Path) -> dict[str, Any]:
             "waiting_hosts": waiting_hosts(folder, sessions),
             "missing": missing_rows(folder),
             "quarantined": len(Quarantine(folder).lost()), "forward_secrecy": secrecy_rows(folder),
-            "loop_guard": guard_report(folder)}
+            "loop_guard": guard_report(folder), "downloading": len(Parked(folder).ids())}
 
 
 def waiting_hosts(folder: Path, sessions: list[dict[str, Any]]) -> list[dict[str, str]]:
@@ -370,6 +371,9 @@ def render_status(report: dict[str, Any]) -> str:
     guard = report.get("loop_guard", {"cap": None, "groups": []})
     lines += [render_row(row, guard["cap"]) for row in guard["groups"]]
     lines.append(f"fallback inbox: {report['inbox_waiting']} waiting in {report['inbox']}")
+    if report.get("downloading"):
+        lines.append(f"downloading: the files of {report['downloading']} message(s); each is handed on "
+                     "once its files are in")
     if report.get("quarantined"):
         lines.append(f"quarantined: {report['quarantined']} refused message(s) that never came again; "
                      "`talk quarantine` lists them")
