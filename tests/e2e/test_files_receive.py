@@ -100,6 +100,37 @@ def test_a_file_arrives_whole_with_its_path_size_and_hash(duo: tuple[Agent, Agen
         assert client.file_next(to_bob.fingerprint, ref.id) == 0
 
 
+def test_an_announce_sealed_in_the_ratchet_with_a_long_body_arrives_once(
+    duo: tuple[Agent, Agent, Identity], relay: RelayProcess, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Through the library's own send path (sealed in the pair's Olm session): a file and a text
+    too long for one envelope, whose body becomes the message's text and no download."""
+    from talk.context import open_account
+
+    alice, bob, forger = duo
+    alice.ok("send", "bob", "hello first")  # a session between them
+    bob.ok("receive")
+    monkeypatch.setenv("TALK_HOME", str(alice.home))
+    monkeypatch.setenv("TALK_RELAY", relay.url)
+    account = open_account(None, None, None)
+    to_bob = contact_of(alice.home, "alice", "bob")
+    text = ("a line of a long report, " * 4000 + "\n") * 20  # about 2 MB
+    encoded = iter([text.encode()[i:i + CHUNK_BYTES] for i in range(0, len(text.encode()), CHUNK_BYTES)])
+    body, _ = upload(relay.url, forger, to_bob, len(text.encode()), block=lambda n: next(encoded))
+    ref, digest = upload(relay.url, forger, to_bob, 1000, "patch.diff")
+    from follower.send import outbound
+
+    with account.client:
+        msg_id = outbound.send(account.identity(), account.client, account.contacts.get("bob"), "",
+                               outbox=account.outbox, files=[ref.to_json()],
+                               body=body._replace(name=None).to_json()).id
+    (line,) = bob.ok("receive").lines()
+    assert line["id"] == msg_id and line["text"] == text
+    assert [(Path(f["path"]).name, f["sha256"]) for f in line["files"]] == [("patch.diff", digest)]
+    assert len(downloads(bob)) == 1
+    assert bob.ok("receive").lines() == []  # once
+
+
 @pytest.mark.parametrize(("wish", "landed"), [
     ("../../.profile", "_.._.profile"), ("/etc/passwd", "_etc_passwd"), ("CON", "_CON"),
     ("nul.txt", "_nul.txt"), (".bashrc", "bashrc"), ("a\u202etxt.exe", "atxt.exe"), ("..", "file"),
