@@ -395,9 +395,10 @@ class Account:
     def _take_files(self, kept: Callable[[dict[str, Any]], None], report: Report) -> None:
         """The files of the messages parked (by this take or an earlier one cut short), taken
         here and now: no follower takes them (`follower.receive.parking`)."""
-        from follower.files.parked import Parked
+        import os
 
-        if not Parked(self.folder).ids():
+        parked = self.folder / "files" / "parked"  # `follower.files.parked.Parked.folder`, not imported:
+        if not parked.is_dir() or not os.listdir(parked):  # `talk receive` runs on every agent turn
             return
         from follower.receive.parking import file_taker
 
