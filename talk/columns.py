@@ -108,5 +108,5 @@ def as_json(line: Line) -> dict[str, Any]:
             "fingerprint": line.fingerprint,
             "ts": datetime.fromtimestamp(line.at, UTC).isoformat().replace("+00:00", "Z"),
             "kind": line.kind, "state": line.state, "reason": line.reason, "task": line.task,
-            "task_status": line.task_status, "held": line.held, "unread": line.unread, "text": line.text,
-            "files": [f._asdict() for f in line.files]}
+            "task_status": line.task_status, "held": line.held, "unread": line.unread,
+            "files": [f._asdict() for f in line.files], "text": line.text}
