@@ -289,3 +289,24 @@ def test_a_200_mb_file_survives_a_killed_follower_arrives_once_with_flat_memory(
     assert sha256_of(Path(str(line["files"][0]["path"]))) == digest
     print(f"follower RSS peak {sampler.peak} kB over {sampler.samples} samples")
     assert sampler.samples > 0 and sampler.peak < 100 * 1024, f"follower RSS peaked at {sampler.peak} kB"
+
+
+@pytest.mark.own_relay
+def test_a_download_goes_on_after_the_relay_is_killed_mid_way(duo: tuple[Agent, Agent, Identity],
+                                                              relay: RelayProcess) -> None:
+    alice, bob, forger = duo
+    to_bob = contact_of(alice.home, "alice", "bob")
+    folder = bob.home / "bob"
+    ref, digest = upload(relay.url, forger, to_bob, 120 * 1024 * 1024, "data.bin")
+    bob.ok("follow", "--peer", "alice")
+    try:
+        msg_id = announce(relay.url, forger, to_bob, [ref])
+        wait_for(lambda: progress_chunk(folder, msg_id, ref.id) > 0, 120, "the download under way")
+        relay.stop(signal.SIGKILL)
+        relay.start()
+        lines = wait_for(lambda: spool_records(bob, "bob"), 300, "the message, its file in")
+        wait_for(lambda: no_partial_left(bob), 60, "the parked record erased")
+    finally:
+        bob.run("stop")
+    (line,) = lines
+    assert line["id"] == msg_id and sha256_of(Path(str(line["files"][0]["path"]))) == digest
