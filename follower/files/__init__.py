@@ -1,7 +1,8 @@
-"""Receiving files: where a file lands (`names`), and its download (`download`): chunks fetched,
-opened, written to a private partial file, checked, placed.
+"""Receiving files: a message that announces them waits (`parked`), with their keys, while a
+taker (`taker`) downloads each (`download`: chunks fetched, opened, written to a private partial
+file, checked) and places it under a safe name (`names`); then the message is handed on.
 
-The face: the modules the receiver and the CLI use.
+The face: the modules the receiver, the follower and the CLI use.
 """
 
 from __future__ import annotations

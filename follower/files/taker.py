@@ -20,7 +20,6 @@ of its own (`follower.daemon.daemon`), `talk receive` after the mail it took.
 
 from __future__ import annotations
 
-import contextlib
 import logging
 from collections.abc import Callable
 from pathlib import Path
@@ -158,19 +157,31 @@ class FileTaker:
                  lambda progress: self.parked.note_progress(message, ref.id, progress), max_file_bytes())
 
     def hand_on(self, message: ParkedMessage, record: dict[str, Any]) -> None:
+        """Hand the message on (or hold it, as its sender's policy said), then ack its chunks
+        away, answer its sender and forget its keys."""
         hold = message.data.get("hold")
+        state, reason = self.handed_state, ""
         if isinstance(hold, str):
-            from follower.held import HeldBox, HeldFull
-
-            with contextlib.suppress(HeldFull):  # full: it was refused then; its files stay in downloads
-                HeldBox(self.folder).hold(record, hold)
+            state, reason = self.hold(record, hold)
         else:
             self.deliver(record)
         self.client.ack_files(self.identity, [ref.id for ref in message.refs()])
         if message.data.get("answer"):
-            self.tell(message.sender, message.id, "held" if isinstance(hold, str) else self.handed_state,
-                      hold or "")
+            self.tell(message.sender, message.id, state, reason)
         self.parked.erase(message)
+
+    def hold(self, record: dict[str, Any], reason: str) -> tuple[str, str]:
+        """Keep the message aside, as `follower.receive.inbound` holds one; past its sender's cap,
+        refuse it instead, and its files go (nothing else would ever point to them)."""
+        from follower.held import HeldBox, HeldFull
+
+        try:
+            HeldBox(self.folder).hold(record, reason)
+        except HeldFull as exc:
+            for entry in record["files"]:
+                Path(entry["path"]).unlink(missing_ok=True)
+            return "refused", str(exc)
+        return "held", reason
 
     def refuse(self, message: ParkedMessage, reason: str) -> None:
         ids = [f["id"] for f in [*message.data.get("files", []), message.data.get("body")]

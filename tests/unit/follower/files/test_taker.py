@@ -188,3 +188,23 @@ def test_a_wrong_hash_and_a_file_over_the_limit_are_refused(tmp_path: Path,
     s.park([s.relay.upload(b"y" * 100)])
     s.taker().take_all()
     assert "over this side's limit" in s.kept[-1][3]
+
+
+def test_a_held_message_is_held_once_its_files_are_in_and_past_the_cap_refused(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from follower.held import HeldBox
+
+    s = Setup(tmp_path / "id")
+    ref = s.relay.upload(b"held file")
+    record = {"id": MSG, "from": SENDER, "name": "bob", "text": "t", "ts": "2026-01-01T00:00:00Z",
+              "kind": "chat"}
+    Parked(s.folder).park(record, SENDER, [ref], None, "bob is held", True)
+    s.taker().take_all()
+    assert not s.spool.layout.inbox.exists() and s.told == [(SENDER, MSG, "held", "bob is held")]
+    (held,) = HeldBox(s.folder).all().values()
+    assert Path(held["record"]["files"][0]["path"]).read_bytes() == b"held file"
+    monkeypatch.setenv("TALK_HELD_MAX", "1")
+    other = s.relay.upload(b"one too many")
+    Parked(s.folder).park({**record, "id": "3" * 32}, SENDER, [other], None, "held", True)
+    s.taker().take_all()
+    assert s.told[-1][2] == "refused" and len(list((s.folder / "downloads").iterdir())) == 1
