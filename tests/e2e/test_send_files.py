@@ -191,3 +191,26 @@ def test_a_200_mb_upload_killed_with_its_relay_resumes_and_is_announced_once(tmp
         for run in (first, again):
             assert run.peak_kb < 100 * 1024, f"the sender's RSS peaked at {run.peak_kb} KiB"
         os.unlink(src)
+
+
+def test_the_follower_finishes_an_upload_whose_command_died(tmp_path: Path) -> None:
+    with metered_relay(tmp_path) as (relay, _):
+        alice, bob = make_agent(tmp_path, relay, "alice", None), make_agent(tmp_path, relay, "bob", None)
+        befriend(alice, bob)
+        bob_fp = fingerprint(bob)
+        src = tmp_path / "trace.bin"
+        sha = write_random(src, 40 * MB, seed=3)
+        before = mail_waiting(relay, bob_fp)
+        sender = Sampled(alice, "send", "bob", "--file", str(src))
+        transfer = wait_for(lambda: next(iter(pending(alice)), None), 30, "the transfer record")
+        file_id = transfer.files[0].id
+        wait_for(lambda: file_next(relay, bob_fp, file_id) > 0 or None, 30, "a chunk on the relay")
+        sender.kill()
+        assert [t.id for t in pending(alice)] == [transfer.id]  # left unfinished
+        pid = alice.ok("follow", "--json").json()["pid"]
+        try:
+            wait_for(lambda: not pending(alice) or None, 60, "the follower to finish the upload")
+            wait_for(lambda: mail_waiting(relay, bob_fp) == before + 1 or None, 30, "the announce")
+        finally:
+            os.kill(pid, signal.SIGTERM)
+        assert relay_file_digest(relay, bob_fp, transfer) == sha
