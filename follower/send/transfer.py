@@ -32,7 +32,7 @@ from keys.encoding import b64d, b64e, is_hex32
 from keys.fileref import FileRef
 from keys.filestream import CHUNK_BYTES, chunk_count
 
-__all__ = ["SAVE_EVERY", "Part", "Transfer", "TransferBook", "command_key"]
+__all__ = ["SAVE_EVERY", "Part", "Transfer", "TransferBook", "command_key", "progress_line"]
 
 SAVE_EVERY = 8  # chunks (2 MiB) between saved records: what a kill may cost in re-sealing
 FOLDER = "transfers"
@@ -108,9 +108,12 @@ class Transfer(NamedTuple):
                                          for p in self.files))
 
     def summary(self) -> dict[str, Any]:
-        """What `talk outbox` and `talk status --json` show of it."""
-        return {"id": self.id, "to": self.name, "files": [p.name for p in self.files],
-                "body": self.body is not None, "bytes_sent": self.sent_bytes, "bytes": self.size}
+        """What `talk outbox` and `talk status` show of it (no key, no path)."""
+        return {"id": self.id, "name": self.name, "state": "uploading", "files": [p.name for p in self.files],
+                "body": self.body is not None, "bytes_sent": self.sent_bytes, "bytes": self.size,
+                "ts": self.created}
+
+
 
     def to_json(self) -> dict[str, Any]:
         return {"id": self.id, "to": self.to, "name": self.name, "text": self.text,
@@ -124,6 +127,13 @@ class Transfer(NamedTuple):
         return cls(str(obj["id"]), str(obj["to"]), str(obj["name"]), str(obj["text"]),
                    tuple(Part.from_json(p) for p in obj["files"]),
                    None if body is None else Part.from_json(body), float(obj["created"]), str(obj["key"]))
+
+
+def progress_line(summary: dict[str, Any]) -> str:
+    """A transfer's `summary` as one line for a person: how far the upload got."""
+    what = ", ".join(str(name) for name in summary["files"]) or "a long text"
+    return (f"uploading {summary['id'][:12]} to {summary['name']}: {summary['bytes_sent'] / 1e6:.1f} of "
+            f"{summary['bytes'] / 1e6:.1f} MB ({what})")
 
 
 def command_key(to: str, paths: list[str], text: str) -> str:

@@ -176,6 +176,12 @@ def test_a_200_mb_upload_killed_with_its_relay_resumes_and_is_announced_once(tmp
 
         held = file_next(relay, bob_fp, file_id)
         assert held >= 40
+        # The outbox and the status show the transfer, and how far it got, before its message exists.
+        rows = [r for r in alice.ok("outbox", "--offline", "--json").json() if r["id"] == transfer.id]
+        assert [(r["state"], r["files"], r["bytes"]) for r in rows] == [("uploading", ["dataset.bin"], size)]
+        assert 0 < rows[0]["bytes_sent"] <= held * CHUNK_BYTES
+        assert [u["id"] for u in alice.ok("status", "--json").json()["uploads"]] == [transfer.id]
+        assert "uploading" in alice.ok("outbox", "--offline").out
         assert mail_waiting(relay, bob_fp) == before  # nothing announced yet
         again = Sampled(alice, "send", "bob", "the dataset", "--file", str(src), "--json")
         code, out, err = again.wait()
