@@ -27,7 +27,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from nacl.public import PublicKey
 
@@ -46,7 +46,7 @@ if TYPE_CHECKING:
     from keys.contacts import Contact
     from keys.identity import Identity
 
-__all__ = ["LONG_TEXT", "Tick", "begin", "complete", "file_digest", "long_text", "upload"]
+__all__ = ["LONG_TEXT", "Tick", "Uploader", "begin", "complete", "file_digest", "long_text", "upload"]
 
 HASH_BLOCK = 1024 * 1024
 # A text longer than this, once JSON-encoded, goes as a sealed body: with the other fields it
@@ -56,6 +56,14 @@ RATE_RETRIES = 8  # 429s waited out on one chunk before the upload is left to th
 RATE_BACKOFF = Backoff(0.25, 4.0)
 
 Tick = Callable[[int, int], None]  # (bytes of the transfer sent, bytes in all)
+
+
+class Uploader(Protocol):
+    """What an upload uses of `follower.relay.client.RelayClient`."""
+
+    def put_chunk(self, fp: str, tag: str, file_id: str, index: int, blob: bytes) -> None: ...
+
+    def file_next(self, fp: str, file_id: str) -> int: ...
 
 
 def long_text(text: str) -> bool:
@@ -129,7 +137,7 @@ def _still_same(part: Part) -> Part:
     return _new_part(part.path, part.name, size, sha256)
 
 
-def _put(client: RelayClient, fp: str, tag: str, part: Part, index: int, blob: bytes) -> None:
+def _put(client: Uploader, fp: str, tag: str, part: Part, index: int, blob: bytes) -> None:
     for attempt in range(1, RATE_RETRIES + 1):
         try:
             client.put_chunk(fp, tag, part.id, index, blob)
@@ -140,7 +148,7 @@ def _put(client: RelayClient, fp: str, tag: str, part: Part, index: int, blob: b
             time.sleep(RATE_BACKOFF.delay(attempt))
 
 
-def upload(client: RelayClient, fp: str, tag: str, part: Part, save: Callable[[Part], None],
+def upload(client: Uploader, fp: str, tag: str, part: Part, save: Callable[[Part], None],
            tick: Callable[[int], None]) -> Part:
     """Put `part`'s chunks the relay lacks, from where the record says; returns the part done.
     `save` gets the part every `SAVE_EVERY` chunks, once those are on the relay; `tick` the
