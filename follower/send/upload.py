@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from nacl.public import PublicKey
 
 from durable.backoff import Backoff
-from durable.errors import RelayError, UserError
+from durable.errors import MessageTooLarge, RelayError, UserError
 from durable.locks import locked
 from follower.send.transfer import SAVE_EVERY, Part, Transfer, TransferBook, command_key
 from keys.encoding import token_hex
@@ -46,12 +46,16 @@ if TYPE_CHECKING:
     from keys.contacts import Contact
     from keys.identity import Identity
 
-__all__ = ["LONG_TEXT", "Tick", "Uploader", "begin", "complete", "file_digest", "long_text", "upload"]
+__all__ = ["LONG_TEXT", "MOST_TEXT", "Tick", "Uploader", "begin", "complete", "file_digest", "long_text",
+           "upload"]
 
 HASH_BLOCK = 1024 * 1024
 # A text longer than this, once JSON-encoded, goes as a sealed body: with the other fields it
 # would not fit one ratchet message (`follower.send.ratchet_send.MAX_RATCHET_PLAIN`, ~48 KB).
 LONG_TEXT = 32 * 1024
+# A message's text at most, body or not: it is read whole into the recipient agent's inbox.
+# Anything longer is a file.
+MOST_TEXT = 1024 * 1024
 RATE_RETRIES = 8  # 429s waited out on one chunk before the upload is left to the follower
 RATE_BACKOFF = Backoff(0.25, 4.0)
 
@@ -110,9 +114,13 @@ def begin(book: TransferBook, contact: Contact, paths: list[str], text: str) -> 
 
     Raises:
         UserError: no such file, not a regular file, too many files.
+        MessageTooLarge: a text over MOST_TEXT bytes.
     """
     if len(paths) > MAX_FILES:
         raise UserError(f"at most {MAX_FILES} files go with one message; send the rest in another")
+    if len(text.encode()) > MOST_TEXT:
+        raise MessageTooLarge(f"the message is {len(text.encode()):,} bytes; the limit is {MOST_TEXT:,}: "
+                              "shorten it, or send it as a --file")
     full = [os.path.abspath(p) for p in paths]
     key = command_key(contact.fingerprint, full, text)
     found = book.find(key)
