@@ -228,7 +228,8 @@ def relay_env() -> dict[str, str]:
     """A relay for benchmarks: rate limits and the per-address connection cap off, so they measure
     the path, not the limiter (every benchmark client comes from 127.0.0.1 and sends faster, and
     opens more mailboxes, than any agent would)."""
-    limits = ("RATE_PER_CLIENT", "RATE_PER_TAG", "RATE_OWNER", "RATE_PUBLISH", "RATE_LOOKUP", "RATE_STREAM")
+    limits = ("RATE_PER_CLIENT", "RATE_PER_TAG", "RATE_OWNER", "RATE_PUBLISH", "RATE_LOOKUP", "RATE_STREAM",
+              "RATE_CHUNKS")
     return {**base_env(None), **{f"TALK_RELAY_{name}": "off" for name in limits},
             "TALK_RELAY_MAX_CONNECTIONS_PER_CLIENT": "0"}
 

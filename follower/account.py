@@ -40,13 +40,15 @@ if TYPE_CHECKING:
     from follower.receive.outcome import Emit, Report
     from follower.receive.receipts import ReceiptBatch
     from follower.send.outbox import Outbox
+    from follower.send.upload import Tick
     from keys.contacts import Contact
     from keys.invites import InviteCode
     from spool_writer.record import SpoolRecord
 
-__all__ = ["Account"]
+__all__ = ["Account", "Sent"]
 
 QUEUED = "queued"
+UPLOADING = "uploading"  # a file transfer the relay did not take in full yet: the follower goes on
 
 
 class Sent(NamedTuple):
@@ -287,6 +289,50 @@ class Account:
             TaskLedger(self.folder).record("task", "out", contact.fingerprint, contact.name,
                                            {"task": task_id, "mode": mode, "text": text}, msg_id)
         return Sent(msg_id, contact.name, state, task_id, hops or None, warning)
+
+    def send_files(self, name: str, text: str, paths: list[str], tick: Tick | None = None) -> Sent:
+        """Send `text` with the files at `paths` (and a text too long for one message as its
+        body): the files are sealed and uploaded first, then one message announces them
+        (`follower.send.upload`). The same call again, after a kill or a relay failure, resumes
+        the same transfer and never sends its message twice; `tick` hears of the bytes sent.
+
+        A relay that cannot take the files now is no failure: the transfer stays recorded, the
+        follower finishes it (state "uploading", with a warning to show).
+
+        Raises:
+            NotFound: no such contact.
+            UserError: nothing to send, a path that is not a readable regular file, too many files.
+            RelayError: the relay refused a file for good (over its limit, say).
+        """
+        import time
+
+        from durable.errors import RelayError
+        from follower.policy import PolicyBook
+        from follower.send import outbound, upload
+        from follower.send.sendrate import spend
+        from follower.send.transfer import TransferBook
+
+        if not paths and not text.strip():
+            raise UserError("the message is empty; give the text or a --file to send")
+        contact = self.contacts.get(name)
+        book = TransferBook(self.folder)
+        transfer, new = upload.begin(book, contact, paths, text)
+        if new:  # a transfer counts once against the send rate, not at each resume
+            spend(self.folder, contact, PolicyBook(self.folder).rule(contact).send_per_min, time.time())
+        outbound.send_queued(self.client, self.outbox)
+        try:
+            upload.complete(self.identity(), self.client, contact, self.outbox, book, transfer.id, tick)
+        except outbound.Queued as queued:
+            return Sent(queued.msg_id, contact.name, QUEUED, warning=(
+                f"the relay did not take {queued.msg_id} now ({queued.cause}); its files are up, and it is "
+                "queued and goes with the follower, or with your next `talk send`: do not send it again"))
+        except RelayError as exc:
+            if not outbound.retryable(exc):
+                raise
+            return Sent(transfer.id, contact.name, UPLOADING, warning=(
+                f"the relay did not take the files now ({exc}); the follower finishes the upload and "
+                "then sends the message, or run this command again: do not send it another way"))
+        return Sent(transfer.id, contact.name, "stored")
 
     def _task_envelope(self, text: str, mode: str) -> tuple[str, str]:
         from durable.errors import UserError

@@ -83,8 +83,10 @@ class Inner(NamedTuple):
 
 
 def new_message(sender: str, recipient: str, text: str, kind: str = "chat", seq: int | None = None,
-                **extra: Any) -> Inner:
-    return Inner(token_hex(16), sender, recipient, utc_now_iso(), kind, text, extra, seq)
+                msg_id: str | None = None, **extra: Any) -> Inner:
+    """A message with a new random id, or `msg_id` (one fixed before sending, as a file
+    transfer's: however often it is resumed, the message is the same one)."""
+    return Inner(msg_id or token_hex(16), sender, recipient, utc_now_iso(), kind, text, extra, seq)
 
 
 def pad(data: bytes) -> bytes:

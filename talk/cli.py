@@ -11,7 +11,7 @@ import typer
 from alarms.registry import NAMES as HOST_NAMES
 from alarms.registry import OTHER as OTHER_HOST
 from talk import conversation_cli, relay_specs
-from talk.command_specs import MODE, PEER, TASK, TIMEOUT, WAIT
+from talk.command_specs import FILE, MODE, PEER, TASK, TIMEOUT, WAIT
 from talk.doctor import doctor
 from talk.door_cli import door_app
 from talk.follow_cli import follow, lock, quarantine, status, stop, unlock
@@ -311,18 +311,21 @@ def contacts(user: User = None, as_json: Json = False) -> None:
 @app.command()
 def send(
     name: Annotated[str, typer.Argument(help="Contact name (or fingerprint), or @GROUP for a group.")],
-    text: Annotated[str, typer.Argument(help="Message text; - reads stdin.")],
+    text: Annotated[str | None, typer.Argument(help="Message text; - reads stdin (optional with --file).",
+                                                show_default=False)] = None,
+    files: Annotated[list[str] | None, option(FILE)] = None,
     wait: Annotated[str | None, option(WAIT)] = None,
     timeout: Annotated[float, option(TIMEOUT)] = 30.0,
     task: Annotated[bool, option(TASK)] = False,
     mode: Annotated[str, option(MODE)] = "one-shot",
     user: User = None, relay: Relay = None, passphrase_file: PassFile = None, as_json: Json = False,
 ) -> None:
-    """Send one end-to-end encrypted message to a contact; `talk outbox` then shows how far it got."""
+    """Send one end-to-end encrypted message to a contact, with files if given; `talk outbox` then shows
+    how far it got."""
     from talk import mail
 
     mail.send(user, relay, passphrase_file, name, text, as_json, wait=wait, timeout=timeout, task=task,
-              mode=mode)
+              mode=mode, files=files)
 
 
 @app.command()

@@ -82,8 +82,12 @@ TASK = OptionSpec(
 MODE = OptionSpec("mode", ("--mode",), "Task mode: one-shot, session or resume.", fast=False,
                   metavar="one-shot|session|resume")
 
+FILE = OptionSpec("files", ("--file",), "Send this file with the message (repeatable); resumes if run again.",
+                  multiple=True, fast=False, metavar="PATH")
+
 SEND = CommandSpec(
-    "send", ("name", "text"), (WAIT, TIMEOUT, TASK, MODE, USER, RELAY, PASSPHRASE_FILE, JSON)
+    "send", ("name",), (FILE, WAIT, TIMEOUT, TASK, MODE, USER, RELAY, PASSPHRASE_FILE, JSON),
+    optional=("text",),
 )
 RECEIVE = CommandSpec("receive", (), (PEER, USER, RELAY, PASSPHRASE_FILE))
 

@@ -65,10 +65,15 @@ def outbox(
     box = account.outbox
     entries = sorted((box.everything() if everything else box.recent()).values(), key=lambda e: e.ts)
     shown = entries[-limit:] if limit > 0 else entries
+    from follower.send.transfer import TransferBook, progress_line
+
+    uploading = list(TransferBook(account.folder).pending())  # messages whose files are not up yet
     if as_json:
-        emit_json([e.public() for e in shown])
+        emit_json([e.public() for e in shown] + [t.summary() for t in uploading])
         return
-    if not shown:
+    for transfer in uploading:
+        result({}, progress_line(transfer.summary()), False)
+    if not shown and not uploading:
         result({}, "no messages sent yet", False)
     for e in shown:
         why = f" ({e.reason})" if e.reason else ""

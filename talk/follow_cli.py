@@ -238,7 +238,15 @@ def gather_status(folder: Path) -> dict[str, Any]:
             "waiting_hosts": waiting_hosts(folder, sessions),
             "missing": missing_rows(folder),
             "quarantined": len(Quarantine(folder).lost()), "forward_secrecy": secrecy_rows(folder),
-            "loop_guard": guard_report(folder), "downloading": len(Parked(folder).ids())}
+            "loop_guard": guard_report(folder), "uploads": upload_rows(folder),
+            "downloading": len(Parked(folder).ids())}
+
+
+def upload_rows(folder: Path) -> list[dict[str, Any]]:
+    """The file transfers whose message is not sent yet, and how far each upload got."""
+    from follower.send.transfer import TransferBook
+
+    return [t.summary() for t in TransferBook(folder).pending()]
 
 
 def waiting_hosts(folder: Path, sessions: list[dict[str, Any]]) -> list[dict[str, str]]:
@@ -370,6 +378,9 @@ def render_status(report: dict[str, Any]) -> str:
     lines += [render_secrecy(row) for row in report.get("forward_secrecy", [])]
     guard = report.get("loop_guard", {"cap": None, "groups": []})
     lines += [render_row(row, guard["cap"]) for row in guard["groups"]]
+    from follower.send.transfer import progress_line
+
+    lines += [progress_line(row) for row in report.get("uploads", [])]
     lines.append(f"fallback inbox: {report['inbox_waiting']} waiting in {report['inbox']}")
     if report.get("downloading"):
         lines.append(f"downloading: the files of {report['downloading']} message(s); each is handed on "

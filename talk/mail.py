@@ -12,20 +12,27 @@ from talk.context import open_account, read_text_arg
 from talk.output import emit_json, result, warn
 
 if TYPE_CHECKING:
-    from follower.account import Account
+    from follower.account import Account, Sent
+    from follower.send.upload import Tick
 
 
-def send(user: str | None, relay: str | None, passphrase_file: str | None, name: str, text: str,
+def send(user: str | None, relay: str | None, passphrase_file: str | None, name: str, text: str | None,
          as_json: bool, wait: str | None = None, timeout: float = 30.0, task: bool = False,
-         mode: str = "one-shot", hops: list[str] | None = None) -> None:
+         mode: str = "one-shot", hops: list[str] | None = None, files: list[str] | None = None) -> None:
     """`talk send`: what `send_report` did, as a line or as JSON. If waiting for a receipt ends
     badly (Ctrl-C, a timeout, a relay error), the message was sent all the same: its report is
-    printed before the error, so a caller knows its id and does not send it again."""
+    printed before the error, so a caller knows its id and does not send it again. With `files`
+    the text may be left out; their upload's progress goes to stderr when it is a terminal."""
+    from durable.errors import UserError
+
+    if text is None and not files:
+        raise UserError("give the message text (- reads stdin), or a --file to send")
     sent: dict[str, Any] = {}
     try:
-        report = send_report(open_account(user, relay, passphrase_file), name, read_text_arg(text),
-                             wait=wait, timeout=timeout, task=task, mode=mode, hops=hops, progress=sent,
-                             by=_author(name))
+        report = send_report(open_account(user, relay, passphrase_file), name,
+                             "" if text is None else read_text_arg(text), wait=wait, timeout=timeout,
+                             task=task, mode=mode, hops=hops, progress=sent, by=_author(name), files=files,
+                             tick=_ticker(name))
     except BaseException:
         if sent:
             result(sent, _human(sent, wait, task), as_json)
@@ -53,18 +60,24 @@ def _human(report: dict[str, Any], wait: str | None, task: bool) -> str:
 
 def send_report(account: Account, name: str, text: str, wait: str | None = None, timeout: float = 30.0,
                 task: bool = False, mode: str = "one-shot", hops: list[str] | None = None,
-                progress: dict[str, Any] | None = None, by: str = "agent") -> dict[str, Any]:
-    """`Account.send`, then with `wait` `Account.wait`, as the dict `talk send --json` and
-    `talk mcp` answer; `progress` gets it as soon as the message is sent, before any wait.
-    A queued message is not waited for: its warning is printed instead. A `name` of "@GROUP"
-    sends to each member of the group (`follower.groups.group_mail`); `by` says who wrote it."""
+                progress: dict[str, Any] | None = None, by: str = "agent", files: list[str] | None = None,
+                tick: Tick | None = None) -> dict[str, Any]:
+    """`Account.send` (`Account.send_files` with `files`, or a text too long for one message),
+    then with `wait` `Account.wait`, as the dict `talk send --json` and `talk mcp` answer;
+    `progress` gets it as soon as the message is sent, before any wait. A queued message is not
+    waited for: its warning is printed instead. A `name` of "@GROUP" sends to each member of the
+    group (`follower.groups.group_mail`); `by` says who wrote it."""
     if name.startswith("@"):
+        if files:
+            from durable.errors import UserError
+
+            raise UserError("files go to one contact at a time: send them to each member by name")
         return _group_report(account, name[1:], text, wait, task, by)
     if wait is not None:
         from follower.send.waiting import check_wanted
 
         check_wanted(wait)  # before anything is sent
-    sent = account.send(name, text, task=task, mode=mode, hops=hops)
+    sent = _sent(account, name, text, task, mode, hops, files, tick)
     if sent.warning:
         warn(sent.warning)
     report = sent.report()
@@ -73,6 +86,44 @@ def send_report(account: Account, name: str, text: str, wait: str | None = None,
             progress.update(report)
         report["state"] = account.wait(sent.id, wait, timeout)
     return report
+
+
+def _sent(account: Account, name: str, text: str, task: bool, mode: str, hops: list[str] | None,
+          files: list[str] | None, tick: Tick | None) -> Sent:
+    if not files:
+        from follower.send.upload import long_text
+
+        if not long_text(text):
+            return account.send(name, text, task=task, mode=mode, hops=hops)
+    if task or hops:
+        from durable.errors import UserError
+
+        raise UserError("a task or a relayed message carries text only: send its files in a message "
+                        "of their own")
+    return account.send_files(name, text, files or [], tick)
+
+
+def _ticker(name: str) -> Tick | None:
+    """Progress on stderr, on one line rewritten at most every tenth of a second, when stderr is
+    a terminal; None (nothing shown) otherwise."""
+    import sys
+    import time
+
+    if not sys.stderr.isatty():
+        return None
+    last = [0.0]
+
+    def tick(sent: int, total: int) -> None:
+        now = time.monotonic()
+        if sent < total and now - last[0] < 0.1:
+            return
+        last[0] = now
+        share = 100 * sent // total if total else 100
+        end = "\n" if sent >= total else ""
+        sys.stderr.write(f"\rsending to {name}: {sent / 1e6:.1f} of {total / 1e6:.1f} MB ({share}%){end}")
+        sys.stderr.flush()
+
+    return tick
 
 
 def _group_report(account: Account, group: str, text: str, wait: str | None, task: bool,

@@ -46,7 +46,11 @@ INSTRUCTIONS = (
 # The tools' parameters, described for the agent that reads their input schemas.
 To = Annotated[str, Field(description="Contact name (or fingerprint), as list_peers shows it; or "
                                       "\"@GROUP\" to send to every member of a group you are in.")]
-Text = Annotated[str, Field(description="The message text.")]
+Text = Annotated[str, Field(description="The message text (may be empty when files are given).")]
+Files = Annotated[list[str] | None, Field(
+    description="Paths of files on this machine to send with the message (at most 16; absolute paths are "
+                "safest). Each is encrypted and uploaded first; calling again with the same arguments "
+                "resumes an interrupted upload and never sends the message twice.")]
 AsTask = Annotated[bool, Field(description="Send the text as an opencode-mesh task, with a new task id.")]
 Mode = Annotated[Literal["one-shot", "session", "resume"], Field(description="Task mode, when task is true.")]
 Wait = Annotated[Literal["stored", "spooled", "written", "delivered"] | None, Field(
@@ -104,14 +108,14 @@ class TalkTools:
             return found
         return register(self.account, stand_in_sid(self.host_pid), self.host, self.host_pid)
 
-    def send_message(self, to: To, text: Text, task: AsTask = False, mode: Mode = "one-shot",
-                     wait: Wait = None, timeout: Timeout = 30.0) -> dict[str, Any]:
-        """Send one end-to-end encrypted message to a contact. Returns its id, the contact and its state
-        (and the task id for a task); message_status follows it later."""
+    def send_message(self, to: To, text: Text = "", task: AsTask = False, mode: Mode = "one-shot",
+                     wait: Wait = None, timeout: Timeout = 30.0, files: Files = None) -> dict[str, Any]:
+        """Send one end-to-end encrypted message to a contact, with files if given. Returns its id, the
+        contact and its state (and the task id for a task); message_status follows it later."""
         from talk.mail import send_report
 
         return guarded(lambda: send_report(self.account, to, text, wait=wait, timeout=timeout, task=task,
-                                           mode=mode))
+                                           mode=mode, files=files))
 
     def list_peers(self) -> dict[str, Any]:
         """The contacts this identity can message: name, fingerprint, how it was pinned, whether its

@@ -8,5 +8,5 @@ from __future__ import annotations
 
 from durable.faces import face
 
-__all__ = ("daemon", "keyagent", "liveness", "state")
+__all__ = ("daemon", "keyagent", "liveness", "state", "uploads")
 __getattr__ = face(__name__, __all__)

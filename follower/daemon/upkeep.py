@@ -1,5 +1,6 @@
 """The follower's side jobs between fetches: delivered receipts, held mail expiry, resends,
-and keeping our ratchet keys on the relay (`follower.send.ratchet_keys`).
+keeping our ratchet keys on the relay (`follower.send.ratchet_keys`), and finishing the file
+uploads of commands that died (`follower.daemon.uploads`).
 
 Each is at-least-once: a receipt is sent before the offset that produced it is saved, a held
 message leaves the box only after its sender was told, a resend is logged before it goes.
@@ -23,6 +24,7 @@ from durable.errors import TalkError
 from durable.files import read_json, write_json
 from durable.ndjson import read_after
 from durable.settings import env_float
+from follower.daemon.uploads import Uploads
 from follower.held import HeldBox
 from follower.policy import HOLD_HOURS
 from follower.receive.receipts import ReceiptBatch
@@ -69,6 +71,7 @@ class Upkeep:
         self.ratchet_every = env_float("TALK_RATCHET_EVERY", RATCHET_EVERY_S)
         self.next_ratchet = 0.0  # at the first run: a follower start publishes
         self.fresh_fallback = True
+        self.uploads = Uploads(identity, folder, client.url)
         # Read once; this process is the only one that moves it (one follower per identity).
         saved = read_json(self.folder / OFFSET_FILE, {})
         self.offset = int(saved.get("offset", 0)) if isinstance(saved, dict) else 0
@@ -143,6 +146,7 @@ class Upkeep:
             self.next_slow = time.monotonic() + self.slow_every + self.delay()
             self.expire_held(now)
             self.resend(now)
+            self.uploads.run(now)
             Inflight(self.folder, self.identity).sweep()  # erase what can no longer be sent again
         if time.monotonic() >= self.next_ratchet:
             self.next_ratchet = time.monotonic() + self.ratchet_every

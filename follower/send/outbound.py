@@ -26,8 +26,8 @@ from keys.names import check_name
 from keys.ratchet.envelope import plaintext_of
 from keys.ratchet.inflight import Inflight
 
-__all__ = ["Queued", "add_contact", "create_invite", "deposit_again", "join", "resend_due", "send",
-           "send_again", "send_queued", "verify_contact"]
+__all__ = ["Queued", "add_contact", "create_invite", "deposit_again", "join", "resend_due", "retryable",
+           "send", "send_again", "send_queued", "verify_contact"]
 
 
 def checked_bundle(client: RelayClient, fp: str) -> KeyBundle:
@@ -86,7 +86,8 @@ def verify_contact(book: ContactBook, client: RelayClient, contact: Contact) -> 
 
 def send(identity: Identity, client: RelayClient, contact: Contact, text: str,
          kind: str = "chat", outbox: Outbox | None = None, folder: Path | None = None,
-         shown: tuple[str, dict[str, Any]] | None = None, **extra: Any) -> Inner:
+         shown: tuple[str, dict[str, Any]] | None = None, msg_id: str | None = None,
+         **extra: Any) -> Inner:
     """Seal and deposit one message; sealing refuses an oversize text before any network use.
 
     The message carries the next number of this identity's count of messages to `contact`,
@@ -95,6 +96,7 @@ def send(identity: Identity, client: RelayClient, contact: Contact, text: str,
     (a crash then still knows it, and a resend repeats the same id and number) and marked
     stored once the relay has it. `shown` is what the outbox keeps of a message whose words
     travel elsewhere than its text (a group message's): the text to preview, and fields to list.
+    `msg_id` fixes the message's id (a file transfer's, chosen before its upload).
 
     Raises:
         Queued: (only with an outbox) the relay could not take it now; it stays queued.
@@ -107,7 +109,7 @@ def send(identity: Identity, client: RelayClient, contact: Contact, text: str,
         raise ValueError("send needs the identity folder (folder= or outbox=) to number the message")
     # With an outbox, the message's synced record there keeps its number (`Outbox.sent`).
     with next_seq(home, contact.fingerprint, recorded=outbox is not None) as seq:
-        inner = new_message(identity.fingerprint, contact.fingerprint, text, kind, seq, **extra)
+        inner = new_message(identity.fingerprint, contact.fingerprint, text, kind, seq, msg_id, **extra)
         blob = _sealed(identity, client, contact, home, inner, outbox is not None)
     tag = channel_tag(identity.box_secret, peer, contact.fingerprint)
     if outbox is None:

@@ -90,7 +90,8 @@ def test_the_tools_over_stdio(pair: tuple[Agent, Agent]) -> None:
             assert {t.name for t in tools} == TOOLS and len(tools) == len(TOOLS)
             assert all(t.input_schema.get("type") == "object" for t in tools)
             schema = next(t.input_schema for t in tools if t.name == "send_message")
-            assert set(schema["required"]) == {"to", "text"}
+            assert set(schema["required"]) == {"to"}  # text may be left out when files go
+            assert schema["properties"]["files"]["anyOf"][0]["type"] == "array"
 
             peers = (await ok(client, "list_peers"))["peers"]
             assert [(p["name"], p["source"], p["verified"]) for p in peers] == [("alice", "joined", False)]
@@ -100,6 +101,11 @@ def test_the_tools_over_stdio(pair: tuple[Agent, Agent]) -> None:
             assert sent["to"] == "alice" and sent["state"] == "stored" and len(sent["id"]) == 32
             assert await asyncio.to_thread(chat_texts, alice) == ["hi from bob's agent"]
             assert await asyncio.to_thread(chat_texts, alice) == []  # once
+            notes = bob.home.parent / "notes.txt"
+            notes.write_text("what the agent found\n" * 1000)
+            with_file = await ok(client, "send_message", to="alice", files=[str(notes)])
+            assert (with_file["to"], with_file["state"]) == ("alice", "stored")
+            assert with_file["id"] != sent["id"]
 
             await asyncio.to_thread(bob.ok, "follow", "--peer", "alice")
             for text in ("first from alice", "second from alice"):

@@ -23,6 +23,7 @@ from nacl.public import PublicKey
 from follower.relay.client import RelayClient
 from follower.send.outbound import send
 from follower.send.outbox import Outbox
+from follower.send.upload import MOST_TEXT
 from keys import keystore
 from keys.contacts import ContactBook
 from keys.encoding import b64d
@@ -281,7 +282,7 @@ def test_a_follower_killed_between_spool_and_store_leaves_nothing_to_show_twice(
 
 def test_mail_that_reaches_no_agent_leaves_no_false_gap(pair: tuple[Agent, Agent]) -> None:
     alice, bob = pair
-    too_long = alice.run("send", "bob", "x" * 70_000)
+    too_long = alice.run("send", "bob", "-", stdin="x" * (MOST_TEXT + 1))
     assert too_long.code == 1  # refused before sealing: it used up no number
     bob.ok("policy", "alice", "hold", "--yes")
     held = say(alice, "held aside")

@@ -12,6 +12,7 @@ import pytest
 from nacl.public import PublicKey
 
 from follower.relay.client import RelayClient
+from follower.send.upload import MOST_TEXT
 from keys import keystore
 from keys.envelope import new_message, seal
 from tests.conftest import Agent, RelayClock, RelayProcess, befriend, free_port, make_agent, wait_for
@@ -202,7 +203,7 @@ def test_oversize_message_is_refused_before_sending(
     pair: tuple[Agent, Agent], relay: RelayProcess
 ) -> None:
     alice, _ = pair
-    r = alice.run("send", "bob", "x" * 70_000)
+    r = alice.run("send", "bob", "-", stdin="x" * (MOST_TEXT + 1))  # a long text goes as a body, up to this
     assert r.code == 1 and "limit" in r.err and "Traceback" not in r.err
     assert mail_rows(relay) == []
 

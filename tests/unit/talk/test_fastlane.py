@@ -59,7 +59,9 @@ CASES: list[tuple[str, list[str], bool]] = [
     ("send", ["--json=1", "bob", "hi"], TYPER),  # click: --json takes no value
     ("send", ["bob", "hi", "-u"], TYPER),  # click: -u needs a value
     ("send", ["bob", "hi", "--user"], TYPER),
-    ("send", ["bob"], TYPER),
+    ("send", ["bob"], FAST),  # the text is optional (with --file); the command says what is missing
+    ("send", ["bob", "--file", "a.log"], TYPER),
+    ("send", ["bob", "hi", "--file=a.log", "--file", "b.png"], TYPER),
     ("send", ["bob", "hi", "extra"], TYPER),
     ("send", ["--help"], TYPER),
     ("send", ["bob", "hi", "--wait", "stored"], TYPER),

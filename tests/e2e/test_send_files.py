@@ -1,0 +1,222 @@
+"""`talk send --file` on a real relay: the files are sealed and uploaded, then one message
+announces them. The relay holds only ciphertext, which opens to the file with the key the
+message carries; a kill of the sender and of the relay mid-upload, then the command run
+again, resumes where the relay stopped and announces once; the sender's memory stays flat."""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import random
+import signal
+import sqlite3
+import subprocess
+import threading
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from follower.send.transfer import Transfer
+from keys.filestream import CHUNK_BYTES, Opener, chunk_count
+from tests.conftest import TALK, Agent, RelayProcess, befriend, free_port, make_agent, wait_for
+
+MB = 1024 * 1024
+
+
+def fingerprint(agent: Agent) -> str:
+    return str(agent.ok("id", "--json").json()["fingerprint"])
+
+
+def mail_waiting(relay: RelayProcess, fp: str) -> int:
+    with contextlib.closing(sqlite3.connect(relay.db)) as db:
+        return int(db.execute("SELECT COUNT(*) FROM mail WHERE fp = ?", (fp,)).fetchone()[0])
+
+
+def relay_file_digest(relay: RelayProcess, fp: str, transfer: Transfer) -> str:
+    """The sha256 of what the relay's chunks of the transfer's first file open to."""
+    part = transfer.files[0]
+    opener, digest = Opener(part.key, part.header), hashlib.sha256()
+    with contextlib.closing(sqlite3.connect(relay.db)) as db:
+        rows = db.execute("SELECT idx, blob FROM chunks WHERE fp = ? AND file = ? ORDER BY idx",
+                          (fp, part.id))
+        for index, blob in rows:
+            digest.update(opener.open(blob, index == part.chunks - 1))
+    return digest.hexdigest()
+
+
+def pending(alice: Agent) -> list[Transfer]:
+    folder = alice.home / "alice" / "transfers"
+    return [Transfer.from_json(json.loads(p.read_text())) for p in folder.glob("*.json")]
+
+
+@pytest.mark.own_relay
+def test_a_file_is_uploaded_sealed_and_announced_once(tmp_path: Path, relay: RelayProcess,
+                                                      pair: tuple[Agent, Agent]) -> None:
+    alice, bob = pair
+    bob_fp = fingerprint(bob)
+    src = tmp_path / "build.log"
+    src.write_bytes(random.Random(5).randbytes(3 * CHUNK_BYTES + 7))
+    before = mail_waiting(relay, bob_fp)
+    sent = alice.ok("send", "bob", "--file", str(src), "--json").json()
+    assert sent["state"] == "stored" and sent["to"] == "bob"
+    assert mail_waiting(relay, bob_fp) == before + 1
+    assert pending(alice) == []  # the record, and the key in it, are gone once announced
+    with contextlib.closing(sqlite3.connect(relay.db)) as db:
+        rows = db.execute("SELECT blob FROM chunks WHERE fp = ?", (bob_fp,)).fetchall()
+    assert len(rows) == chunk_count(src.stat().st_size)
+    plain = src.read_bytes()
+    assert not any(plain[:64] in blob or plain[-64:] in blob for (blob,) in rows)  # ciphertext only
+
+
+def test_a_path_that_is_no_regular_file_is_refused(tmp_path: Path, pair: tuple[Agent, Agent]) -> None:
+    alice, _ = pair
+    for path in (str(tmp_path), "/dev/zero", str(tmp_path / "missing")):
+        r = alice.run("send", "bob", "--file", path)
+        assert r.code == 1 and path in r.err and "Traceback" not in r.err, r.err
+    assert pending(alice) == []
+
+
+def test_nothing_to_send_is_refused(pair: tuple[Agent, Agent]) -> None:
+    alice, _ = pair
+    r = alice.run("send", "bob")
+    assert r.code == 1 and "--file" in r.err
+
+
+def write_random(path: Path, size: int, seed: int) -> str:
+    rng, digest = random.Random(seed), hashlib.sha256()
+    with path.open("wb") as f:
+        for _ in range(size // MB):
+            block = rng.randbytes(MB)
+            digest.update(block)
+            f.write(block)
+    return digest.hexdigest()
+
+
+class Sampled:
+    """A `talk` process whose resident memory is sampled until it ends."""
+
+    def __init__(self, agent: Agent, *args: str) -> None:
+        self.proc = subprocess.Popen([TALK, *args], env=agent.env(), stdin=subprocess.DEVNULL,
+                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        self.peak_kb = 0
+        self._done = threading.Event()
+        self._thread = threading.Thread(target=self._sample, daemon=True)
+        self._thread.start()
+
+    def _sample(self) -> None:
+        status = Path(f"/proc/{self.proc.pid}/status")
+        while not self._done.wait(0.02):
+            with contextlib.suppress(OSError):
+                for line in status.read_text().splitlines():
+                    if line.startswith("VmRSS:"):
+                        self.peak_kb = max(self.peak_kb, int(line.split()[1]))
+
+    def kill(self) -> None:
+        self.proc.send_signal(signal.SIGKILL)
+        self.wait()
+
+    def wait(self, timeout: float = 120) -> tuple[int, str, str]:
+        out, err = self.proc.communicate(timeout=timeout)
+        self._done.set()
+        self._thread.join()
+        return self.proc.returncode, out.decode(), err.decode()
+
+
+def chunks_taken(metrics_port: int) -> float:
+    """Chunk puts the relay answered since it started, less those refused for the rate."""
+    with urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/metrics", timeout=5) as r:
+        lines = r.read().decode().splitlines()
+
+    def value(prefix: str) -> float:
+        return sum(float(line.split()[-1]) for line in lines if line.startswith(prefix))
+
+    return value('talk_relay_request_seconds_count{route="put_chunk"}') - value(
+        'talk_relay_errors_total{code="rate_limited"}')
+
+
+def file_next(relay: RelayProcess, fp: str, file_id: str) -> int:
+    with urllib.request.urlopen(f"{relay.url}/v1/files/{fp}/{file_id}", timeout=5) as r:
+        return int(json.loads(r.read())["next"])
+
+
+@contextlib.contextmanager
+def metered_relay(tmp_path: Path) -> Iterator[tuple[RelayProcess, int]]:
+    port = free_port()
+    # Chunks at a rate the sender cannot outrun: it is killed mid-way however fast this machine is.
+    extra = ["--metrics-port", str(port), "--rate-chunks", "150/1:40"]
+    relay = RelayProcess(tmp_path / "relay" / "relay.db", free_port(), extra=extra)
+    relay.start()
+    try:
+        yield relay, port
+    finally:
+        relay.stop()
+
+
+def test_a_200_mb_upload_killed_with_its_relay_resumes_and_is_announced_once(tmp_path: Path) -> None:
+    size = 200 * MB
+    with metered_relay(tmp_path) as (relay, metrics):
+        alice, bob = make_agent(tmp_path, relay, "alice", None), make_agent(tmp_path, relay, "bob", None)
+        befriend(alice, bob)
+        bob_fp = fingerprint(bob)
+        src = tmp_path / "dataset.bin"
+        sha = write_random(src, size, seed=29)
+        before = mail_waiting(relay, bob_fp)
+
+        first = Sampled(alice, "send", "bob", "the dataset", "--file", str(src), "--json")
+        transfer = wait_for(lambda: next(iter(pending(alice)), None), 60, "the transfer record")
+        file_id = transfer.files[0].id
+        wait_for(lambda: file_next(relay, bob_fp, file_id) >= 40 or None, 60, "40 chunks on the relay")
+        first.kill()
+        relay.stop(signal.SIGKILL)
+        relay.start()
+
+        held = file_next(relay, bob_fp, file_id)
+        assert held >= 40
+        # The outbox and the status show the transfer, and how far it got, before its message exists.
+        rows = [r for r in alice.ok("outbox", "--offline", "--json").json() if r["id"] == transfer.id]
+        assert [(r["state"], r["files"], r["bytes"]) for r in rows] == [("uploading", ["dataset.bin"], size)]
+        assert 0 < rows[0]["bytes_sent"] <= held * CHUNK_BYTES
+        assert [u["id"] for u in alice.ok("status", "--json").json()["uploads"]] == [transfer.id]
+        assert "uploading" in alice.ok("outbox", "--offline").out
+        assert mail_waiting(relay, bob_fp) == before  # nothing announced yet
+        again = Sampled(alice, "send", "bob", "the dataset", "--file", str(src), "--json")
+        code, out, err = again.wait()
+        assert code == 0, err
+        report = json.loads(out)
+        assert report == {"id": transfer.id, "to": "bob", "state": "stored"}  # the id fixed at the start
+
+        chunks = chunk_count(size)
+        assert chunks_taken(metrics) == chunks - held  # resumed where the relay stopped, not from 0
+        assert mail_waiting(relay, bob_fp) == before + 1  # exactly one announce
+        assert relay_file_digest(relay, bob_fp, transfer) == sha
+        assert pending(alice) == []
+        for run in (first, again):
+            assert run.peak_kb < 100 * 1024, f"the sender's RSS peaked at {run.peak_kb} KiB"
+        os.unlink(src)
+
+
+def test_the_follower_finishes_an_upload_whose_command_died(tmp_path: Path) -> None:
+    with metered_relay(tmp_path) as (relay, _):
+        alice, bob = make_agent(tmp_path, relay, "alice", None), make_agent(tmp_path, relay, "bob", None)
+        befriend(alice, bob)
+        bob_fp = fingerprint(bob)
+        src = tmp_path / "trace.bin"
+        sha = write_random(src, 40 * MB, seed=3)
+        before = mail_waiting(relay, bob_fp)
+        sender = Sampled(alice, "send", "bob", "--file", str(src))
+        transfer = wait_for(lambda: next(iter(pending(alice)), None), 30, "the transfer record")
+        file_id = transfer.files[0].id
+        wait_for(lambda: file_next(relay, bob_fp, file_id) > 0 or None, 30, "a chunk on the relay")
+        sender.kill()
+        assert [t.id for t in pending(alice)] == [transfer.id]  # left unfinished
+        pid = alice.ok("follow", "--json").json()["pid"]
+        try:
+            wait_for(lambda: not pending(alice) or None, 60, "the follower to finish the upload")
+            wait_for(lambda: mail_waiting(relay, bob_fp) == before + 1 or None, 30, "the announce")
+        finally:
+            os.kill(pid, signal.SIGTERM)
+        assert relay_file_digest(relay, bob_fp, transfer) == sha
