@@ -310,3 +310,32 @@ def test_a_download_goes_on_after_the_relay_is_killed_mid_way(duo: tuple[Agent, 
         bob.run("stop")
     (line,) = lines
     assert line["id"] == msg_id and sha256_of(Path(str(line["files"][0]["path"]))) == digest
+
+
+def test_talk_send_file_to_a_follower_and_a_long_text_to_talk_receive(
+    duo: tuple[Agent, Agent, Identity], tmp_path: Path
+) -> None:
+    """The whole way, by the commands: `talk send --file` to a following bob, whose agent frame
+    names the file; then a text too long for one envelope, taken by `talk receive`."""
+    alice, bob, _ = duo
+    path = tmp_path / "build log.txt"
+    path.write_bytes(os.urandom(CHUNK_BYTES + 99))
+    digest = sha256_of(path)
+    bob.ok("follow", "--peer", "alice")
+    try:
+        alice.ok("send", "bob", "the log", "--file", str(path))
+        line = wait_for(lambda: spool_records(bob, "bob"), 60, "the message, its file in")[0]
+        wait_for(lambda: no_partial_left(bob), 30, "the parked record erased")
+    finally:
+        bob.run("stop")
+    (entry,) = line["files"]
+    assert (line["text"], entry["name"], entry["sha256"], sha256_of(Path(str(entry["path"])))) == (
+        "the log", "build log.txt", digest, digest)
+    from alarms.framing import frame
+
+    told = f"FILE from alice saved by talk at {entry['path']} ({path.stat().st_size} bytes, sha256 {digest})"
+    assert told in frame([line])
+    long_text = "word " * 40_000
+    alice.ok("send", "bob", "-", stdin=long_text)
+    (got,) = bob.ok("receive").lines()
+    assert got["text"] == long_text
