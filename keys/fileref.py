@@ -21,11 +21,14 @@ from typing import Any, NamedTuple
 from keys.filestream import CHUNK_BYTES, HEADER_BYTES, KEY_BYTES
 from keys.invalid import Invalid
 
-__all__ = ["CHUNK_BYTES", "MAX_FILES", "MAX_NAME", "MAX_SIZE", "FileRef", "body_of", "files_of"]
+__all__ = ["CHUNK_BYTES", "MAX_BODY", "MAX_FILES", "MAX_NAME", "MAX_SIZE", "FileRef", "body_of", "files_of"]
 
 MAX_FILES = 16
 MAX_NAME = 255
 MAX_SIZE = 2**40
+# A message's text at most, in its body or not (UTF-8 bytes): it is read whole into the
+# recipient agent's inbox; anything longer is a file.
+MAX_BODY = 1024 * 1024
 HEX32 = re.compile(r"[0-9a-f]{32}")
 HEX64 = re.compile(r"[0-9a-f]{64}")
 B64 = re.compile(r"[A-Za-z0-9+/]+={0,2}")
@@ -106,8 +109,12 @@ def check_files(value: object) -> list[dict[str, Any]]:
 
 
 def check_body(value: object) -> dict[str, Any]:
-    """The "body" field as the gate passes it on."""
-    return FileRef.from_json(value, named=False, what="body").to_json()
+    """The "body" field as the gate passes it on: a text of at most `MAX_BODY` bytes."""
+    ref = FileRef.from_json(value, named=False, what="body")
+    if ref.size > MAX_BODY:
+        raise Invalid(f"body: size is over the {MAX_BODY:,} bytes a message's text may have; a longer one "
+                      "goes as a file")
+    return ref.to_json()
 
 
 def files_of(extra: dict[str, Any]) -> list[FileRef]:

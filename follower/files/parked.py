@@ -27,6 +27,7 @@ import time
 from pathlib import Path
 from typing import Any, NamedTuple
 
+from durable.errors import LocalFileRefused
 from durable.files import ensure_private_dir, fsync_dir, read_json, write_json
 from follower.files.download import Progress
 from keys.fileref import FileRef
@@ -96,7 +97,8 @@ class Parked:
         write_json(self._path(str(record["id"])), data, compact=True)
 
     def waiting(self) -> list[ParkedMessage]:
-        """The parked messages, oldest first; a damaged one is left for `talk status` to show."""
+        """The parked messages, oldest first; a damaged one is left where it is (`talk status`
+        counts it), never in the way of the others."""
         if not self.folder.is_dir():
             return []
         found = []
@@ -104,7 +106,10 @@ class Parked:
             msg_id = path.stem
             if not is_hex32(msg_id):
                 continue
-            data = read_json(path, None)
+            try:
+                data = read_json(path, None)
+            except LocalFileRefused:  # damaged (written whole, so only by the disk): not taken
+                continue
             if isinstance(data, dict):
                 found.append(ParkedMessage(msg_id, data))
         return sorted(found, key=lambda m: (float(m.data.get("parked", 0)), m.id))

@@ -29,15 +29,14 @@ from durable.errors import RelayError
 from follower.files.download import DownloadFailed, download, missing_chunk
 from follower.files.names import DOWNLOADS, place, safe_name
 from follower.files.parked import Parked, ParkedMessage
-from keys.fileref import FileRef
+from keys.fileref import MAX_BODY, FileRef
 from keys.identity import Identity
 from keys.invalid import Invalid
 
-__all__ = ["DEFAULT_MAX_FILE_BYTES", "MAX_BODY_BYTES", "Deliver", "FileRelay", "FileTaker", "max_file_bytes"]
+__all__ = ["DEFAULT_MAX_FILE_BYTES", "Deliver", "FileRelay", "FileTaker", "max_file_bytes"]
 
 log = logging.getLogger("talk.files")
 DEFAULT_MAX_FILE_BYTES = 512 * 1024 * 1024  # as the relay's default per file
-MAX_BODY_BYTES = 16 * 1024 * 1024  # a long text, inlined in the spool line: no book is longer
 Deliver = Callable[[dict[str, Any]], None]
 # (message id, sender's fingerprint, file ids, reason): keep a refused message (the quarantine).
 Keep = Callable[[str, str, list[str], str], None]
@@ -134,9 +133,8 @@ class FileTaker:
         return {"path": path, "name": safe_name(ref.name or ""), "size": ref.size, "sha256": ref.sha256}
 
     def body_text(self, message: ParkedMessage, ref: FileRef) -> str:
-        if ref.size > MAX_BODY_BYTES:
-            raise DownloadFailed(f"a message's text of {ref.size:,} bytes is over the {MAX_BODY_BYTES:,} "
-                                 "this side takes; ask the sender to send it as a file")
+        if ref.size > MAX_BODY:  # the gate refused such a message already (`keys.fileref`)
+            raise DownloadFailed(f"a message's text of {ref.size:,} bytes is over the {MAX_BODY:,} allowed")
         partial = self.parked.partial_path(ref)
         self.fetch(message, ref, partial)
         try:

@@ -114,7 +114,7 @@ def test_an_announce_sealed_in_the_ratchet_with_a_long_body_arrives_once(
     monkeypatch.setenv("TALK_RELAY", relay.url)
     account = open_account(None, None, None)
     to_bob = contact_of(alice.home, "alice", "bob")
-    text = ("a line of a long report, " * 4000 + "\n") * 20  # about 2 MB
+    text = ("a line of a long report, " * 4000 + "\n") * 6  # about 600 KB
     encoded = iter([text.encode()[i:i + CHUNK_BYTES] for i in range(0, len(text.encode()), CHUNK_BYTES)])
     body, _ = upload(relay.url, forger, to_bob, len(text.encode()), block=lambda n: next(encoded))
     ref, digest = upload(relay.url, forger, to_bob, 1000, "patch.diff")

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from keys.encoding import utc_now_iso
 from keys.envelope import Inner
-from keys.fileref import CHUNK_BYTES, MAX_FILES, FileRef, body_of, files_of
+from keys.fileref import CHUNK_BYTES, MAX_BODY, MAX_FILES, FileRef, body_of, files_of
 from keys.gate import Invalid, check_inner
 from tests.unit.samples import FP_A, FP_B
 
@@ -67,6 +67,7 @@ def test_each_bad_field_refuses_the_message_naming_it(ref: dict[str, Any], named
     ({"files": [{**REF.to_json(), "id": f"{i:032x}"} for i in range(MAX_FILES + 1)]}, "files"),
     ({"files": REF.to_json()}, "files"), ({"body": REF.to_json()}, "body carries no name"),
     ({"body": [REF.to_json()]}, "body"),
+    ({"body": REF._replace(name=None, size=MAX_BODY + 1).to_json()}, "a longer one goes as a file"),
 ])
 def test_the_lists_shape_and_a_named_body_are_refused(more: dict[str, Any], named: str) -> None:
     with pytest.raises(Invalid, match=named):

@@ -208,3 +208,10 @@ def test_a_held_message_is_held_once_its_files_are_in_and_past_the_cap_refused(
     Parked(s.folder).park({**record, "id": "3" * 32}, SENDER, [other], None, "held", True)
     s.taker().take_all()
     assert s.told[-1][2] == "refused" and len(list((s.folder / "downloads").iterdir())) == 1
+
+
+def test_a_damaged_parked_record_stands_in_no_ones_way(tmp_path: Path) -> None:
+    s = Setup(tmp_path / "id")
+    s.park([s.relay.upload(b"fine")])
+    (Parked(s.folder).folder / ("4" * 32 + ".json")).write_bytes(b"{torn")
+    assert s.taker().take_all() == 1 and len(s.spooled()) == 1
