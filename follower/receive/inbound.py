@@ -464,6 +464,8 @@ class Receiver:
             self.seen.record(contact.fingerprint, inner, now)  # it came: not missing, not judged twice
             self.receipts.add(contact, inner.id, "refused", verdict.reason)
             report.notes.append(f"refused a message from {contact.name}: {verdict.reason}")
+            if "files" in inner.extra or "body" in inner.extra:
+                self.drop_files(inner)
             return Outcome.DECLINED
         if group:
             verdict = self.loop_check(group, contact, verdict, report)
@@ -497,6 +499,15 @@ class Receiver:
         self.seen.record(contact.fingerprint, inner, now)
         self.on_park()
         return Outcome.PARKED
+
+    def drop_files(self, inner: Inner) -> None:
+        """The chunks of a refused message's files, acked away at once rather than left to fill
+        the mailbox's file quota until they expire; best effort (the relay expires them anyway)."""
+        from durable.errors import RelayError
+        from follower.receive.parking import file_ids
+
+        with contextlib.suppress(RelayError):
+            self.client.ack_files(self.identity, file_ids(inner))
 
     def hold(self, contact: Contact, inner: Inner, record: dict[str, Any], reason: str, report: Report,
              now: float) -> Outcome:

@@ -23,12 +23,18 @@ from keys.envelope import Inner
 from keys.fileref import body_of, files_of
 from keys.identity import Identity
 
-__all__ = ["announces_files", "file_taker", "park"]
+__all__ = ["announces_files", "file_ids", "file_taker", "park"]
 
 
 def announces_files(inner: Inner) -> bool:
     """(`follower.receive.inbound` asks this inline: it imports this module only to park.)"""
     return "files" in inner.extra or "body" in inner.extra
+
+
+def file_ids(inner: Inner) -> list[str]:
+    """The relay ids of the files (and body) `inner` announces (the gate checked them)."""
+    body = body_of(inner.extra)
+    return [ref.id for ref in [*files_of(inner.extra), *([body] if body is not None else [])]]
 
 
 def park(folder: Path, sender: str, inner: Inner, record: dict[str, Any], hold: str | None,

@@ -339,3 +339,18 @@ def test_talk_send_file_to_a_follower_and_a_long_text_to_talk_receive(
     alice.ok("send", "bob", "-", stdin=long_text)
     (got,) = bob.ok("receive").lines()
     assert got["text"] == long_text
+
+
+def test_a_refused_senders_files_are_dropped_at_the_relay_at_once(duo: tuple[Agent, Agent, Identity],
+                                                                  relay: RelayProcess) -> None:
+    alice, bob, forger = duo
+    to_bob = contact_of(alice.home, "alice", "bob")
+    bob.ok("policy", "alice", "refuse", "--yes")
+    ref, _ = upload(relay.url, forger, to_bob, 2 * CHUNK_BYTES, "unwanted.bin")
+    with RelayClient(relay.url) as client:
+        assert client.file_next(to_bob.fingerprint, ref.id) == 2
+    announce(relay.url, forger, to_bob, [ref])
+    assert bob.ok("receive").lines() == []
+    with RelayClient(relay.url) as client:
+        assert client.file_next(to_bob.fingerprint, ref.id) == 0  # its quota is free again
+    assert downloads(bob) == [] and no_partial_left(bob)
