@@ -31,7 +31,7 @@ end
 """
 
 # ARGV: prefix, fp, tag, id, index, blob, now, sealed_file_bytes, max_files, max_bytes,
-# max_unknown_files, max_unknown_bytes
+# max_unknown_files, max_unknown_bytes, max_tag_bytes (0: no share)
 PUT_CHUNK = """
 local prefix, fp, tag, id, index, blob, now = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[6], ARGV[7]
 local files, chunks = prefix .. 'files:' .. fp, prefix .. 'chunk:' .. fp .. ':' .. id
@@ -47,13 +47,14 @@ end
 if redis.call('HEXISTS', chunks, index) == 1 then return 'kept' end
 if (file_bytes or 0) + #blob > tonumber(ARGV[8]) then return 'file_full' end
 local registered = redis.call('SISMEMBER', known, tag) == 1
-local n, used = 0, 0
+local n, used, mine = 0, 0, 0
 local all = redis.call('HGETALL', files)
 for i = 1, #all, 2 do
   local _, t, b = string.match(all[i + 1], '^(%S+) (%S+) (%d+)$')
   if (redis.call('SISMEMBER', known, t) == 1) == registered then
     n = n + 1
     used = used + tonumber(b)
+    if t == tag then mine = mine + tonumber(b) end
   end
 end
 local most_files, most_bytes = tonumber(ARGV[9]), tonumber(ARGV[10])
@@ -62,6 +63,7 @@ if (file_bytes == nil and n >= most_files) or used + #blob > most_bytes then
   if registered then return 'mailbox_full' end
   return 'unknown_full'
 end
+if registered and tonumber(ARGV[13]) > 0 and mine + #blob > tonumber(ARGV[13]) then return 'tag_full' end
 redis.call('HSET', chunks, index, blob)
 redis.call('HSET', files, id, created .. ' ' .. tag .. ' ' .. string.format('%d', (file_bytes or 0) + #blob))
 if file_bytes == nil then redis.call('ZADD', prefix .. 'fileage', now, fp .. ' ' .. id) end
@@ -102,7 +104,7 @@ class RedisFiles:
     ) -> ChunkOutcome:
         args: list[Any] = [self.prefix, fp, tag, file_id, index, blob, repr(float(now)),
                            quota.sealed_file_bytes, quota.max_files, quota.max_bytes,
-                           quota.max_unknown_files, quota.max_unknown_bytes]
+                           quota.max_unknown_files, quota.max_unknown_bytes, quota.max_tag_bytes or 0]
         return ChunkOutcome((await self._put(args=args)).decode())
 
     @guarded
