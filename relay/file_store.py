@@ -118,3 +118,7 @@ class FileStore(Protocol):
     async def purge(self, now: float, ttl: float) -> int:
         """Delete files whose first chunk came `ttl` seconds ago or more; return how many."""
         ...
+
+    async def purge_unknown(self, fp: str) -> int:
+        """Delete the mailbox's files under tags its owner never registered; return how many."""
+        ...

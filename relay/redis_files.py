@@ -77,6 +77,17 @@ for i = 3, #ARGV do gone = gone + drop(ARGV[1], ARGV[2], ARGV[i]) end
 return gone
 """
 
+# ARGV: prefix, fp → how many files under tags the owner never registered went
+PURGE_UNKNOWN = _DROP + """
+local all = redis.call('HGETALL', ARGV[1] .. 'files:' .. ARGV[2])
+local known, gone = ARGV[1] .. 'known:' .. ARGV[2], 0
+for i = 1, #all, 2 do
+  local _, t = string.match(all[i + 1], '^(%S+) (%S+) ')
+  if redis.call('SISMEMBER', known, t) == 0 then gone = gone + drop(ARGV[1], ARGV[2], all[i]) end
+end
+return gone
+"""
+
 # ARGV: prefix, cutoff, batch → {swept, removed}
 PURGE = _DROP + """
 local old = redis.call('ZRANGEBYSCORE', ARGV[1] .. 'fileage', '-inf', ARGV[2], 'LIMIT', 0, tonumber(ARGV[3]))
@@ -97,6 +108,7 @@ class RedisFiles:
         self._put = redis.register_script(PUT_CHUNK)
         self._ack = redis.register_script(ACK)
         self._purge = redis.register_script(PURGE)
+        self._purge_unknown = redis.register_script(PURGE_UNKNOWN)
 
     @guarded
     async def put_chunk(
@@ -123,6 +135,10 @@ class RedisFiles:
     @guarded
     async def ack(self, fp: str, file_ids: list[str]) -> int:
         return int(await self._ack(args=[self.prefix, fp, *dict.fromkeys(file_ids)]))
+
+    @guarded
+    async def purge_unknown(self, fp: str) -> int:
+        return int(await self._purge_unknown(args=[self.prefix, fp]))
 
     async def purge(self, now: float, ttl: float) -> int:
         cutoff = repr(float(now - ttl))

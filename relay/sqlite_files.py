@@ -95,6 +95,14 @@ class SqliteFiles:
         gone: int = await self._grouped(lambda: self._delete([(fp, i) for i in dict.fromkeys(file_ids)]))
         return gone
 
+    async def purge_unknown(self, fp: str) -> int:
+        def op() -> int:
+            junk = self.db.execute(f"SELECT id FROM files f WHERE fp = ? AND NOT {KNOWN}", (fp,)).fetchall()
+            return self._delete([(fp, str(i)) for (i,) in junk])
+
+        gone: int = await self._grouped(op)
+        return gone
+
     async def purge(self, now: float, ttl: float) -> int:
         def op() -> int:
             expired = self.db.execute("SELECT fp, id FROM files WHERE created <= ?", (now - ttl,)).fetchall()

@@ -224,3 +224,16 @@ def test_the_client_speaks_the_file_routes(relay: RelayProcess, sessions: bool) 
         with pytest.raises(RelayError) as err:
             client.put_chunk(bob.fingerprint, tag, f, 0, b"x" * (CHUNK_BYTES + ABYTES + 1))
         assert err.value.status == 413
+
+
+def test_the_owners_purge_takes_strangers_files_too(relay: RelayProcess) -> None:
+    bob = publish(relay, "bob")
+    contact, junk = new_tag(), new_tag()
+    kept, gone = secrets.token_hex(16), secrets.token_hex(16)
+    fetch(relay, bob, [contact])
+    assert put(relay, bob.fingerprint, contact, kept, 0, SMALL).status == 201
+    assert put(relay, bob.fingerprint, junk, gone, 0, SMALL).status == 201
+    reply = signed(relay, bob, "POST", f"/v1/mail/{bob.fingerprint}/purge", jbody({}))
+    assert reply.status == 200 and reply.json() == {"deleted": 0, "files": 1}
+    assert_error(get_chunk(relay, bob, gone, 0), 404, "no_such_chunk")
+    assert get_chunk(relay, bob, kept, 0).body == SMALL

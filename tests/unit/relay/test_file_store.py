@@ -151,6 +151,16 @@ def test_ack_deletes_the_owners_files_only(store: Store, run: Run[Any]) -> None:
     assert put(run, store, fp, hexid(), f, 0, chunk()) is ChunkOutcome.STORED
 
 
+def test_purge_unknown_deletes_only_files_under_unregistered_tags(store: Store, run: Run[Any]) -> None:
+    fp, mine, junk, f, g = hexid(), hexid(), hexid(), hexid(), hexid()
+    run(store.register_tags(fp, [mine], 100))
+    put(run, store, fp, mine, f, 0, chunk())
+    put(run, store, fp, junk, g, 0, chunk())
+    put(run, store, hexid(), junk, hexid(), 0, chunk())  # another mailbox's junk stays
+    assert run(store.files.purge_unknown(fp)) == 1
+    assert run(store.files.get_chunk(fp, g, 0)) is None and run(store.files.get_chunk(fp, f, 0)) == chunk()
+
+
 def test_purge_deletes_files_older_than_the_ttl(store: Store, run: Run[Any]) -> None:
     fp, tag, old, new = hexid(), hexid(), hexid(), hexid()
     put(run, store, fp, tag, old, 0, chunk(), now=NOW - 100)
