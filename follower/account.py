@@ -316,9 +316,9 @@ class Account:
             raise UserError("the message is empty; give the text or a --file to send")
         contact = self.contacts.get(name)
         book = TransferBook(self.folder)
-        transfer, new = upload.begin(book, contact, paths, text)
-        if new:  # a transfer counts once against the send rate, not at each resume
-            spend(self.folder, contact, PolicyBook(self.folder).rule(contact).send_per_min, time.time())
+        per_min = PolicyBook(self.folder).rule(contact).send_per_min
+        transfer, _ = upload.begin(book, contact, paths, text,
+                                   admit=lambda: spend(self.folder, contact, per_min, time.time()))
         outbound.send_queued(self.client, self.outbox)
         try:
             upload.complete(self.identity(), self.client, contact, self.outbox, book, transfer.id, tick)

@@ -9,7 +9,7 @@
                                            → delete the acked ids, then the oldest mail first
     POST /v1/mail/{fp}/ack                 owner: {"ids": [...]} → delete them
     POST /v1/mail/{fp}/purge               owner: {"tags": [...]?} → register those tags, then
-                                           delete all mail under tags never registered
+                                           delete all mail and files under tags never registered
     PUT  /v1/ratchet/{fp}                  owner: {"card", "fallback"?, "one_time": [...]}, each
                                            signed by the owner's published key (`keys.ratchet.card`)
                                            → {"one_time_left": n}
@@ -415,7 +415,8 @@ class Relay:
         data = json_object(body)
         tags = _hex_list(data, "tags", self.config.max_tags) if data.get("tags") else []
         await self.register(fp, tags)
-        return JSONResponse({"deleted": await self.store.purge_unknown(fp)})
+        deleted = await self.store.purge_unknown(fp)
+        return JSONResponse({"deleted": deleted, "files": await self.store.files.purge_unknown(fp)})
 
     async def open_invite(self, request: Request) -> Response:
         fp, body = await self.owner_request(request)

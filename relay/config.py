@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from keys.envelope import MAX_BLOB
 from relay.file_store import FileQuota
@@ -27,6 +27,7 @@ MIB = 1024 * 1024
 # so a small mailbox still takes a long conversation from one contact.
 TAG_SHARE = 10
 TAG_SHARE_FLOOR = 100
+FILE_SHARE = 4  # one registered tag holds at most a quarter of a mailbox's file bytes
 
 
 @dataclass(frozen=True)
@@ -99,8 +100,12 @@ class RelayConfig:
     @property
     def file_quota(self) -> FileQuota:
         unknown_bytes = min(self.max_unknown_file_bytes, self.max_mailbox_file_bytes)
-        return FileQuota(self.max_file_bytes, self.max_mailbox_files, self.max_mailbox_file_bytes,
-                         self.max_unknown_files, unknown_bytes)
+        quota = FileQuota(self.max_file_bytes, self.max_mailbox_files, self.max_mailbox_file_bytes,
+                          self.max_unknown_files, unknown_bytes)
+        # One contact's channel: a quarter of the owner's file room, and never less than one
+        # largest file, so a contact sending while the owner is away leaves the rest to others.
+        share = max(self.max_mailbox_file_bytes // FILE_SHARE, quota.sealed_file_bytes)
+        return replace(quota, max_tag_bytes=min(share, self.max_mailbox_file_bytes))
 
     @property
     def max_unknown_bytes(self) -> int:

@@ -9,7 +9,8 @@
     POST /v1/files/{fp}/ack                   owner: {"files": [ids]} → delete them, {"deleted": n}
 
 Errors beyond the relay's usual ones (`relay.errors`): 413 file_too_large (the file would pass
-`max_file_bytes`), 507 file_quota (the mailbox's file quota of its kind is full; retry later),
+`max_file_bytes`), 507 file_quota (the mailbox's file quota of its kind, or this channel's share
+of it, is full; retry later),
 409 file_conflict (the file was begun under another tag), 404 no_such_chunk.
 A chunk put spends a token of the client's chunk bucket (`rate_chunks`), not its deposit bucket:
 one file is hundreds of chunks.
@@ -120,6 +121,9 @@ def _refusal(outcome: ChunkOutcome, max_file_bytes: int) -> ApiError:
     if outcome is ChunkOutcome.WRONG_TAG:
         return ApiError(409, "file_conflict", "this file was begun under another channel; "
                         "upload it again under a new file id")
+    if outcome is ChunkOutcome.TAG_FULL:
+        return ApiError(507, "file_quota", "this channel holds its share of the recipient's file room "
+                        "while they are away; retry later, once the recipient has taken some")
     if outcome is ChunkOutcome.UNKNOWN_FULL:
         return ApiError(507, "file_quota", "the recipient's mailbox holds its most files on channels "
                         "it has not read yet; retry later (the recipient's next fetch opens this channel)")

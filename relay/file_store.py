@@ -8,9 +8,11 @@ TTL passes since its first chunk.
 Quotas, as for mail (`relay.store`): a file under a tag the owner has registered counts against
 the mailbox's file quota (`max_files`, `max_bytes`); under any other tag, against a much smaller
 one (`max_unknown_files`, `max_unknown_bytes`), so a stranger can never fill the room meant for
-the owner's contacts. A file is held to its tag: a chunk of the same file under another tag is
-refused, so nobody moves a file between the two quotas. A chunk index already stored is kept as
-it is (a resumed upload re-sends it), and any file is at most `max_file_bytes` sealed bytes.
+the owner's contacts. One registered tag (one contact's channel) holds at most `max_tag_bytes`
+of the owner's quota, so a contact sending while the owner is away leaves room for the others.
+A file is held to its tag: a chunk of the same file under another tag is refused, so nobody
+moves a file between the quotas. A chunk index already stored is kept as it is (a resumed
+upload re-sends it), and any file is at most `max_file_bytes` of plaintext, sealed.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ class ChunkOutcome(StrEnum):
     MAILBOX_FULL = "mailbox_full"  # the owner's file quota is used up
     UNKNOWN_FULL = "unknown_full"  # the quota for tags the owner never registered is used up
     WRONG_TAG = "wrong_tag"  # the file was begun under another tag
+    TAG_FULL = "tag_full"  # this registered tag holds its share of the owner's quota
 
 
 @dataclass(frozen=True)
@@ -41,6 +44,7 @@ class FileQuota:
     max_bytes: int
     max_unknown_files: int
     max_unknown_bytes: int
+    max_tag_bytes: int | None = None  # one registered tag's share of `max_bytes` (None: no share)
 
     @property
     def sealed_file_bytes(self) -> int:
@@ -53,10 +57,12 @@ class FileQuota:
 
 
 class Usage(NamedTuple):
-    """What a mailbox's files of one kind (registered tags, or the rest) hold now."""
+    """What a mailbox's files of one kind (registered tags, or the rest) hold now, and of those
+    the files under the chunk's own tag."""
 
     files: int
     bytes: int
+    tag_bytes: int = 0
 
 
 class FileProgress(NamedTuple):
@@ -75,6 +81,8 @@ def judge(
                               else (quota.max_unknown_files, quota.max_unknown_bytes))
     if (file_bytes is None and usage.files >= most_files) or usage.bytes + size > most_bytes:
         return ChunkOutcome.MAILBOX_FULL if known else ChunkOutcome.UNKNOWN_FULL
+    if known and quota.max_tag_bytes is not None and usage.tag_bytes + size > quota.max_tag_bytes:
+        return ChunkOutcome.TAG_FULL
     return ChunkOutcome.STORED
 
 
@@ -109,4 +117,8 @@ class FileStore(Protocol):
 
     async def purge(self, now: float, ttl: float) -> int:
         """Delete files whose first chunk came `ttl` seconds ago or more; return how many."""
+        ...
+
+    async def purge_unknown(self, fp: str) -> int:
+        """Delete the mailbox's files under tags its owner never registered; return how many."""
         ...

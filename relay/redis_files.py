@@ -31,7 +31,7 @@ end
 """
 
 # ARGV: prefix, fp, tag, id, index, blob, now, sealed_file_bytes, max_files, max_bytes,
-# max_unknown_files, max_unknown_bytes
+# max_unknown_files, max_unknown_bytes, max_tag_bytes (0: no share)
 PUT_CHUNK = """
 local prefix, fp, tag, id, index, blob, now = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[6], ARGV[7]
 local files, chunks = prefix .. 'files:' .. fp, prefix .. 'chunk:' .. fp .. ':' .. id
@@ -47,13 +47,14 @@ end
 if redis.call('HEXISTS', chunks, index) == 1 then return 'kept' end
 if (file_bytes or 0) + #blob > tonumber(ARGV[8]) then return 'file_full' end
 local registered = redis.call('SISMEMBER', known, tag) == 1
-local n, used = 0, 0
+local n, used, mine = 0, 0, 0
 local all = redis.call('HGETALL', files)
 for i = 1, #all, 2 do
   local _, t, b = string.match(all[i + 1], '^(%S+) (%S+) (%d+)$')
   if (redis.call('SISMEMBER', known, t) == 1) == registered then
     n = n + 1
     used = used + tonumber(b)
+    if t == tag then mine = mine + tonumber(b) end
   end
 end
 local most_files, most_bytes = tonumber(ARGV[9]), tonumber(ARGV[10])
@@ -62,6 +63,7 @@ if (file_bytes == nil and n >= most_files) or used + #blob > most_bytes then
   if registered then return 'mailbox_full' end
   return 'unknown_full'
 end
+if registered and tonumber(ARGV[13]) > 0 and mine + #blob > tonumber(ARGV[13]) then return 'tag_full' end
 redis.call('HSET', chunks, index, blob)
 redis.call('HSET', files, id, created .. ' ' .. tag .. ' ' .. string.format('%d', (file_bytes or 0) + #blob))
 if file_bytes == nil then redis.call('ZADD', prefix .. 'fileage', now, fp .. ' ' .. id) end
@@ -72,6 +74,17 @@ return 'stored'
 ACK = _DROP + """
 local gone = 0
 for i = 3, #ARGV do gone = gone + drop(ARGV[1], ARGV[2], ARGV[i]) end
+return gone
+"""
+
+# ARGV: prefix, fp → how many files under tags the owner never registered went
+PURGE_UNKNOWN = _DROP + """
+local all = redis.call('HGETALL', ARGV[1] .. 'files:' .. ARGV[2])
+local known, gone = ARGV[1] .. 'known:' .. ARGV[2], 0
+for i = 1, #all, 2 do
+  local _, t = string.match(all[i + 1], '^(%S+) (%S+) ')
+  if redis.call('SISMEMBER', known, t) == 0 then gone = gone + drop(ARGV[1], ARGV[2], all[i]) end
+end
 return gone
 """
 
@@ -95,6 +108,7 @@ class RedisFiles:
         self._put = redis.register_script(PUT_CHUNK)
         self._ack = redis.register_script(ACK)
         self._purge = redis.register_script(PURGE)
+        self._purge_unknown = redis.register_script(PURGE_UNKNOWN)
 
     @guarded
     async def put_chunk(
@@ -102,7 +116,7 @@ class RedisFiles:
     ) -> ChunkOutcome:
         args: list[Any] = [self.prefix, fp, tag, file_id, index, blob, repr(float(now)),
                            quota.sealed_file_bytes, quota.max_files, quota.max_bytes,
-                           quota.max_unknown_files, quota.max_unknown_bytes]
+                           quota.max_unknown_files, quota.max_unknown_bytes, quota.max_tag_bytes or 0]
         return ChunkOutcome((await self._put(args=args)).decode())
 
     @guarded
@@ -121,6 +135,10 @@ class RedisFiles:
     @guarded
     async def ack(self, fp: str, file_ids: list[str]) -> int:
         return int(await self._ack(args=[self.prefix, fp, *dict.fromkeys(file_ids)]))
+
+    @guarded
+    async def purge_unknown(self, fp: str) -> int:
+        return int(await self._purge_unknown(args=[self.prefix, fp]))
 
     async def purge(self, now: float, ttl: float) -> int:
         cutoff = repr(float(now - ttl))

@@ -34,12 +34,13 @@ class SqliteFiles:
         self._grouped = grouped
         db.executescript(SCHEMA)
 
-    def _usage(self, fp: str, known: bool) -> Usage:
+    def _usage(self, fp: str, tag: str, known: bool) -> Usage:
         which = KNOWN if known else "NOT " + KNOWN
         row = self.db.execute(
-            f"SELECT COUNT(*), COALESCE(SUM(bytes), 0) FROM files f WHERE fp = ? AND {which}", (fp,)
+            f"SELECT COUNT(*), COALESCE(SUM(bytes), 0), COALESCE(SUM(bytes * (tag = ?)), 0) FROM files f "
+            f"WHERE fp = ? AND {which}", (tag, fp),
         ).fetchone()
-        return Usage(int(row[0]), int(row[1]))
+        return Usage(int(row[0]), int(row[1]), int(row[2]))
 
     def _put(self, fp: str, tag: str, file_id: str, index: int, blob: bytes, now: float,
              quota: FileQuota) -> ChunkOutcome:
@@ -52,7 +53,7 @@ class SqliteFiles:
             return ChunkOutcome.KEPT
         known = self.db.execute("SELECT 1 FROM known WHERE fp = ? AND tag = ?", (fp, tag)).fetchone()
         outcome = judge(quota, None if row is None else int(row[1]), len(blob), known is not None,
-                        self._usage(fp, known is not None))
+                        self._usage(fp, tag, known is not None))
         if outcome is not ChunkOutcome.STORED:
             return outcome
         self.db.execute("INSERT INTO chunks (fp, file, idx, blob) VALUES (?, ?, ?, ?)",
@@ -92,6 +93,14 @@ class SqliteFiles:
 
     async def ack(self, fp: str, file_ids: list[str]) -> int:
         gone: int = await self._grouped(lambda: self._delete([(fp, i) for i in dict.fromkeys(file_ids)]))
+        return gone
+
+    async def purge_unknown(self, fp: str) -> int:
+        def op() -> int:
+            junk = self.db.execute(f"SELECT id FROM files f WHERE fp = ? AND NOT {KNOWN}", (fp,)).fetchall()
+            return self._delete([(fp, str(i)) for (i,) in junk])
+
+        gone: int = await self._grouped(op)
         return gone
 
     async def purge(self, now: float, ttl: float) -> int:

@@ -12,6 +12,8 @@ from talk.context import open_account, read_text_arg
 from talk.output import emit_json, result, warn
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from follower.account import Account, Sent
     from follower.send.upload import Tick
 
@@ -103,19 +105,20 @@ def _sent(account: Account, name: str, text: str, task: bool, mode: str, hops: l
     return account.send_files(name, text, files or [], tick)
 
 
-def _ticker(name: str) -> Tick | None:
-    """Progress on stderr, on one line rewritten at most every tenth of a second, when stderr is
-    a terminal; None (nothing shown) otherwise."""
+def _ticker(name: str, clock: Callable[[], float] | None = None) -> Tick | None:
+    """Progress on stderr, on one line rewritten at most every tenth of a second (of `clock`,
+    by default the monotonic one), when stderr is a terminal; None (nothing shown) otherwise."""
     import sys
     import time
 
     if not sys.stderr.isatty():
         return None
-    last = [0.0]
+    now_s = clock or time.monotonic
+    last = [-1.0]
 
     def tick(sent: int, total: int) -> None:
-        now = time.monotonic()
-        if sent < total and now - last[0] < 0.1:
+        now = now_s()
+        if sent < total and last[0] >= 0 and now - last[0] < 0.1:
             return
         last[0] = now
         share = 100 * sent // total if total else 100

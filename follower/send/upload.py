@@ -108,9 +108,11 @@ def _new_part(path: str, name: str | None, size: int, sha256: str) -> Part:
     return Part(path, name, size, sha256, token_hex(16), key, sealer.header, sealer.state(), 0)
 
 
-def begin(book: TransferBook, contact: Contact, paths: list[str], text: str) -> tuple[Transfer, bool]:
-    """The unfinished transfer this same command began before, else a new one, recorded; and
-    whether it is new.
+def begin(book: TransferBook, contact: Contact, paths: list[str], text: str,
+          admit: Callable[[], None] = lambda: None) -> tuple[Transfer, bool]:
+    """The unfinished transfer this same command began before, else a new one, recorded once
+    `admit()` let it through (a send rate's count: a resume is not counted again); and whether
+    it is new.
 
     Raises:
         UserError: no such file, not a regular file, too many files.
@@ -126,6 +128,7 @@ def begin(book: TransferBook, contact: Contact, paths: list[str], text: str) -> 
     found = book.find(key)
     if found is not None:
         return found, False
+    admit()
     files = tuple(_new_part(p, Path(p).name, *file_digest(p)) for p in full)
     transfer = Transfer(token_hex(16), contact.fingerprint, contact.name, text, files, None, time.time(), key)
     if long_text(text):

@@ -162,21 +162,25 @@ def test_a_bad_ack_is_refused(relay: RelayProcess, ids: object) -> None:
 
 
 def test_file_and_mailbox_limits_are_relay_settings(tmp_path: Path) -> None:
+    """Room for three full chunks in the mailbox, a file of two; one contact's channel holds at most
+    its share (a quarter of the room, never under one largest file): here two chunks."""
     quota = str(3 * (CHUNK_BYTES + ABYTES))
     limits = ["--max-file-bytes", str(2 * CHUNK_BYTES), "--max-mailbox-file-bytes", quota]
     with relay_with(tmp_path, *limits) as relay:
         bob = publish(relay, "bob")
-        tag = new_tag()
-        fetch(relay, bob, [tag])
+        alice, carol = new_tag(), new_tag()
+        fetch(relay, bob, [alice, carol])
         full = b"x" * (CHUNK_BYTES + ABYTES)
         f, g = secrets.token_hex(16), secrets.token_hex(16)
-        assert put(relay, bob.fingerprint, tag, f, 0, full).status == 201
-        assert put(relay, bob.fingerprint, tag, f, 1, full).status == 201
-        assert_error(put(relay, bob.fingerprint, tag, f, 2, SMALL), 400, "bad_request")  # past its chunks
-        assert put(relay, bob.fingerprint, tag, g, 0, full).status == 201
-        assert_error(put(relay, bob.fingerprint, tag, g, 1, full), 507, "file_quota")
+        assert put(relay, bob.fingerprint, alice, f, 0, full).status == 201
+        assert put(relay, bob.fingerprint, alice, f, 1, full).status == 201
+        assert_error(put(relay, bob.fingerprint, alice, f, 2, SMALL), 400, "bad_request")  # past its chunks
+        assert_error(put(relay, bob.fingerprint, alice, secrets.token_hex(16), 0, SMALL), 507, "file_quota",
+                     "its share")
+        assert put(relay, bob.fingerprint, carol, g, 0, full).status == 201
+        assert_error(put(relay, bob.fingerprint, carol, g, 1, full), 507, "file_quota")
         assert ack_files(relay, bob, [f]).json() == {"deleted": 1}
-        assert put(relay, bob.fingerprint, tag, g, 1, full).status == 201  # acked room is free again
+        assert put(relay, bob.fingerprint, carol, g, 1, full).status == 201  # acked room is free again
 
 
 def test_a_file_over_the_limit_is_refused(tmp_path: Path) -> None:
@@ -220,3 +224,16 @@ def test_the_client_speaks_the_file_routes(relay: RelayProcess, sessions: bool) 
         with pytest.raises(RelayError) as err:
             client.put_chunk(bob.fingerprint, tag, f, 0, b"x" * (CHUNK_BYTES + ABYTES + 1))
         assert err.value.status == 413
+
+
+def test_the_owners_purge_takes_strangers_files_too(relay: RelayProcess) -> None:
+    bob = publish(relay, "bob")
+    contact, junk = new_tag(), new_tag()
+    kept, gone = secrets.token_hex(16), secrets.token_hex(16)
+    fetch(relay, bob, [contact])
+    assert put(relay, bob.fingerprint, contact, kept, 0, SMALL).status == 201
+    assert put(relay, bob.fingerprint, junk, gone, 0, SMALL).status == 201
+    reply = signed(relay, bob, "POST", f"/v1/mail/{bob.fingerprint}/purge", jbody({}))
+    assert reply.status == 200 and reply.json() == {"deleted": 0, "files": 1}
+    assert_error(get_chunk(relay, bob, gone, 0), 404, "no_such_chunk")
+    assert get_chunk(relay, bob, kept, 0).body == SMALL

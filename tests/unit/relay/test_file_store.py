@@ -50,6 +50,10 @@ def test_judge_is_the_one_rule() -> None:
     assert judge(q, 5, 10, True, Usage(2, 995)) is ChunkOutcome.MAILBOX_FULL
     assert judge(q, None, 10, False, Usage(1, 0)) is ChunkOutcome.UNKNOWN_FULL
     assert judge(q, 5, 46, False, Usage(1, 5)) is ChunkOutcome.UNKNOWN_FULL
+    shared = FileQuota(100, 2, 1000, 1, 50, max_tag_bytes=30)
+    assert judge(shared, None, 10, True, Usage(1, 25, 25)) is ChunkOutcome.TAG_FULL
+    assert judge(shared, None, 10, True, Usage(1, 25, 20)) is ChunkOutcome.STORED
+    assert judge(shared, None, 40, False, Usage(0, 0, 0)) is ChunkOutcome.STORED  # strangers: their own cap
 
 
 def test_chunks_round_trip_and_progress_counts_from_the_first_gap(store: Store, run: Run[Any]) -> None:
@@ -103,6 +107,19 @@ def test_strangers_tags_cannot_use_up_the_owners_file_quota(store: Store, run: R
     assert put(run, store, fp, mine, a, 1, chunk(800), quota) is ChunkOutcome.STORED
 
 
+def test_one_contact_holds_at_most_its_share(store: Store, run: Run[Any]) -> None:
+    fp, alice, carol = hexid(), hexid(), hexid()
+    run(store.register_tags(fp, [alice, carol], 100))
+    quota = FileQuota(10 * CHUNK_BYTES, 10, 1000, 1, 100, max_tag_bytes=250)
+    f = hexid()
+    assert put(run, store, fp, alice, f, 0, chunk(200), quota) is ChunkOutcome.STORED
+    assert put(run, store, fp, alice, f, 1, chunk(51), quota) is ChunkOutcome.TAG_FULL
+    assert put(run, store, fp, alice, hexid(), 0, chunk(51), quota) is ChunkOutcome.TAG_FULL
+    assert put(run, store, fp, carol, hexid(), 0, chunk(250), quota) is ChunkOutcome.STORED  # others' room
+    run(store.files.ack(fp, [f]))
+    assert put(run, store, fp, alice, hexid(), 0, chunk(250), quota) is ChunkOutcome.STORED
+
+
 def test_the_unknown_quota_counts_bytes(store: Store, run: Run[Any]) -> None:
     fp, junk, f = hexid(), hexid(), hexid()
     quota = FileQuota(10 * CHUNK_BYTES, 10, 10**9, 10, 250)
@@ -132,6 +149,16 @@ def test_ack_deletes_the_owners_files_only(store: Store, run: Run[Any]) -> None:
     assert run(store.files.get_chunk(other, g, 0)) == chunk()
     # The file's quota is free again: the same id starts over under any tag.
     assert put(run, store, fp, hexid(), f, 0, chunk()) is ChunkOutcome.STORED
+
+
+def test_purge_unknown_deletes_only_files_under_unregistered_tags(store: Store, run: Run[Any]) -> None:
+    fp, mine, junk, f, g = hexid(), hexid(), hexid(), hexid(), hexid()
+    run(store.register_tags(fp, [mine], 100))
+    put(run, store, fp, mine, f, 0, chunk())
+    put(run, store, fp, junk, g, 0, chunk())
+    put(run, store, hexid(), junk, hexid(), 0, chunk())  # another mailbox's junk stays
+    assert run(store.files.purge_unknown(fp)) == 1
+    assert run(store.files.get_chunk(fp, g, 0)) is None and run(store.files.get_chunk(fp, f, 0)) == chunk()
 
 
 def test_purge_deletes_files_older_than_the_ttl(store: Store, run: Run[Any]) -> None:
