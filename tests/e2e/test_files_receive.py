@@ -362,3 +362,24 @@ def test_a_refused_senders_files_are_dropped_at_the_relay_at_once(duo: tuple[Age
     with RelayClient(relay.url) as client:
         assert client.file_next(to_bob.fingerprint, ref.id) == 0  # its quota is free again
     assert downloads(bob) == [] and no_partial_left(bob)
+
+
+def test_the_sender_of_a_refused_file_is_told_why(duo: tuple[Agent, Agent, Identity],
+                                                  relay: RelayProcess) -> None:
+    from follower.send.outbox import Outbox
+
+    alice, bob, forger = duo
+    to_bob = contact_of(alice.home, "alice", "bob")
+    ref, _ = upload(relay.url, forger, to_bob, 5000, "x.bin")
+    data = envelope(forger, to_bob, text="see", files=[ref._replace(sha256="1" * 64).to_json()])
+    # Kept in alice's outbox as her own message, so the receipt for it lands somewhere.
+    Outbox(alice.home / "alice").sent(data["id"], to_bob.fingerprint, "bob", "chat", "see", "t", "")
+    deposit_raw(relay.url, forger, to_bob, data)
+    bob.ok("receive")
+
+    def refused() -> bool:
+        alice.ok("receive")
+        return bool(alice.ok("status", data["id"], "--json").json()["state"] == "refused")
+
+    wait_for(refused, 15, "a refused receipt at alice")
+    assert "sha256" in alice.ok("status", data["id"], "--json").json()["reason"]
