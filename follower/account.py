@@ -446,10 +446,16 @@ class Account:
         parked = self.folder / "files" / "parked"  # `follower.files.parked.Parked.folder`, not imported:
         if not parked.is_dir() or not os.listdir(parked):  # `talk receive` runs on every agent turn
             return
+        from durable.errors import LocalFileRefused, RelayError
         from follower.receive.parking import file_taker
 
         taker = file_taker(self.identity(), self.folder, self.client, self.contacts, kept, "delivered")
-        report.delivered += taker.take_all() - len(taker.refused)
+        try:
+            taker.take_all()
+        except (RelayError, OSError, LocalFileRefused) as exc:  # the mail taken stands; files resume
+            report.notes.append(f"a message's files are still on their way ({exc}); run `talk receive` "
+                                "again to go on where they stopped")
+        report.delivered += taker.handed
         report.refused += taker.refused
 
     def take_receipts(self) -> str | None:

@@ -75,7 +75,8 @@ class FileTaker:
         self.tell = tell
         self.parked = Parked(folder)
         self.downloads = folder / DOWNLOADS
-        self.refused: list[str] = []
+        self.handed = 0  # messages handed on (or held) by this taker
+        self.refused: list[str] = []  # the reasons of those it refused
 
     def take_all(self) -> int:
         """Take every parked message; how many were handed on or refused.
@@ -163,6 +164,7 @@ class FileTaker:
             state, reason = self.hold(record, hold)
         else:
             self.deliver(record)
+        self.handed += 1
         self.client.ack_files(self.identity, [ref.id for ref in message.refs()])
         if message.data.get("answer"):
             self.tell(message.sender, message.id, state, reason)

@@ -383,3 +383,20 @@ def test_the_sender_of_a_refused_file_is_told_why(duo: tuple[Agent, Agent, Ident
 
     wait_for(refused, 15, "a refused receipt at alice")
     assert "sha256" in alice.ok("status", data["id"], "--json").json()["reason"]
+
+
+def test_talk_receive_cut_short_in_a_download_says_so_and_goes_on_next_time(
+    duo: tuple[Agent, Agent, Identity], relay: RelayProcess, tmp_path: Path
+) -> None:
+    alice, bob, forger = duo
+    to_bob = contact_of(alice.home, "alice", "bob")
+    (bob.home / "bob" / "downloads").symlink_to(tmp_path)  # no place for it yet
+    ref, digest = upload(relay.url, forger, to_bob, CHUNK_BYTES + 1, "later.bin")
+    msg_id = announce(relay.url, forger, to_bob, [ref])
+    alice.ok("send", "bob", "meanwhile")
+    first = bob.ok("receive")
+    assert [m["text"] for m in first.lines()] == ["meanwhile"] and "still on their way" in first.err
+    (bob.home / "bob" / "downloads").unlink()
+    (line,) = bob.ok("receive").lines()
+    assert line["id"] == msg_id and sha256_of(Path(str(line["files"][0]["path"]))) == digest
+    assert not list(tmp_path.glob("later*"))
