@@ -184,10 +184,16 @@ class FileTaker:
         return "held", reason
 
     def refuse(self, message: ParkedMessage, reason: str) -> None:
+        """Quarantine the message, tell its sender, and leave nothing of it: its chunks acked
+        away, the files of it already placed removed (no message would ever point to them)."""
         ids = [f["id"] for f in [*message.data.get("files", []), message.data.get("body")]
                if isinstance(f, dict) and isinstance(f.get("id"), str)]
         if ids:
             self.client.ack_files(self.identity, ids)
+        placed = message.data.get("placed")
+        for path in placed.values() if isinstance(placed, dict) else ():
+            if isinstance(path, str) and Path(path).parent == self.downloads:
+                Path(path).unlink(missing_ok=True)
         self.keep(message.id, message.sender, ids, reason)
         self.refused.append(reason)
         log.warning("refused: %s", reason)

@@ -215,3 +215,11 @@ def test_a_damaged_parked_record_stands_in_no_ones_way(tmp_path: Path) -> None:
     s.park([s.relay.upload(b"fine")])
     (Parked(s.folder).folder / ("4" * 32 + ".json")).write_bytes(b"{torn")
     assert s.taker().take_all() == 1 and len(s.spooled()) == 1
+
+
+def test_a_message_refused_for_its_second_file_leaves_not_its_first_in_downloads(tmp_path: Path) -> None:
+    s = Setup(tmp_path / "id")
+    good, bad = s.relay.upload(b"fine"), s.relay.upload(b"altered")
+    s.park([good, bad._replace(sha256="0" * 64)])
+    s.taker().take_all()
+    assert "sha256" in s.kept[0][3] and list((s.folder / "downloads").iterdir()) == []
