@@ -21,6 +21,7 @@ from typing import Any
 import pytest
 from nacl.public import PublicKey
 
+from durable.errors import RelayError
 from follower.daemon.liveness import running_pid
 from follower.files.parked import Parked
 from follower.receive.quarantine import Quarantine
@@ -48,8 +49,23 @@ def upload(url: str, sender: Identity, to: Contact, size: int, name: str = "data
             plain = block(min(CHUNK_BYTES, size - i * CHUNK_BYTES))
             digest.update(plain)
             sealed = sealer.seal(plain, last=i == count - 1)
-            client.put_chunk(to.fingerprint, tag, file_id, i, tamper(i, sealed) if tamper else sealed)
+            put(client, to.fingerprint, tag, file_id, i, tamper(i, sealed) if tamper else sealed)
     return FileRef(file_id, name, size, digest.hexdigest(), key, sealer.header), digest.hexdigest()
+
+
+def put(client: RelayClient, fp: str, tag: str, file_id: str, index: int, blob: bytes) -> None:
+    """Put one chunk, waiting out the relay's chunk rate (shared by every test on this address)."""
+
+    def taken() -> bool:
+        try:
+            client.put_chunk(fp, tag, file_id, index, blob)
+        except RelayError as exc:
+            if exc.status != 429:
+                raise
+            return False
+        return True
+
+    wait_for(taken, 30, f"the relay to take chunk {index}", step=0.1)
 
 
 def announce(url: str, sender: Identity, to: Contact, refs: list[FileRef], text: str = "see attached",
