@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from durable.errors import LocalFileRefused
-from durable.files import ensure_private_dir, fsync_dir, read_json, write_json
+from durable.files import ensure_private_dir, fsync_dir, read_json, sweep_temp_files, write_json
 from follower.files.download import Progress
 from keys.fileref import FileRef
 from keys.invalid import Invalid
@@ -146,9 +146,11 @@ class Parked:
                 os.fsync(fd)
             finally:
                 os.close(fd)
+            path.unlink()
         except FileNotFoundError:
-            return
-        path.unlink(missing_ok=True)
+            pass
+        # A writer killed mid-save left its temporary copy, keys and all (`replace_file`).
+        sweep_temp_files(self.folder)
         fsync_dir(self.folder)
 
     def _path(self, msg_id: str) -> Path:

@@ -223,3 +223,18 @@ def test_a_message_refused_for_its_second_file_leaves_not_its_first_in_downloads
     s.park([good, bad._replace(sha256="0" * 64)])
     s.taker().take_all()
     assert "sha256" in s.kept[0][3] and list((s.folder / "downloads").iterdir()) == []
+
+
+def test_a_save_cut_short_by_a_kill_leaves_no_copy_of_the_keys(tmp_path: Path) -> None:
+    import subprocess
+
+    s = Setup(tmp_path / "id")
+    ref = s.relay.upload(b"kept whole")
+    s.park([ref])
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    parked = Parked(s.folder).folder
+    (parked / f".{MSG}.json.{gone.pid}.abcd1234.tmp").write_bytes(base64.b64encode(ref.key))
+    s.taker().take_all()
+    assert list(parked.iterdir()) == []
+    no_trace_of(tmp_path, [ref])
