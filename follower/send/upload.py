@@ -123,7 +123,7 @@ def begin(book: TransferBook, contact: Contact, paths: list[str], text: str,
     if len(text.encode()) > MOST_TEXT:
         raise MessageTooLarge(f"the message is {len(text.encode()):,} bytes; the limit is {MOST_TEXT:,}: "
                               "shorten it, or send it as a --file")
-    full = [os.path.abspath(p) for p in paths]
+    full = list(dict.fromkeys(os.path.abspath(p) for p in paths))  # a file named twice goes once
     key = command_key(contact.fingerprint, full, text)
     found = book.find(key)
     if found is not None:

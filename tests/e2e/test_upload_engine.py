@@ -114,9 +114,9 @@ def test_the_same_command_finds_its_transfer_and_another_does_not(tmp_path: Path
     bob = contact_of(Identity.generate("bob"))
     src = tmp_path / "a.txt"
     src.write_text("hello")
-    first, new = begin(book, bob, [str(src)], "see this")
-    assert new and first.files[0].name == "a.txt" and first.files[0].size == 5
-    again, new_again = begin(book, bob, [str(src)], "see this")
+    first, new = begin(book, bob, [str(src), str(src)], "see this")
+    assert new and [(p.name, p.size) for p in first.files] == [("a.txt", 5)]  # named twice, sent once
+    again, new_again = begin(book, bob, [str(src)], "see this")  # the same command
     assert (again, new_again) == (first, False)
     other, _ = begin(book, bob, [str(src)], "another text")
     assert other.id != first.id
