@@ -317,11 +317,12 @@ class Account:
         contact = self.contacts.get(name)
         book = TransferBook(self.folder)
         per_min = PolicyBook(self.folder).rule(contact).send_per_min
-        transfer, _ = upload.begin(book, contact, paths, text,
-                                   admit=lambda: spend(self.folder, contact, per_min, time.time()))
+        transfer, new = upload.begin(book, contact, paths, text,
+                                     admit=lambda: spend(self.folder, contact, per_min, time.time()))
         outbound.send_queued(self.client, self.outbox)
         try:
-            upload.complete(self.identity(), self.client, contact, self.outbox, book, transfer.id, tick)
+            upload.complete(self.identity(), self.client, contact, self.outbox, book, transfer.id, tick,
+                            resumed=not new)
         except outbound.Queued as queued:
             return Sent(queued.msg_id, contact.name, QUEUED, warning=(
                 f"the relay did not take {queued.msg_id} now ({queued.cause}); its files are up, and it is "

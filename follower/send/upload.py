@@ -205,9 +205,11 @@ def _read(fd: int, size: int) -> bytes:
 
 def complete(identity: Identity, client: RelayClient, contact: Contact, outbox: Outbox,
              book: TransferBook, transfer_id: str, tick: Tick | None = None,
-             wait: bool = True) -> str | None:
+             wait: bool = True, resumed: bool = True) -> str | None:
     """Upload what is left of a transfer and send its message, once; returns the message's id,
     or None when another process holds the transfer (`wait` False) or already finished it.
+    `resumed` False (a transfer this process has just begun, its files just hashed) skips
+    hashing them again.
 
     Raises:
         outbound.Queued: the files are up, the message is in the outbox and goes later.
@@ -221,7 +223,7 @@ def complete(identity: Identity, client: RelayClient, contact: Contact, outbox: 
             if transfer is None:
                 return None
             if transfer.id not in outbox.entries():  # a kill after the send, before the record went
-                transfer = _uploaded(client, contact, identity, book, transfer, tick)
+                transfer = _uploaded(client, contact, identity, book, transfer, tick, resumed)
                 try:
                     outbound.send(identity, client, contact, transfer.text, outbox=outbox,
                                   msg_id=transfer.id, **announced(transfer))
@@ -245,11 +247,11 @@ def announced(transfer: Transfer) -> dict[str, Any]:
 
 
 def _uploaded(client: RelayClient, contact: Contact, identity: Identity, book: TransferBook,
-              transfer: Transfer, tick: Tick | None) -> Transfer:
+              transfer: Transfer, tick: Tick | None, resumed: bool) -> Transfer:
     tag = channel_tag(identity.box_secret, PublicKey(contact.box_key), contact.fingerprint)
     total = transfer.size
     for original in transfer.parts:
-        part = _still_same(original)
+        part = _still_same(original) if resumed else original
         if part is not original:
             transfer = transfer.with_part(part)
             book.save(transfer)
