@@ -32,7 +32,7 @@ from follower.relay.client import RelayClient
 from keys.contacts import ContactBook
 from keys.identity import Identity
 from keys.invites import InviteBook
-from keys.keystore import IdentityRecord, unlock
+from keys.keystore import IdentityRecord, has_kem, unlock
 
 if TYPE_CHECKING:
     from follower.groups.group_mail import GroupMail
@@ -109,8 +109,23 @@ class Account:
             UserError: the passphrase is missing or wrong, or the identity file is damaged.
         """
         if self.unlocked is None:
+            upgrading = not has_kem(self.record)
             self.unlocked = self._held() or unlock(self.record, self.passphrase())
+            if upgrading:
+                self._publish_kem()
         return self.unlocked
+
+    def _publish_kem(self) -> None:
+        """Publish the keys again once the first unlock since the upgrade gave this identity its
+        KEM key (`keys.keystore`), so contacts can pin it; best effort: `talk publish` and each
+        follower start publish them too."""
+        import contextlib
+
+        from durable.errors import TalkError
+
+        assert self.unlocked is not None
+        with contextlib.suppress(TalkError, OSError):
+            self.client.publish(self.unlocked.bundle())
 
     def _held(self) -> Identity | None:
         """A protected identity's keys opened by the key its follower holds after `talk unlock`
@@ -280,13 +295,24 @@ class Account:
         if task:
             task_id, body = self._task_envelope(text, mode)
         spend(self.folder, contact, PolicyBook(self.folder).rule(contact).send_per_min, time.time())
+        contact, pinned = self._post_quantum(contact)
         msg_id, state, warning = self._deposit(contact, body, task=task_id, hops=hops or None)
+        warning = "\n".join(w for w in (pinned, warning) if w) or None
         if task_id is not None:
             from follower.tasks.ledger import TaskLedger
 
             TaskLedger(self.folder).record("task", "out", contact.fingerprint, contact.name,
                                            {"task": task_id, "mode": mode, "text": text}, msg_id)
         return Sent(msg_id, contact.name, state, task_id, hops or None, warning)
+
+    def _post_quantum(self, contact: Contact) -> tuple[Contact, str | None]:
+        """`contact` with its post-quantum key pinned, if the relay now serves one it signed, and
+        the note saying so (`follower.send.kem_keys`); one lookup per contact per hour at most."""
+        if contact.kem_key is not None:
+            return contact, None
+        from follower.send.kem_keys import refresh_kem
+
+        return refresh_kem(self.contacts, self.client, contact)
 
     def _task_envelope(self, text: str, mode: str) -> tuple[str, str]:
         from durable.errors import UserError

@@ -289,14 +289,19 @@ def _print_pinned(account: Account, contact: Contact, as_json: bool,
 
 @app.command()
 def contacts(user: User = None, as_json: Json = False) -> None:
-    """List contacts, their pinned fingerprints, and whether mail to each has forward secrecy."""
+    """List contacts, their pinned fingerprints, and whether mail to each has forward secrecy and
+    is sealed post-quantum (with their ML-KEM-768 key, and when it was pinned)."""
     from follower.send.ratchet_send import forward_secret
+    from keys.encoding import iso_from_epoch
 
     account = _account(user, None, None)
     items = account.contacts.all()
     rows = [{"name": c.name, "fingerprint": c.fingerprint, "source": c.source.value,
              "verified": c.verified_at is not None,
-             "forward_secrecy": forward_secret(account.folder, c.fingerprint)} for c in items]
+             "forward_secrecy": forward_secret(account.folder, c.fingerprint),
+             "post_quantum": c.post_quantum,
+             "post_quantum_since": None if c.kem_pinned_at is None else iso_from_epoch(c.kem_pinned_at)}
+            for c in items]
     if as_json:
         emit_json(rows)
         return
@@ -305,7 +310,9 @@ def contacts(user: User = None, as_json: Json = False) -> None:
     for row in rows:
         mark = "verified" if row["verified"] else row["source"]
         secrecy = "forward secrecy" if row["forward_secrecy"] else "no forward secrecy"
-        result({}, f"{row['name']:<20} {row['fingerprint']}  ({mark}; {secrecy})", False)
+        pq = (f"post-quantum: yes, key pinned {row['post_quantum_since']}" if row["post_quantum"]
+              else "post-quantum: no")
+        result({}, f"{row['name']:<20} {row['fingerprint']}  ({mark}; {secrecy}; {pq})", False)
 
 
 @app.command()

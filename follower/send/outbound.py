@@ -13,6 +13,7 @@ from nacl.public import PublicKey
 from durable.errors import InviteError, NotFound, PinMismatch, RelayError, UserError
 from follower.policy import PolicyBook
 from follower.relay.client import MALFORMED, RelayClient
+from follower.send.kem_keys import refresh_kem
 from follower.send.outbox import Outbox
 from follower.send.ratchet_send import ratchet_inner
 from follower.send.resending import Way, resent_reason
@@ -79,6 +80,13 @@ def verify_contact(book: ContactBook, client: RelayClient, contact: Contact) -> 
         raise PinMismatch(
             f"PIN MISMATCH for {contact.name}: the relay serves keys other than the pinned ones"
         )
+    kem = bundle.kem_key()
+    if contact.kem_key is not None and kem is not None and kem != contact.kem_key:
+        raise PinMismatch(f"PIN MISMATCH for {contact.name}: the relay serves a post-quantum key, "
+                          "signed by the pinned key, other than the pinned one; nothing was changed: "
+                          "ask its owner over another channel whether it restored an old identity")
+    if contact.kem_key is None:
+        refresh_kem(book, client, contact, force=True)
     checked = book.mark_verified(contact.name)
     PolicyBook(book.folder).note(checked, "verified", verified_at=checked.verified_at)
     return checked
@@ -191,7 +199,7 @@ def _sealed(identity: Identity, client: RelayClient, contact: Contact, home: Pat
         sealed = inner
     elif recorded:
         Inflight(home, identity).keep(inner, plaintext_of(inner))
-    return seal(sealed, identity.box_secret, PublicKey(contact.box_key))
+    return seal(sealed, identity.box_secret, PublicKey(contact.box_key), contact.kem_key)
 
 
 class Queued(Exception):
