@@ -62,7 +62,8 @@ class Contact(NamedTuple):
             "source": self.source.value,
             "pinned_at": self.pinned_at,
             "verified_at": self.verified_at,
-            **({} if self.kem_key is None else {"kem_key": b64e(self.kem_key), "kem_pinned_at": self.kem_pinned_at}),
+            **({} if self.kem_key is None
+               else {"kem_key": b64e(self.kem_key), "kem_pinned_at": self.kem_pinned_at}),
             **({} if self.kem_checked_at is None else {"kem_checked_at": self.kem_checked_at}),
         }
 

@@ -35,8 +35,8 @@ from durable.errors import TamperedMessage
 if TYPE_CHECKING:
     from cryptography.hazmat.primitives.asymmetric.mlkem import MLKEM768PrivateKey
 
-__all__ = ["KEM_CIPHERTEXT", "KEM_PUBLIC", "KEM_SEED", "OUTER", "kem_public_key", "new_kem_seed", "open_outer",
-           "seal_outer", "usable_kem_key"]
+__all__ = ["KEM_CIPHERTEXT", "KEM_PUBLIC", "KEM_SEED", "OUTER", "kem_public_key", "new_kem_seed",
+           "open_outer", "seal_outer", "usable_kem_key"]
 
 KEM_SEED = 64  # FIPS 203's d ‖ z: the whole private key
 KEM_PUBLIC = 1184
@@ -80,7 +80,8 @@ def usable_kem_key(key: bytes) -> bool:
     return True
 
 
-def _key(ss_m: bytes, ss_x: bytes, ciphertext: bytes, ephemeral: bytes, box_key: bytes, kem_key: bytes) -> bytes:
+def _key(ss_m: bytes, ss_x: bytes, ciphertext: bytes, ephemeral: bytes, box_key: bytes,
+         kem_key: bytes) -> bytes:
     h = hashlib.blake2b(digest_size=SecretBox.KEY_SIZE, person=PERSON)
     for part in (ss_m, ss_x, ciphertext, ephemeral, box_key, kem_key):
         h.update(part)

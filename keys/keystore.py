@@ -22,14 +22,14 @@ from nacl.exceptions import CryptoError
 from durable.errors import NotFound, UserError
 from durable.files import ensure_private_dir, read_json, write_json
 from durable.home import IDENTITY_FILE, identity_names
-from durable.locks import folder_locked
 from durable.home import talk_home as default_home
+from durable.locks import folder_locked
 from keys.encoding import b64d, b64e
 from keys.identity import Identity, fingerprint
 from keys.names import check_name
 
-__all__ = ["IdentityRecord", "choose_identity", "create", "has_kem", "list_identities", "load", "read_passphrase_file",
-           "talk_home", "unlock", "unlock_with_key", "unlocking_key"]
+__all__ = ["IdentityRecord", "choose_identity", "create", "has_kem", "list_identities", "load",
+           "read_passphrase_file", "talk_home", "unlock", "unlock_with_key", "unlocking_key"]
 
 OPSLIMIT = 3
 MEMLIMIT = 32 * 1024 * 1024
