@@ -14,7 +14,6 @@ from durable.errors import (
 from keys.encoding import HEX32
 from keys.envelope import (
     BUCKETS,
-    MAX_BLOB,
     MAX_PADDED,
     OVERHEAD,
     Inner,

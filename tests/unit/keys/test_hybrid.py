@@ -47,7 +47,7 @@ def test_a_hybrid_envelope_opens_for_its_recipient_and_has_a_hybrid_length(
 
 
 def test_classic_and_hybrid_lengths_never_meet_and_the_largest_fits_the_relay() -> None:
-    assert CLASSIC_LENGTHS == {b + OVERHEAD for b in BUCKETS}
+    assert {b + OVERHEAD for b in BUCKETS} == CLASSIC_LENGTHS
     assert not CLASSIC_LENGTHS & HYBRID_LENGTHS
     assert len(HYBRID_LENGTHS) == len(BUCKETS)
     assert max(HYBRID_LENGTHS) == MAX_BLOB > max(CLASSIC_LENGTHS)
@@ -86,7 +86,8 @@ def test_a_recorded_envelope_does_not_open_with_the_ml_kem_secret_alone(
 @pytest.mark.parametrize("where", [0, 17, 31,  # the ephemeral X25519 key
                                    32, 600, 32 + KEM_CIPHERTEXT - 1,  # the ML-KEM ciphertext
                                    32 + KEM_CIPHERTEXT, 32 + KEM_CIPHERTEXT + 30, -17, -1])  # nonce, body, MAC
-def test_any_changed_byte_is_tampered_never_a_crash(alice_id: Identity, bob_id: Identity, where: int) -> None:
+def test_any_changed_byte_is_tampered_never_a_crash(alice_id: Identity, bob_id: Identity,
+                                                    where: int) -> None:
     blob = bytearray(hybrid_to(alice_id, bob_id))
     blob[where] ^= 0x01
     with pytest.raises(TamperedMessage):

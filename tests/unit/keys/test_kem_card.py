@@ -38,8 +38,9 @@ def test_a_bundle_carries_its_kem_key_signed_and_pins_it(tmp_path: Path, bob_id:
     assert ContactBook(tmp_path).get("bob").kem_key == contact.kem_key
 
 
-@pytest.mark.parametrize("how", ["bad signature", "another key under bob's signature", "signed by carol for bob",
-                                 "bob's signature over carol's fingerprint", "not a KEM key"])
+@pytest.mark.parametrize("how", ["bad signature", "another key under bob's signature",
+                                 "signed by carol for bob", "bob's signature over carol's fingerprint",
+                                 "not a KEM key"])
 def test_a_forged_kem_key_is_refused_and_never_pinned(
         tmp_path: Path, bob_id: Identity, carol_id: Identity, how: str) -> None:
     card = forged_cards(bob_id, carol_id)[how]
