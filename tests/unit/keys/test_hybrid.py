@@ -85,7 +85,8 @@ def test_a_recorded_envelope_does_not_open_with_the_ml_kem_secret_alone(
 
 @pytest.mark.parametrize("where", [0, 17, 31,  # the ephemeral X25519 key
                                    32, 600, 32 + KEM_CIPHERTEXT - 1,  # the ML-KEM ciphertext
-                                   32 + KEM_CIPHERTEXT, 32 + KEM_CIPHERTEXT + 30, -17, -1])  # nonce, body, MAC
+                                   32 + KEM_CIPHERTEXT, 32 + KEM_CIPHERTEXT + 30,  # nonce, body
+                                   -17, -1])  # body, MAC
 def test_any_changed_byte_is_tampered_never_a_crash(alice_id: Identity, bob_id: Identity,
                                                     where: int) -> None:
     blob = bytearray(hybrid_to(alice_id, bob_id))
