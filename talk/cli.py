@@ -217,6 +217,7 @@ def verify(
 
     account = _account(user, relay, None)
     secrecy = _secrecy(account, account.contacts.get(name))
+    had_kem = account.contacts.get(name).post_quantum
     contact = account.verify(name)
     book = PolicyBook(account.folder)
     rule = book.rule(contact)
@@ -232,8 +233,15 @@ def verify(
     elif wanted is not None:
         note = (f"{contact.name}'s mail is still {rule.policy.value}: run `talk verify {contact.name} --yes` "
                 f"(or `talk policy {contact.name} {wanted.value} --yes`) to accept it")
+    pq = (f"post-quantum: yes (mail to {contact.name} is sealed with X25519 and ML-KEM-768)"
+          if contact.post_quantum else
+          f"post-quantum: no (the relay serves no ML-KEM key signed by {contact.name}'s pinned key: "
+          "an older talk?)")
     _print_pinned(account, contact, as_json, {"verified_at": contact.verified_at, "policy": rule.policy.value,
-                                              "policy_raised": raised, **secrecy[0]}, secrecy[1])
+                                              "policy_raised": raised, **secrecy[0],
+                                              "post_quantum": contact.post_quantum}, f"{secrecy[1]}\n{pq}")
+    if contact.post_quantum and not had_kem:
+        warn(f"pinned the post-quantum key of {contact.name}, signed by its pinned key")
     if note:
         warn(note)
 

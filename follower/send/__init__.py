@@ -1,9 +1,10 @@
-"""Sending: number, seal (ratchet or sealed box), keep in the outbox, deposit; resend; wait for receipts."""
+"""Sending: number, seal (ratchet inside a hybrid or classic sealed box), keep in the outbox,
+deposit; resend; wait for receipts."""
 
 from __future__ import annotations
 
 from durable.faces import face
 
-__all__ = ("outbound", "outbox", "queue_mark", "ratchet_keys", "ratchet_send", "resending", "sendrate",
-           "seqcounter", "waiting")
+__all__ = ("kem_keys", "outbound", "outbox", "queue_mark", "ratchet_keys", "ratchet_send", "resending",
+           "sendrate", "seqcounter", "waiting")
 __getattr__ = face(__name__, __all__)
