@@ -32,6 +32,7 @@ from keys.hybrid import OUTER, open_outer, seal_outer
 
 __all__ = [
     "CLASSIC_LENGTHS",
+    "HYBRID_EXTRA",
     "HYBRID_LENGTHS",
     "MAX_BLOB",
     "MAX_PADDED",

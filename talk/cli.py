@@ -318,8 +318,7 @@ def contacts(user: User = None, as_json: Json = False) -> None:
     for row in rows:
         mark = "verified" if row["verified"] else row["source"]
         secrecy = "forward secrecy" if row["forward_secrecy"] else "no forward secrecy"
-        pq = (f"post-quantum: yes, key pinned {row['post_quantum_since']}" if row["post_quantum"]
-              else "post-quantum: no")
+        pq = "post-quantum: yes" if row["post_quantum"] else "post-quantum: no"
         result({}, f"{row['name']:<20} {row['fingerprint']}  ({mark}; {secrecy}; {pq})", False)
 
 
