@@ -23,7 +23,7 @@ from durable.errors import NotFound, UserError
 from durable.files import ensure_private_dir, read_json, write_json
 from durable.home import IDENTITY_FILE, identity_names
 from durable.home import talk_home as default_home
-from durable.locks import folder_locked
+from durable.locks import locked
 from keys.encoding import b64d, b64e
 from keys.identity import Identity, fingerprint
 from keys.names import check_name
@@ -32,6 +32,7 @@ __all__ = ["IdentityRecord", "choose_identity", "create", "has_kem", "list_ident
            "read_passphrase_file", "talk_home", "unlock", "unlock_with_key", "unlocking_key"]
 
 OPSLIMIT = 3
+UPGRADE_LOCK = "identity.lock"
 MEMLIMIT = 32 * 1024 * 1024
 
 
@@ -240,7 +241,8 @@ def _with_kem(record: IdentityRecord, identity: Identity, key: bytes | None) -> 
     Raises:
         UserError: the identity file changed into one `key` does not open.
     """
-    with folder_locked(record.folder):
+    # A lock of its own: an unlock may come inside another change of the folder (`folder_locked`).
+    with locked(record.folder / UPGRADE_LOCK):
         raw = read_json(record.folder / IDENTITY_FILE, None)
         raw = raw if isinstance(raw, dict) else record.raw
         stored = raw["private"]
