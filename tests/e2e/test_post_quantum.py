@@ -52,6 +52,14 @@ def forget_kem(agent: Agent, peer: str) -> None:
     path.write_text(json.dumps(book))
 
 
+@pytest.fixture
+def friends(tmp_path: Path, relay: RelayProcess) -> tuple[Agent, Agent, str]:
+    """alice and bob, contacts by invite, both without a passphrase; and bob's fingerprint."""
+    alice, bob = make_agent(tmp_path, relay, "alice", None), make_agent(tmp_path, relay, "bob", None)
+    befriend(alice, bob)
+    return alice, bob, bob.ok("id", "--json").json()["fingerprint"]
+
+
 @pytest.mark.own_relay
 def test_two_identities_exchange_mail_sealed_hybrid(tmp_path: Path, relay: RelayProcess) -> None:
     alice = make_agent(tmp_path, relay, "alice", "a passphrase")
@@ -74,10 +82,8 @@ def test_two_identities_exchange_mail_sealed_hybrid(tmp_path: Path, relay: Relay
 
 @pytest.mark.own_relay
 def test_a_contact_pinned_before_is_upgraded_through_its_signing_key_and_says_so(
-        tmp_path: Path, relay: RelayProcess) -> None:
-    alice, bob = make_agent(tmp_path, relay, "alice", None), make_agent(tmp_path, relay, "bob", None)
-    befriend(alice, bob)
-    bob_fp = bob.ok("id", "--json").json()["fingerprint"]
+        friends: tuple[Agent, Agent, str], relay: RelayProcess) -> None:
+    alice, bob, bob_fp = friends
     forget_kem(alice, "bob")
     real = served_bundle(relay, bob_fp)
 
@@ -124,10 +130,8 @@ def test_a_contact_pinned_before_is_upgraded_through_its_signing_key_and_says_so
 
 @pytest.mark.own_relay
 def test_an_identity_from_before_kem_keys_publishes_one_and_its_contacts_pin_it(
-        tmp_path: Path, relay: RelayProcess) -> None:
-    alice, bob = make_agent(tmp_path, relay, "alice", None), make_agent(tmp_path, relay, "bob", None)
-    befriend(alice, bob)
-    bob_fp = bob.ok("id", "--json").json()["fingerprint"]
+        friends: tuple[Agent, Agent, str], relay: RelayProcess) -> None:
+    alice, bob, bob_fp = friends
     # Bob as an older talk left him: 64 private bytes, a bundle without KEM key, pinned so.
     path = bob.home / "bob" / IDENTITY_FILE
     stored = json.loads(path.read_text())
