@@ -1,5 +1,5 @@
 """What is secret or pins trust: identities, keys at rest, pinned contacts, invite codes, the
-sealed envelope and the gate; `ratchet/` (Olm, pairwise) and `groups/` (Megolm and the group
+sealed envelope (classic, or hybrid with ML-KEM-768: `hybrid`, `kem_card`) and the gate; `ratchet/` (Olm, pairwise) and `groups/` (Megolm and the group
 book) hold the forward-secret state, sealed at rest. What is about mail (policy, the task
 protocol) lives in `follower/`.
 
@@ -16,6 +16,6 @@ from __future__ import annotations
 
 from durable.faces import face
 
-__all__ = ("contacts", "encoding", "envelope", "gate", "groups", "identity", "invites", "keystore", "names",
-           "ratchet", "safety", "wire")
+__all__ = ("contacts", "encoding", "envelope", "gate", "groups", "hybrid", "identity", "invites", "kem_card",
+           "keystore", "names", "ratchet", "safety", "wire")
 __getattr__ = face(__name__, __all__)

@@ -20,7 +20,7 @@ from follower.send.resending import Way, resent_reason
 from follower.send.seqcounter import next_seq
 from keys.contacts import Contact, ContactBook, Source, peer_name, pinned_contact
 from keys.encoding import b64d, b64e, token_hex
-from keys.envelope import Inner, channel_tag, new_message, seal
+from keys.envelope import HYBRID_LENGTHS, MAX_BLOB, Inner, channel_tag, new_message, seal
 from keys.identity import Identity, KeyBundle
 from keys.invites import InviteBook, InviteCode, box_proof, new_code, parse_code, seal_request
 from keys.names import check_name
@@ -254,6 +254,13 @@ def deposit(client: RelayClient, fp: str, name: str, tag: str, blob: bytes) -> N
             raise NotFound(
                 f"the relay at {client.url} has no mailbox for {name}: are you both on the same relay?"
             ) from exc
+        if exc.status == 413 and len(blob) in HYBRID_LENGTHS:
+            # Never sealed again without the KEM key to get through: that would be a downgrade.
+            raise RelayError(
+                f"the relay at {client.url} refused a post-quantum message of {len(blob):,} bytes as too "
+                f"large ({exc.message}): it predates post-quantum sealing, whose largest message needs "
+                f"{MAX_BLOB:,}; shorten the message, or ask the relay's operator to upgrade",
+                status=exc.status, code=exc.code) from exc
         raise
 
 

@@ -14,9 +14,9 @@ import pytest
 from durable.errors import RelayError
 from durable.home import IDENTITY_FILE
 from follower.relay.client import RelayClient
-from keys.envelope import CLASSIC_LENGTHS, HYBRID_LENGTHS
+from keys.envelope import CLASSIC_LENGTHS, HYBRID_LENGTHS, MAX_PADDED, OVERHEAD
 from keys.identity import Identity
-from tests.conftest import Agent, RelayProcess, befriend, make_agent
+from tests.conftest import Agent, RelayProcess, befriend, free_port, make_agent
 from tests.peer_forge import identity_of
 
 
@@ -165,3 +165,21 @@ def test_the_relay_keeps_only_kem_keys_their_owner_signed_and_none_can_strip_one
         client.publish(bundle)
         client.publish(bundle._replace(kem=None))  # anyone may PUT a self-signed bundle again...
         assert client.bundle(owner.fingerprint).kem_key() == bundle.kem_key()  # ...but not strip it
+
+
+def test_a_relay_older_than_hybrid_sealing_refuses_the_largest_bucket_and_nothing_goes_classic(
+        tmp_path: Path) -> None:
+    old_limit = MAX_PADDED + OVERHEAD  # an older relay's whole blob limit
+    relay = RelayProcess(tmp_path / "relay.db", free_port(), ["--max-blob", str(old_limit)]).start()
+    try:
+        alice, bob = make_agent(tmp_path, relay, "alice", None), make_agent(tmp_path, relay, "bob", None)
+        befriend(alice, bob)
+        bob_fp = bob.ok("id", "--json").json()["fingerprint"]
+        alice.ok("send", "bob", "short mail fits")
+        refused = alice.run("send", "bob", "-", stdin="x" * 50_000)
+        assert refused.code == 3 and "predates post-quantum sealing" in refused.err
+        assert len(refused.err.strip().splitlines()) == 1
+        assert all(n in HYBRID_LENGTHS for n in blob_lengths(relay, bob_fp))  # no classic copy went instead
+        assert [m["text"] for m in bob.ok("receive").lines()] == ["short mail fits"]
+    finally:
+        relay.stop()
