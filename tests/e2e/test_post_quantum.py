@@ -102,7 +102,8 @@ def test_a_contact_pinned_before_is_upgraded_through_its_signing_key_and_says_so
     key[5] ^= 1
     forged["kem"] = {**card, "key": base64.b64encode(bytes(key)).decode()}
     serve_bundle(relay, bob_fp, forged)
-    alice.ok("verify", "bob")  # a refresh asks again now
+    verified = alice.ok("verify", "bob")  # a refresh asks again now
+    assert "post-quantum: no" in verified.out and "pinned the post-quantum key" not in verified.err
     assert contact_row(alice, "bob")["post_quantum"] is False
 
     # The relay serves the real one: the next refresh pins it, says so, and mail goes hybrid.
@@ -122,6 +123,7 @@ def test_a_contact_pinned_before_is_upgraded_through_its_signing_key_and_says_so
 
     # Pinned for good: a relay that withholds it again changes nothing.
     serve_bundle(relay, bob_fp, {k: v for k, v in real.items() if k != "kem"})
+    assert "post-quantum: yes" in alice.ok("verify", "bob").out
     again = alice.ok("send", "bob", "three")
     assert again.err == ""
     assert blob_lengths(relay, bob_fp)[-1] in HYBRID_LENGTHS
