@@ -161,6 +161,12 @@ class TransferBook:
         ensure_private_dir(self.folder, "transfers folder")
         return self._path(transfer_id, "lock")
 
+    def begin_lock(self) -> Path:
+        """Held while a command looks for its transfer and records a new one: two runs of the
+        same command at once then find one transfer, and its message goes once."""
+        ensure_private_dir(self.folder, "transfers folder")
+        return self.folder / "begin.lock"
+
     def body_path(self, transfer_id: str) -> Path:
         return self._path(transfer_id, "body")
 

@@ -125,9 +125,15 @@ def begin(book: TransferBook, contact: Contact, paths: list[str], text: str,
                               "shorten it, or send it as a --file")
     full = list(dict.fromkeys(os.path.abspath(p) for p in paths))  # a file named twice goes once
     key = command_key(contact.fingerprint, full, text)
-    found = book.find(key)
-    if found is not None:
-        return found, False
+    with locked(book.begin_lock()):
+        found = book.find(key)
+        if found is not None:
+            return found, False
+        return _recorded(book, contact, full, text, key, admit), True
+
+
+def _recorded(book: TransferBook, contact: Contact, full: list[str], text: str, key: str,
+              admit: Callable[[], None]) -> Transfer:
     admit()
     files = tuple(_new_part(p, Path(p).name, *file_digest(p)) for p in full)
     transfer = Transfer(token_hex(16), contact.fingerprint, contact.name, text, files, None, time.time(), key)
@@ -135,7 +141,7 @@ def begin(book: TransferBook, contact: Contact, paths: list[str], text: str,
         body = book.write_body(transfer.id, text)
         transfer = transfer._replace(text="", body=_new_part(str(body), None, *file_digest(str(body))))
     book.save(transfer)
-    return transfer, True
+    return transfer
 
 
 def _still_same(part: Part) -> Part:
