@@ -32,7 +32,7 @@ from follower.relay.client import RelayClient
 from keys.contacts import ContactBook
 from keys.identity import Identity
 from keys.invites import InviteBook
-from keys.keystore import IdentityRecord, unlock
+from keys.keystore import IdentityRecord, has_kem, unlock
 
 if TYPE_CHECKING:
     from follower.groups.group_mail import GroupMail
@@ -70,6 +70,11 @@ class Sent(NamedTuple):
         """{"id", "to", "state"}, plus "task" and "hops" when given (what `talk send --json` prints)."""
         extra = {k: v for k, v in (("hops", self.hops), ("task", self.task)) if v}
         return {"id": self.id, "to": self.to, "state": self.state, **extra}
+
+
+def _warnings(*lines: str | None) -> str | None:
+    """The warnings of one send on lines of their own; None when there are none."""
+    return "\n".join(w for w in lines if w) or None
 
 
 def _no_passphrase() -> bytes | None:
@@ -111,8 +116,23 @@ class Account:
             UserError: the passphrase is missing or wrong, or the identity file is damaged.
         """
         if self.unlocked is None:
+            upgrading = not has_kem(self.record)
             self.unlocked = self._held() or unlock(self.record, self.passphrase())
+            if upgrading:
+                self._publish_kem()
         return self.unlocked
+
+    def _publish_kem(self) -> None:
+        """Publish the keys again once the first unlock since the upgrade gave this identity its
+        KEM key (`keys.keystore`), so contacts can pin it; best effort: `talk publish` and each
+        follower start publish them too."""
+        import contextlib
+
+        from durable.errors import TalkError
+
+        assert self.unlocked is not None
+        with contextlib.suppress(TalkError, OSError):
+            self.client.publish(self.unlocked.bundle())
 
     def _held(self) -> Identity | None:
         """A protected identity's keys opened by the key its follower holds after `talk unlock`
@@ -282,7 +302,9 @@ class Account:
         if task:
             task_id, body = self._task_envelope(text, mode)
         spend(self.folder, contact, PolicyBook(self.folder).rule(contact).send_per_min, time.time())
+        contact, pinned = self._post_quantum(contact)
         msg_id, state, warning = self._deposit(contact, body, task=task_id, hops=hops or None)
+        warning = _warnings(pinned, warning)
         if task_id is not None:
             from follower.tasks.ledger import TaskLedger
 
@@ -314,25 +336,35 @@ class Account:
 
         if not paths and not text.strip():
             raise UserError("the message is empty; give the text or a --file to send")
-        contact = self.contacts.get(name)
+        contact, pinned = self._post_quantum(self.contacts.get(name))
         book = TransferBook(self.folder)
         per_min = PolicyBook(self.folder).rule(contact).send_per_min
-        transfer, _ = upload.begin(book, contact, paths, text,
-                                   admit=lambda: spend(self.folder, contact, per_min, time.time()))
+        transfer, new = upload.begin(book, contact, paths, text,
+                                     admit=lambda: spend(self.folder, contact, per_min, time.time()))
         outbound.send_queued(self.client, self.outbox)
         try:
-            upload.complete(self.identity(), self.client, contact, self.outbox, book, transfer.id, tick)
+            upload.complete(self.identity(), self.client, contact, self.outbox, book, transfer.id, tick,
+                            resumed=not new)
         except outbound.Queued as queued:
-            return Sent(queued.msg_id, contact.name, QUEUED, warning=(
+            return Sent(queued.msg_id, contact.name, QUEUED, warning=_warnings(pinned, (
                 f"the relay did not take {queued.msg_id} now ({queued.cause}); its files are up, and it is "
-                "queued and goes with the follower, or with your next `talk send`: do not send it again"))
+                "queued and goes with the follower, or with your next `talk send`: do not send it again")))
         except RelayError as exc:
             if not outbound.retryable(exc):
                 raise
-            return Sent(transfer.id, contact.name, UPLOADING, warning=(
+            return Sent(transfer.id, contact.name, UPLOADING, warning=_warnings(pinned, (
                 f"the relay did not take the files now ({exc}); the follower finishes the upload and "
-                "then sends the message, or run this command again: do not send it another way"))
-        return Sent(transfer.id, contact.name, "stored")
+                "then sends the message, or run this command again: do not send it another way")))
+        return Sent(transfer.id, contact.name, "stored", warning=pinned)
+
+    def _post_quantum(self, contact: Contact) -> tuple[Contact, str | None]:
+        """`contact` with its post-quantum key pinned, if the relay now serves one it signed, and
+        the note saying so (`follower.send.kem_keys`); one lookup per contact per hour at most."""
+        if contact.kem_key is not None:
+            return contact, None
+        from follower.send.kem_keys import refresh_kem
+
+        return refresh_kem(self.contacts, self.client, contact)
 
     def _task_envelope(self, text: str, mode: str) -> tuple[str, str]:
         from durable.errors import UserError

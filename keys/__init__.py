@@ -1,6 +1,7 @@
 """What is secret or pins trust: identities, keys at rest, pinned contacts, invite codes, the
-sealed envelope and the gate; `ratchet/` (Olm, pairwise) and `groups/` (Megolm and the group
-book) hold the forward-secret state, sealed at rest. What is about mail (policy, the task
+sealed envelope (classic, or hybrid with ML-KEM-768: `hybrid`, `kem_card`) and the gate;
+`ratchet/` (Olm, pairwise) and `groups/` (Megolm and the group book) hold the forward-secret
+state, sealed at rest. What is about mail (policy, the task
 protocol) lives in `follower/`.
 
 This package touches no network and no files beyond an identity's own folder, and imports
@@ -16,6 +17,6 @@ from __future__ import annotations
 
 from durable.faces import face
 
-__all__ = ("contacts", "encoding", "envelope", "fileref", "filestream", "gate", "groups", "identity",
-           "invalid", "invites", "keystore", "names", "ratchet", "safety", "wire")
+__all__ = ("contacts", "encoding", "envelope", "fileref", "filestream", "gate", "groups", "hybrid",
+           "identity", "invalid", "invites", "kem_card", "keystore", "names", "ratchet", "safety", "wire")
 __getattr__ = face(__name__, __all__)

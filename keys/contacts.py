@@ -3,6 +3,11 @@
 A contact is only ever created from a bundle that was checked against a fingerprint the user
 already had (from `talk add`, or from an invite code), so every stored key is pinned.
 
+A contact's ML-KEM-768 key (post-quantum sealing, `keys.hybrid`) is pinned with it when its
+bundle carries one its pinned signing key signed, or later, once, by `pin_kem` (a contact
+pinned before KEM keys existed); it is never replaced, and mail to a contact with one is never
+sealed without it.
+
 Each key belongs to one contact. A self-signed bundle proves only its sign key, so anyone may
 publish their own sign key beside someone else's box key; such a bundle is refused once either
 key is pinned, so it can neither shadow nor be shadowed by the real owner.
@@ -21,6 +26,7 @@ from durable.locks import folder_locked
 from durable.parsed_file import ParsedFile
 from keys.encoding import b64d, b64e
 from keys.gate import usable_box_key
+from keys.hybrid import KEM_PUBLIC
 from keys.identity import KeyBundle
 from keys.names import MAX_NAME, check_name, confusable
 
@@ -43,6 +49,9 @@ class Contact(NamedTuple):
     source: Source
     pinned_at: float
     verified_at: float | None = None
+    kem_key: bytes | None = None  # ML-KEM-768, signed by sign_key: mail is then sealed hybrid
+    kem_pinned_at: float | None = None
+    kem_checked_at: float | None = None  # when the relay was last asked for a missing kem_key
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -53,7 +62,14 @@ class Contact(NamedTuple):
             "source": self.source.value,
             "pinned_at": self.pinned_at,
             "verified_at": self.verified_at,
+            **({} if self.kem_key is None
+               else {"kem_key": b64e(self.kem_key), "kem_pinned_at": self.kem_pinned_at}),
+            **({} if self.kem_checked_at is None else {"kem_checked_at": self.kem_checked_at}),
         }
+
+    @property
+    def post_quantum(self) -> bool:
+        return self.kem_key is not None
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Contact:
@@ -65,22 +81,31 @@ class Contact(NamedTuple):
             source=Source(data["source"]),
             pinned_at=float(data["pinned_at"]),
             verified_at=data.get("verified_at"),
+            kem_key=None if data.get("kem_key") is None else b64d(data["kem_key"], KEM_PUBLIC),
+            kem_pinned_at=data.get("kem_pinned_at"),
+            kem_checked_at=data.get("kem_checked_at"),
         )
 
 
 def pinned_contact(name: str, bundle: KeyBundle, source: Source) -> Contact:
-    """A contact for `bundle`. Raises UserError for a bad name, SecurityError for a box key
-    nothing can be sealed to (it would fail every later send)."""
+    """A contact for `bundle`, with its KEM key if the bundle's signing key signed one for it
+    (one that is not is left out: the contact is then "post-quantum: no", as with none).
+    Raises UserError for a bad name, SecurityError for a box key nothing can be sealed to (it
+    would fail every later send)."""
     if not usable_box_key(bundle.box_key):
         raise SecurityError(f"the keys for {bundle.fingerprint} hold an unusable box key; nothing was "
                             "pinned: ask its owner to check `talk id`")
+    now = time.time()
+    kem = bundle.kem_key()
     return Contact(
         name=check_name(name),
         fingerprint=bundle.fingerprint,
         sign_key=bundle.sign_key,
         box_key=bundle.box_key,
         source=source,
-        pinned_at=time.time(),
+        pinned_at=now,
+        kem_key=kem,
+        kem_pinned_at=None if kem is None else now,
     )
 
 
@@ -182,6 +207,29 @@ class ContactBook:
             raw[contact.name] = contact.to_json()
             write_json(self.path, raw)
         return contact
+
+    def pin_kem(self, fp: str, bundle: KeyBundle | None, now: float) -> Contact:
+        """Pin the KEM key in `bundle` (the relay's, for contact `fp`) if the contact has none
+        and the signing key pinned for it signed this one; either way record that the relay was
+        asked (`now`). Returns the contact as stored; its `kem_pinned_at` is `now` if pinned.
+
+        Raises:
+            NotFound: no contact `fp`.
+        """
+        with folder_locked(self.folder):
+            raw: dict[str, Any] = read_json(self.path, {})
+            name = next((n for n, v in raw.items() if v["fingerprint"] == fp), None)
+            if name is None:
+                raise NotFound(f"no contact {fp}; see `talk contacts`")
+            contact = Contact.from_json(raw[name])
+            if contact.kem_key is not None:
+                return contact
+            kem = None if bundle is None or bundle.kem is None else bundle.kem
+            if kem is not None and kem.signed_by(fp, contact.sign_key):
+                contact = contact._replace(kem_key=kem.key, kem_pinned_at=now)
+            raw[name] = contact._replace(kem_checked_at=now).to_json()
+            write_json(self.path, raw)
+        return Contact.from_json(raw[name])
 
     def mark_verified(self, name: str) -> Contact:
         """Record that the keys were checked now; returns the contact as stored."""

@@ -4,6 +4,11 @@
 
 The inner Box proves who sent it; the outer SealedBox hides that sender from the relay. The
 inner JSON is padded to a size bucket first, so a blob's length tells the relay only the bucket.
+
+To a contact whose ML-KEM-768 key is pinned, the outer layer is the hybrid one instead
+(`keys.hybrid`: X25519 and ML-KEM together), around the same sender key and inner Box. The
+receiver tells the two apart by length alone: a classic blob is a bucket plus OVERHEAD, a
+hybrid one a bucket plus OVERHEAD plus HYBRID_EXTRA, and no bucket pair makes the two equal.
 Routing uses an opaque channel tag per (pair, direction), derived from the pair's shared key,
 so the relay cannot link alice→bob mail to bob→alice mail or to either sender.
 """
@@ -23,8 +28,12 @@ from durable.bounded_json import parse_json
 from durable.errors import MalformedMessage, MessageTooLarge, TamperedMessage, UnknownSender
 from keys import gate
 from keys.encoding import token_hex, utc_now_iso
+from keys.hybrid import OUTER, open_outer, seal_outer
 
 __all__ = [
+    "CLASSIC_LENGTHS",
+    "HYBRID_EXTRA",
+    "HYBRID_LENGTHS",
     "MAX_BLOB",
     "MAX_PADDED",
     "Inner",
@@ -41,7 +50,12 @@ BUCKETS = (512, 2048, 8192, 32768, 65536)
 MAX_PADDED = BUCKETS[-1]
 # sender key 32 + Box nonce 24 + Box MAC 16 + SealedBox ephemeral key 32 + MAC 16
 OVERHEAD = 32 + 24 + 16 + 32 + 16
-MAX_BLOB = MAX_PADDED + OVERHEAD
+HYBRID_EXTRA = OUTER - (32 + 16)  # the hybrid outer layer in place of the SealedBox
+CLASSIC_LENGTHS = frozenset(b + OVERHEAD for b in BUCKETS)
+HYBRID_LENGTHS = frozenset(b + OVERHEAD + HYBRID_EXTRA for b in BUCKETS)
+# The largest hybrid blob: a relay older than hybrid sealing refuses it (413), so a message in
+# the largest bucket to a post-quantum contact needs the relay upgraded too.
+MAX_BLOB = MAX_PADDED + OVERHEAD + HYBRID_EXTRA
 
 
 C = TypeVar("C")
@@ -108,18 +122,31 @@ def unpad(data: bytes) -> bytes:
     return end[:-1]
 
 
-def seal(inner: Inner, sender: PrivateKey, recipient: PublicKey) -> bytes:
+def seal(inner: Inner, sender: PrivateKey, recipient: PublicKey, recipient_kem: bytes | None = None) -> bytes:
+    """`inner` sealed to `recipient`; hybrid when its pinned KEM key `recipient_kem` is given."""
     plain = pad(json.dumps(inner.to_json(), ensure_ascii=False, separators=(",", ":")).encode())
-    boxed = Box(sender, recipient).encrypt(plain)
-    return bytes(SealedBox(recipient).encrypt(bytes(sender.public_key) + bytes(boxed)))
+    payload = bytes(sender.public_key) + bytes(Box(sender, recipient).encrypt(plain))
+    if recipient_kem is not None:
+        return seal_outer(payload, bytes(recipient), recipient_kem)
+    return bytes(SealedBox(recipient).encrypt(payload))
+
+
+def _outer(blob: bytes, own: PrivateKey, own_kem: bytes | None) -> bytes:
+    """The sender key and inner Box of `blob`, out of whichever outer layer its length says."""
+    if len(blob) in HYBRID_LENGTHS and own_kem is not None:
+        return open_outer(blob, own, own_kem)
+    try:
+        return bytes(SealedBox(own).decrypt(blob))
+    except CryptoError as exc:
+        raise TamperedMessage("a message did not decrypt: it was tampered with or not for you") from exc
 
 
 def open_blob(
     blob: bytes, own: PrivateKey, own_fp: str, candidates: Callable[[bytes], list[C]],
-    fingerprint_of: Callable[[C], str],
+    fingerprint_of: Callable[[C], str], own_kem: bytes | None = None,
 ) -> tuple[C, Inner]:
-    """Open a blob addressed to `own`. `candidates` maps a sender box key to the pinned
-    contacts that hold it (normally one).
+    """Open a blob addressed to `own` (and to `own_kem`, the KEM seed, if hybrid). `candidates`
+    maps a sender box key to the pinned contacts that hold it (normally one).
 
     The outer key only narrows the search: the sender is the candidate whose fingerprint the
     inner `from` names, and the inner Box proves that the writer holds that box key. So a
@@ -129,10 +156,7 @@ def open_blob(
     opened but the gate refused a field), UnknownSender for a valid seal by a key no contact
     pins; the caller must never show such a message.
     """
-    try:
-        outer = SealedBox(own).decrypt(blob)
-    except CryptoError as exc:
-        raise TamperedMessage("a message did not decrypt: it was tampered with or not for you") from exc
+    outer = _outer(blob, own, own_kem)
     sender_key, boxed = outer[:32], outer[32:]
     pinned = candidates(sender_key)
     if not pinned:

@@ -1,7 +1,10 @@
-"""An identity: an Ed25519 signing key, an X25519 box key, and the fingerprint that names both.
+"""An identity: an Ed25519 signing key, an X25519 box key, the fingerprint that names both, and
+an ML-KEM-768 key for post-quantum sealing (`keys.hybrid`).
 
 The fingerprint is the address. Whoever holds it can check any key bundle a relay hands out,
-so a relay can serve keys but never substitute them.
+so a relay can serve keys but never substitute them. The KEM key came later than fingerprints,
+so it is not hashed into them: the bundle carries it in a card the signing key signs
+(`keys.kem_card`), and an identity made before it has none until its first unlock adds one.
 """
 
 from __future__ import annotations
@@ -15,6 +18,8 @@ from nacl.signing import SigningKey, VerifyKey
 
 from durable.errors import PinMismatch, UserError
 from keys.encoding import b64d, b64e, canonical_json, is_hex32
+from keys.hybrid import KEM_SEED, kem_public_key, new_kem_seed
+from keys.kem_card import KemCard, sign_kem_card
 from keys.names import MAX_NAME, check_name
 
 __all__ = ["Identity", "KeyBundle", "parse_fingerprint"]
@@ -34,18 +39,28 @@ class KeyBundle(NamedTuple):
     sign_key: bytes
     box_key: bytes
     signature: bytes
+    kem: KemCard | None = None  # not covered by `signature`: its own checks it (`kem_key`)
 
     @property
     def fingerprint(self) -> str:
         return fingerprint(self.sign_key, self.box_key)
 
-    def to_json(self) -> dict[str, str]:
-        return {
+    def to_json(self) -> dict[str, Any]:
+        body: dict[str, Any] = {
             "name": self.name,
             "sign_key": b64e(self.sign_key),
             "box_key": b64e(self.box_key),
             "signature": b64e(self.signature),
         }
+        if self.kem is not None:
+            body["kem"] = self.kem.to_json()
+        return body
+
+    def kem_key(self) -> bytes | None:
+        """The KEM key, if the bundle has one its own signing key signed for its fingerprint."""
+        if self.kem is None or not self.kem.signed_by(self.fingerprint, self.sign_key):
+            return None
+        return self.kem.key
 
     @classmethod
     def from_json(cls, data: Any) -> KeyBundle:
@@ -60,6 +75,7 @@ class KeyBundle(NamedTuple):
             sign_key=b64d(data.get("sign_key"), 32),  # type: ignore[arg-type]
             box_key=b64d(data.get("box_key"), 32),  # type: ignore[arg-type]
             signature=b64d(data.get("signature"), 64),  # type: ignore[arg-type]
+            kem=None if data.get("kem") is None else KemCard.from_json(data["kem"]),
         )
 
     def signed_part(self) -> bytes:
@@ -89,18 +105,31 @@ class Identity(NamedTuple):
     name: str
     signing_key: SigningKey
     box_secret: PrivateKey
+    kem_seed: bytes | None = None  # None: made before KEM keys, until `with_kem`
 
     @classmethod
     def generate(cls, name: str) -> Identity:
-        return cls(check_name(name), SigningKey.generate(), PrivateKey.generate())
+        return cls(check_name(name), SigningKey.generate(), PrivateKey.generate(), new_kem_seed())
 
     @classmethod
     def from_secret(cls, name: str, secret: bytes) -> Identity:
-        """Rebuild from the 64 bytes `secret_bytes()` gives: signing seed, then box key."""
-        return cls(name, SigningKey(secret[:32]), PrivateKey(secret[32:64]))
+        """Rebuild from what `stored_bytes()` gives: signing seed, box key, then the KEM seed
+        (absent from an identity made before KEM keys: 64 bytes, not 128)."""
+        kem = secret[64:64 + KEM_SEED] if len(secret) == 64 + KEM_SEED else None
+        return cls(name, SigningKey(secret[:32]), PrivateKey(secret[32:64]), kem)
+
+    def with_kem(self) -> Identity:
+        """This identity with a new KEM key, if it has none yet."""
+        return self if self.kem_seed is not None else self._replace(kem_seed=new_kem_seed())
 
     def secret_bytes(self) -> bytes:
+        """The signing seed and box key: what keys at rest are derived from (ratchet pickles), so
+        it stays these 64 bytes whether or not a KEM key was added."""
         return bytes(self.signing_key) + bytes(self.box_secret)
+
+    def stored_bytes(self) -> bytes:
+        """What the keystore keeps and `from_secret` reads: `secret_bytes`, then the KEM seed."""
+        return self.secret_bytes() + (self.kem_seed or b"")
 
     @property
     def sign_public(self) -> bytes:
@@ -117,7 +146,9 @@ class Identity(NamedTuple):
     def bundle(self) -> KeyBundle:
         unsigned = KeyBundle(self.name, self.sign_public, self.box_public, b"\0" * 64)
         signature = self.signing_key.sign(unsigned.signed_part()).signature
-        return KeyBundle(self.name, self.sign_public, self.box_public, signature)
+        kem = None if self.kem_seed is None else sign_kem_card(
+            self.fingerprint, kem_public_key(self.kem_seed), self.sign)
+        return KeyBundle(self.name, self.sign_public, self.box_public, signature, kem)
 
     def sign(self, message: bytes) -> bytes:
         return bytes(self.signing_key.sign(message).signature)

@@ -1,7 +1,10 @@
 """Private keys at rest, one folder per identity under TALK_HOME.
 
-`identity.json` holds the public keys, the saved relay and the 64 private bytes, either
-encrypted (argon2id → SecretBox) or, with `--no-passphrase`, in clear in a 0600 file.
+`identity.json` holds the public keys, the saved relay and the private bytes (signing seed, box
+key, ML-KEM seed: 128), either encrypted (argon2id → SecretBox) or, with `--no-passphrase`, in
+clear in a 0600 file. An identity made before ML-KEM keys holds 64 bytes; its first unlock adds
+a KEM seed and stores it as the others, under the same derived key (one KDF per unlock still),
+so the upgrade asks nothing of its user.
 The KDF cost is stored with each file so it can be raised later without breaking old ones.
 Argon2id at 3 passes over 32 MiB costs ~40 ms here: above OWASP's minimum, and cheap enough
 that `talk send` stays quick.
@@ -20,14 +23,16 @@ from durable.errors import NotFound, UserError
 from durable.files import ensure_private_dir, read_json, write_json
 from durable.home import IDENTITY_FILE, identity_names
 from durable.home import talk_home as default_home
+from durable.locks import locked
 from keys.encoding import b64d, b64e
 from keys.identity import Identity, fingerprint
 from keys.names import check_name
 
-__all__ = ["IdentityRecord", "choose_identity", "create", "list_identities", "load", "read_passphrase_file",
-           "talk_home", "unlock", "unlock_with_key", "unlocking_key"]
+__all__ = ["IdentityRecord", "choose_identity", "create", "has_kem", "list_identities", "load",
+           "read_passphrase_file", "talk_home", "unlock", "unlock_with_key", "unlocking_key"]
 
 OPSLIMIT = 3
+UPGRADE_LOCK = "identity.lock"
 MEMLIMIT = 32 * 1024 * 1024
 
 
@@ -104,10 +109,21 @@ def protect(secret_bytes: bytes, passphrase: bytes | None) -> dict[str, Any]:
     }
 
 
-def unprotect(stored: dict[str, Any], passphrase: bytes | None, name: str) -> bytes:
-    if stored.get("protection") == "none":
-        return b64d(stored["secret"], 64)
-    return _open(stored, derive_key(stored, passphrase, name), name)
+def _secret(stored: dict[str, Any], key: bytes | None, name: str) -> bytes:
+    """The private bytes of `stored`, opened by `key` (None: stored in clear)."""
+    if key is None:
+        secret_bytes = b64d(stored["secret"])
+        if len(secret_bytes) not in (64, 128):
+            raise ValueError(f"expected 64 or 128 private bytes, got {len(secret_bytes)}")
+        return secret_bytes
+    return _open(stored, key, name)
+
+
+def _reprotected(stored: dict[str, Any], key: bytes | None, secret_bytes: bytes) -> dict[str, Any]:
+    """`stored` holding `secret_bytes` instead, under the same protection and derived key."""
+    if key is None:
+        return {**stored, "secret": b64e(secret_bytes)}
+    return {**stored, "secret": b64e(bytes(secret.SecretBox(key).encrypt(secret_bytes)))}
 
 
 def derive_key(stored: dict[str, Any], passphrase: bytes | None, name: str) -> bytes:
@@ -151,7 +167,7 @@ def create(home: Path, identity: Identity, passphrase: bytes | None, relay: str)
             "sign_key": b64e(identity.sign_public),
             "box_key": b64e(identity.box_public),
             "relay": relay,
-            "private": protect(identity.secret_bytes(), passphrase),
+            "private": protect(identity.stored_bytes(), passphrase),
         },
     )
     return folder
@@ -186,7 +202,9 @@ def unlock(record: IdentityRecord, passphrase: bytes | None) -> Identity:
     Raises:
         UserError: the passphrase is missing or wrong, or the identity file is damaged.
     """
-    return _identity(record, unprotect(record.raw["private"], passphrase, record.name))
+    stored = record.raw["private"]
+    key = None if stored.get("protection") == "none" else derive_key(stored, passphrase, record.name)
+    return _identity(record, _secret(stored, key, record.name), key)
 
 
 def unlocking_key(record: IdentityRecord, passphrase: bytes | None) -> bytes:
@@ -206,13 +224,41 @@ def unlock_with_key(record: IdentityRecord, key: bytes) -> Identity:
     Raises:
         UserError: the key does not open them (the identity file changed since), or it is damaged.
     """
-    return _identity(record, _open(record.raw["private"], key, record.name))
+    return _identity(record, _open(record.raw["private"], key, record.name), key)
 
 
-def _identity(record: IdentityRecord, secret_bytes: bytes) -> Identity:
+def _identity(record: IdentityRecord, secret_bytes: bytes, key: bytes | None) -> Identity:
     identity = Identity.from_secret(record.name, secret_bytes)
     if identity.fingerprint != record.fingerprint:
         raise UserError(f"{record.folder / IDENTITY_FILE} is damaged: private and public keys differ")
-    return identity
+    return identity if identity.kem_seed is not None else _with_kem(record, identity, key)
+
+
+def _with_kem(record: IdentityRecord, identity: Identity, key: bytes | None) -> Identity:
+    """`identity` (made before KEM keys) with a KEM seed, stored before it is returned. Two
+    processes upgrading at once agree: the second finds and keeps the first one's seed.
+
+    Raises:
+        UserError: the identity file changed into one `key` does not open.
+    """
+    # A lock of its own: an unlock may come inside another change of the folder (`folder_locked`).
+    with locked(record.folder / UPGRADE_LOCK):
+        raw = read_json(record.folder / IDENTITY_FILE, None)
+        raw = raw if isinstance(raw, dict) else record.raw
+        stored = raw["private"]
+        again = Identity.from_secret(record.name, _secret(stored, key, record.name))
+        if again.kem_seed is not None and again.fingerprint == identity.fingerprint:
+            return again
+        upgraded = identity.with_kem()
+        write_json(record.folder / IDENTITY_FILE,
+                   {**raw, "private": _reprotected(stored, key, upgraded.stored_bytes())})
+    return upgraded
+
+
+def has_kem(record: IdentityRecord) -> bool:
+    """Whether `record` already holds a KEM seed (so unlocking it writes nothing), read without
+    opening it: 128 private bytes, in clear or sealed, are longer than 64 in base64."""
+    sealed = b64d(record.raw["private"]["secret"])
+    return len(sealed) - (0 if record.raw["private"].get("protection") == "none" else 40) > 64
 
 

@@ -1,7 +1,8 @@
 """The relay's HTTP routes: thin shells over the store, `keys.wire` auth and the limits.
 
     GET  /healthz                          store reachable (503 if not), version, store kind
-    PUT  /v1/keys/{fp}                     publish a self-signed key bundle (must hash to fp)
+    PUT  /v1/keys/{fp}                     publish a self-signed key bundle (must hash to fp; a
+                                           KEM key in it must be signed by it: `keys.kem_card`)
     GET  /v1/keys/{fp}                     fetch a bundle; the caller checks it against fp
     POST /v1/mail/{fp}/{tag}               anyone: deposit one sealed blob (raw body)
     POST /v1/mail/{fp}/session             owner (signed): a session key sealed to the owner
@@ -277,6 +278,12 @@ class Relay:
             raise bad_request(f"invalid key bundle: {exc}") from exc
         if bundle.fingerprint != fp or not bundle.self_signed():
             raise bad_request("key bundle does not hash to this fingerprint or is not self-signed")
+        if bundle.kem is not None and bundle.kem_key() is None:
+            raise bad_request("key bundle's post-quantum key is not signed by its signing key")
+        if bundle.kem is None:  # anyone may PUT a self-signed bundle: none strips a published KEM key
+            stored = await self.store.get_bundle(fp)
+            kept = None if stored is None else KeyBundle.from_json(json.loads(stored)).kem
+            bundle = bundle._replace(kem=kept)
         await self.store.put_bundle(fp, json.dumps(bundle.to_json()))
         return JSONResponse({"fingerprint": fp})
 

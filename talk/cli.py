@@ -217,6 +217,7 @@ def verify(
 
     account = _account(user, relay, None)
     secrecy = _secrecy(account, account.contacts.get(name))
+    had_kem = account.contacts.get(name).post_quantum
     contact = account.verify(name)
     book = PolicyBook(account.folder)
     rule = book.rule(contact)
@@ -232,8 +233,15 @@ def verify(
     elif wanted is not None:
         note = (f"{contact.name}'s mail is still {rule.policy.value}: run `talk verify {contact.name} --yes` "
                 f"(or `talk policy {contact.name} {wanted.value} --yes`) to accept it")
+    pq = (f"post-quantum: yes (mail to {contact.name} is sealed with X25519 and ML-KEM-768)"
+          if contact.post_quantum else
+          f"post-quantum: no (the relay serves no ML-KEM key signed by {contact.name}'s pinned key: "
+          "an older talk?)")
     _print_pinned(account, contact, as_json, {"verified_at": contact.verified_at, "policy": rule.policy.value,
-                                              "policy_raised": raised, **secrecy[0]}, secrecy[1])
+                                              "policy_raised": raised, **secrecy[0],
+                                              "post_quantum": contact.post_quantum}, f"{secrecy[1]}\n{pq}")
+    if contact.post_quantum and not had_kem:
+        warn(f"pinned the post-quantum key of {contact.name}, signed by its pinned key")
     if note:
         warn(note)
 
@@ -289,14 +297,19 @@ def _print_pinned(account: Account, contact: Contact, as_json: bool,
 
 @app.command()
 def contacts(user: User = None, as_json: Json = False) -> None:
-    """List contacts, their pinned fingerprints, and whether mail to each has forward secrecy."""
+    """List contacts, their pinned fingerprints, and whether mail to each has forward secrecy and
+    is sealed post-quantum (with their ML-KEM-768 key, and when it was pinned)."""
     from follower.send.ratchet_send import forward_secret
+    from keys.encoding import iso_from_epoch
 
     account = _account(user, None, None)
     items = account.contacts.all()
     rows = [{"name": c.name, "fingerprint": c.fingerprint, "source": c.source.value,
              "verified": c.verified_at is not None,
-             "forward_secrecy": forward_secret(account.folder, c.fingerprint)} for c in items]
+             "forward_secrecy": forward_secret(account.folder, c.fingerprint),
+             "post_quantum": c.post_quantum,
+             "post_quantum_since": None if c.kem_pinned_at is None else iso_from_epoch(c.kem_pinned_at)}
+            for c in items]
     if as_json:
         emit_json(rows)
         return
@@ -305,7 +318,8 @@ def contacts(user: User = None, as_json: Json = False) -> None:
     for row in rows:
         mark = "verified" if row["verified"] else row["source"]
         secrecy = "forward secrecy" if row["forward_secrecy"] else "no forward secrecy"
-        result({}, f"{row['name']:<20} {row['fingerprint']}  ({mark}; {secrecy})", False)
+        pq = "post-quantum: yes" if row["post_quantum"] else "post-quantum: no"
+        result({}, f"{row['name']:<20} {row['fingerprint']}  ({mark}; {secrecy}; {pq})", False)
 
 
 @app.command()

@@ -85,7 +85,7 @@ def peek(relay_url: str, home: Path, name: str, sender_name: str) -> list[Inner]
     with RatchetSessions(RatchetAccount(home / name, me)).page() as page:  # never committed
         for item in fetched:
             _, outer = open_blob(item.blob, me.box_secret, me.fingerprint, book.with_box_key,
-                                 lambda c: c.fingerprint)
+                                 lambda c: c.fingerprint, me.kem_seed)
             if not is_ratchet(outer):
                 opened.append(outer)
                 continue

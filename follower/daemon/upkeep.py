@@ -72,6 +72,7 @@ class Upkeep:
         self.next_ratchet = 0.0  # at the first run: a follower start publishes
         self.fresh_fallback = True
         self.uploads = Uploads(identity, folder, client.url)
+        self.bundle_published = False
         # Read once; this process is the only one that moves it (one follower per identity).
         saved = read_json(self.folder / OFFSET_FILE, {})
         self.offset = int(saved.get("offset", 0)) if isinstance(saved, dict) else 0
@@ -125,6 +126,12 @@ class Upkeep:
         TALK_RATCHET=off). A failure is logged, not raised: peers then write without forward
         secrecy, which must not show as the follower's error (nor on a relay that has no key
         directory)."""
+        if not self.bundle_published:  # once a run: with the KEM key an upgrade added
+            try:
+                self.client.publish(self.identity.bundle())
+                self.bundle_published = True
+            except (TalkError, OSError) as exc:
+                log.info("keys not published: %s", exc)
         if not ratchet_enabled():
             return None
         try:

@@ -283,7 +283,7 @@ class Receiver:
 
     def open(self, item: Fetched) -> tuple[Contact, Inner]:
         return open_blob(item.blob, self.identity.box_secret, self.identity.fingerprint,
-                         self.contacts.with_box_key, lambda c: c.fingerprint)
+                         self.contacts.with_box_key, lambda c: c.fingerprint, self.identity.kem_seed)
 
     def open_ratchet(self, contact: Contact, outer: Inner) -> Inner | None:
         """The message an Olm envelope from `contact` carries, opened in the page's sessions and

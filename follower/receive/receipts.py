@@ -59,7 +59,7 @@ def send_receipts(identity: Identity, client: RelayClient, contact: Contact,
     tag = _tag_to(bytes(identity.box_secret), contact.box_key, contact.fingerprint)
     for start in range(0, len(items), PER_MESSAGE):
         inner = receipt_message(identity, contact, items[start:start + PER_MESSAGE], answer)
-        client.deposit(contact.fingerprint, tag, seal(inner, identity.box_secret, peer))
+        client.deposit(contact.fingerprint, tag, seal(inner, identity.box_secret, peer, contact.kem_key))
         answer = None
 
 

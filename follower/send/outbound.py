@@ -13,13 +13,14 @@ from nacl.public import PublicKey
 from durable.errors import InviteError, NotFound, PinMismatch, RelayError, UserError
 from follower.policy import PolicyBook
 from follower.relay.client import MALFORMED, RelayClient
+from follower.send.kem_keys import refresh_kem
 from follower.send.outbox import Outbox
 from follower.send.ratchet_send import ratchet_inner
 from follower.send.resending import Way, resent_reason
 from follower.send.seqcounter import next_seq
 from keys.contacts import Contact, ContactBook, Source, peer_name, pinned_contact
 from keys.encoding import b64d, b64e, token_hex
-from keys.envelope import Inner, channel_tag, new_message, seal
+from keys.envelope import HYBRID_LENGTHS, MAX_BLOB, Inner, channel_tag, new_message, seal
 from keys.identity import Identity, KeyBundle
 from keys.invites import InviteBook, InviteCode, box_proof, new_code, parse_code, seal_request
 from keys.names import check_name
@@ -79,6 +80,13 @@ def verify_contact(book: ContactBook, client: RelayClient, contact: Contact) -> 
         raise PinMismatch(
             f"PIN MISMATCH for {contact.name}: the relay serves keys other than the pinned ones"
         )
+    kem = bundle.kem_key()
+    if contact.kem_key is not None and kem is not None and kem != contact.kem_key:
+        raise PinMismatch(f"PIN MISMATCH for {contact.name}: the relay serves a post-quantum key, "
+                          "signed by the pinned key, other than the pinned one; nothing was changed: "
+                          "ask its owner over another channel whether it restored an old identity")
+    if contact.kem_key is None:
+        refresh_kem(book, client, contact, force=True)
     checked = book.mark_verified(contact.name)
     PolicyBook(book.folder).note(checked, "verified", verified_at=checked.verified_at)
     return checked
@@ -193,7 +201,7 @@ def _sealed(identity: Identity, client: RelayClient, contact: Contact, home: Pat
         sealed = inner
     elif recorded:
         Inflight(home, identity).keep(inner, plaintext_of(inner))
-    return seal(sealed, identity.box_secret, PublicKey(contact.box_key))
+    return seal(sealed, identity.box_secret, PublicKey(contact.box_key), contact.kem_key)
 
 
 class Queued(Exception):
@@ -248,6 +256,13 @@ def deposit(client: RelayClient, fp: str, name: str, tag: str, blob: bytes) -> N
             raise NotFound(
                 f"the relay at {client.url} has no mailbox for {name}: are you both on the same relay?"
             ) from exc
+        if exc.status == 413 and len(blob) in HYBRID_LENGTHS:
+            # Never sealed again without the KEM key to get through: that would be a downgrade.
+            raise RelayError(
+                f"the relay at {client.url} refused a post-quantum message of {len(blob):,} bytes as too "
+                f"large ({exc.message}): it predates post-quantum sealing, whose largest message needs "
+                f"{MAX_BLOB:,}; shorten the message, or ask the relay's operator to upgrade",
+                status=exc.status, code=exc.code) from exc
         raise
 
 

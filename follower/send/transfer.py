@@ -34,7 +34,9 @@ from keys.filestream import CHUNK_BYTES, chunk_count
 
 __all__ = ["SAVE_EVERY", "Part", "Transfer", "TransferBook", "command_key", "progress_line"]
 
-SAVE_EVERY = 8  # chunks (2 MiB) between saved records: what a kill may cost in re-sealing
+# Chunks (8 MiB) between saved records: what a kill may cost in re-sealing (not in re-sending:
+# a resume skips what the relay holds); each save costs two fsyncs.
+SAVE_EVERY = 32
 FOLDER = "transfers"
 
 
@@ -158,6 +160,12 @@ class TransferBook:
     def lock_path(self, transfer_id: str) -> Path:
         ensure_private_dir(self.folder, "transfers folder")
         return self._path(transfer_id, "lock")
+
+    def begin_lock(self) -> Path:
+        """Held while a command looks for its transfer and records a new one: two runs of the
+        same command at once then find one transfer, and its message goes once."""
+        ensure_private_dir(self.folder, "transfers folder")
+        return self.folder / "begin.lock"
 
     def body_path(self, transfer_id: str) -> Path:
         return self._path(transfer_id, "body")

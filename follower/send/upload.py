@@ -123,11 +123,17 @@ def begin(book: TransferBook, contact: Contact, paths: list[str], text: str,
     if len(text.encode()) > MOST_TEXT:
         raise MessageTooLarge(f"the message is {len(text.encode()):,} bytes; the limit is {MOST_TEXT:,}: "
                               "shorten it, or send it as a --file")
-    full = [os.path.abspath(p) for p in paths]
+    full = list(dict.fromkeys(os.path.abspath(p) for p in paths))  # a file named twice goes once
     key = command_key(contact.fingerprint, full, text)
-    found = book.find(key)
-    if found is not None:
-        return found, False
+    with locked(book.begin_lock()):
+        found = book.find(key)
+        if found is not None:
+            return found, False
+        return _recorded(book, contact, full, text, key, admit), True
+
+
+def _recorded(book: TransferBook, contact: Contact, full: list[str], text: str, key: str,
+              admit: Callable[[], None]) -> Transfer:
     admit()
     files = tuple(_new_part(p, Path(p).name, *file_digest(p)) for p in full)
     transfer = Transfer(token_hex(16), contact.fingerprint, contact.name, text, files, None, time.time(), key)
@@ -135,7 +141,7 @@ def begin(book: TransferBook, contact: Contact, paths: list[str], text: str,
         body = book.write_body(transfer.id, text)
         transfer = transfer._replace(text="", body=_new_part(str(body), None, *file_digest(str(body))))
     book.save(transfer)
-    return transfer, True
+    return transfer
 
 
 def _still_same(part: Part) -> Part:
@@ -205,9 +211,11 @@ def _read(fd: int, size: int) -> bytes:
 
 def complete(identity: Identity, client: RelayClient, contact: Contact, outbox: Outbox,
              book: TransferBook, transfer_id: str, tick: Tick | None = None,
-             wait: bool = True) -> str | None:
+             wait: bool = True, resumed: bool = True) -> str | None:
     """Upload what is left of a transfer and send its message, once; returns the message's id,
     or None when another process holds the transfer (`wait` False) or already finished it.
+    `resumed` False (a transfer this process has just begun, its files just hashed) skips
+    hashing them again.
 
     Raises:
         outbound.Queued: the files are up, the message is in the outbox and goes later.
@@ -221,7 +229,7 @@ def complete(identity: Identity, client: RelayClient, contact: Contact, outbox: 
             if transfer is None:
                 return None
             if transfer.id not in outbox.entries():  # a kill after the send, before the record went
-                transfer = _uploaded(client, contact, identity, book, transfer, tick)
+                transfer = _uploaded(client, contact, identity, book, transfer, tick, resumed)
                 try:
                     outbound.send(identity, client, contact, transfer.text, outbox=outbox,
                                   msg_id=transfer.id, **announced(transfer))
@@ -245,11 +253,11 @@ def announced(transfer: Transfer) -> dict[str, Any]:
 
 
 def _uploaded(client: RelayClient, contact: Contact, identity: Identity, book: TransferBook,
-              transfer: Transfer, tick: Tick | None) -> Transfer:
+              transfer: Transfer, tick: Tick | None, resumed: bool) -> Transfer:
     tag = channel_tag(identity.box_secret, PublicKey(contact.box_key), contact.fingerprint)
     total = transfer.size
     for original in transfer.parts:
-        part = _still_same(original)
+        part = _still_same(original) if resumed else original
         if part is not original:
             transfer = transfer.with_part(part)
             book.save(transfer)

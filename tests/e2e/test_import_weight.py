@@ -76,3 +76,6 @@ def test_send_stays_off_typer(pair: tuple[Agent, Agent]) -> None:
     out, modules = loaded(bob, "send", "alice", "hi")
     assert out.startswith("sent ") and "follower.send.outbound" in modules
     assert modules & NEVER == set()
+    # Hybrid sealing takes ML-KEM from pyca/cryptography's Rust module, not its costlier public face.
+    assert "cryptography.hazmat.bindings._rust" in modules
+    assert "cryptography.hazmat.primitives.asymmetric.mlkem" not in modules

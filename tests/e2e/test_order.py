@@ -218,8 +218,8 @@ def test_a_number_used_twice_is_refused_as_a_replay(
 def seqs_to(bob: Agent, blobs: list[tuple[str, str, bytes]]) -> list[int | None]:
     me = identity(bob, "bob")
     book = ContactBook(bob.home / "bob")
-    return [open_blob(blob, me.box_secret, me.fingerprint, book.with_box_key, lambda c: c.fingerprint)[1].seq
-            for _, _, blob in blobs]
+    return [open_blob(blob, me.box_secret, me.fingerprint, book.with_box_key, lambda c: c.fingerprint,
+                      me.kem_seed)[1].seq for _, _, blob in blobs]
 
 
 def test_concurrent_sends_get_distinct_numbers(pair: tuple[Agent, Agent], relay: RelayProcess) -> None:

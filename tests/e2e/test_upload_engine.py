@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import random
 import secrets
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -114,9 +115,9 @@ def test_the_same_command_finds_its_transfer_and_another_does_not(tmp_path: Path
     bob = contact_of(Identity.generate("bob"))
     src = tmp_path / "a.txt"
     src.write_text("hello")
-    first, new = begin(book, bob, [str(src)], "see this")
-    assert new and first.files[0].name == "a.txt" and first.files[0].size == 5
-    again, new_again = begin(book, bob, [str(src)], "see this")
+    first, new = begin(book, bob, [str(src), str(src)], "see this")
+    assert new and [(p.name, p.size) for p in first.files] == [("a.txt", 5)]  # named twice, sent once
+    again, new_again = begin(book, bob, [str(src)], "see this")  # the same command
     assert (again, new_again) == (first, False)
     other, _ = begin(book, bob, [str(src)], "another text")
     assert other.id != first.id
@@ -125,6 +126,28 @@ def test_the_same_command_finds_its_transfer_and_another_does_not(tmp_path: Path
     assert {t.id for t in book.pending()} == {first.id, other.id}
     book.finish(first.id)
     assert [t.id for t in book.pending()] == [other.id]
+
+
+def test_the_same_command_run_twice_at_once_records_one_transfer(tmp_path: Path) -> None:
+    book = TransferBook(tmp_path / "alice")
+    bob = contact_of(Identity.generate("bob"))
+    src = tmp_path / "a.txt"
+    src.write_text("hello")
+    found: list[Transfer] = []
+
+    def second() -> None:
+        found.append(begin(book, bob, [str(src)], "see this")[0])
+
+    rival = threading.Thread(target=second)
+
+    def admit() -> None:  # the first run is between its look and its record: the second starts
+        rival.start()
+        rival.join(0.2)  # it waits for the first's look-and-record to end, however long it is given
+
+    first, new = begin(book, bob, [str(src)], "see this", admit=admit)
+    rival.join()
+    assert new and [t.id for t in found] == [first.id]
+    assert [t.id for t in book.pending()] == [first.id]
 
 
 def test_a_long_text_goes_as_a_body_part(tmp_path: Path) -> None:

@@ -26,7 +26,8 @@ def secret_forms(identity: Identity) -> list[bytes]:
     """The ways a file could hold an identity's private bytes in clear."""
     seed, box = bytes(identity.signing_key), bytes(identity.box_secret)
     forms = []
-    for raw in (seed, box, identity.secret_bytes()):
+    kem = [identity.kem_seed, identity.stored_bytes()] if identity.kem_seed is not None else []
+    for raw in (seed, box, identity.secret_bytes(), *kem):
         forms += [raw, raw.hex().encode(), base64.b64encode(raw), base64.urlsafe_b64encode(raw)]
         forms.append(base64.b64encode(raw).rstrip(b"="))
     return forms

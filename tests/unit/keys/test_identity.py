@@ -43,7 +43,7 @@ def test_bundle_is_self_signed_and_round_trips(alice_id: Identity) -> None:
     bundle = alice_id.bundle()
     assert bundle.self_signed()
     data = json.loads(json.dumps(bundle.to_json()))
-    assert set(data) == {"name", "sign_key", "box_key", "signature"}
+    assert set(data) == {"name", "sign_key", "box_key", "signature", "kem"}
     parsed = KeyBundle.from_json(data)
     assert parsed == bundle
     parsed.check_against(alice_id.fingerprint)  # no exception: the keys hash to the pin

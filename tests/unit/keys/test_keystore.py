@@ -73,3 +73,34 @@ def test_passphrase_file_strips_one_newline_and_refuses_empty(tmp_path: Path) ->
         keystore.read_passphrase_file(str(pfile))
 
 
+
+
+@pytest.mark.parametrize("passphrase", [b"correct horse", None])
+def test_an_identity_from_before_kem_keys_gets_one_at_its_first_unlock_and_keeps_it(
+        tmp_path: Path, passphrase: bytes | None) -> None:
+    old = Identity.generate("alice")._replace(kem_seed=None)  # what an older talk made
+    folder = keystore.create(tmp_path, old, passphrase, "http://127.0.0.1:1")
+    record = keystore.load(folder)
+    assert not keystore.has_kem(record)
+    upgraded = keystore.unlock(record, passphrase)
+    assert upgraded.kem_seed is not None and len(upgraded.kem_seed) == 64
+    # Same identity: fingerprint, and the 64 bytes ratchet pickles are derived from.
+    assert upgraded.fingerprint == old.fingerprint and upgraded.secret_bytes() == old.secret_bytes()
+    stored = json.loads((folder / IDENTITY_FILE).read_text())
+    assert stored["private"].get("protection") == ("none" if passphrase is None else "argon2id-secretbox")
+    if passphrase is not None:  # the same salt, hence the same derived key: one KDF per unlock
+        assert stored["private"]["salt"] == record.raw["private"]["salt"]
+        assert upgraded.kem_seed not in (folder / IDENTITY_FILE).read_bytes()
+    again = keystore.load(folder)
+    assert keystore.has_kem(again)
+    assert keystore.unlock(again, passphrase).kem_seed == upgraded.kem_seed
+    # A second unlock through the old record (a process that read it before) keeps the first seed.
+    assert keystore.unlock(record, passphrase).kem_seed == upgraded.kem_seed
+    assert upgraded.bundle().kem_key() is not None
+
+
+def test_a_new_identity_has_its_kem_key_from_the_start(tmp_path: Path) -> None:
+    identity = Identity.generate("bob")
+    record = keystore.load(keystore.create(tmp_path, identity, None, "http://127.0.0.1:1"))
+    assert keystore.has_kem(record)
+    assert keystore.unlock(record, None).kem_seed == identity.kem_seed
