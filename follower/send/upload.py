@@ -37,7 +37,7 @@ from durable.locks import locked
 from follower.send.transfer import SAVE_EVERY, Part, Transfer, TransferBook, command_key
 from keys.encoding import token_hex
 from keys.envelope import channel_tag
-from keys.fileref import MAX_FILES
+from keys.fileref import MAX_BODY, MAX_FILES
 from keys.filestream import CHUNK_BYTES, KEY_BYTES, Sealer
 
 if TYPE_CHECKING:
@@ -53,9 +53,9 @@ HASH_BLOCK = 1024 * 1024
 # A text longer than this, once JSON-encoded, goes as a sealed body: with the other fields it
 # would not fit one ratchet message (`follower.send.ratchet_send.MAX_RATCHET_PLAIN`, ~48 KB).
 LONG_TEXT = 32 * 1024
-# A message's text at most, body or not: it is read whole into the recipient agent's inbox.
-# Anything longer is a file.
-MOST_TEXT = 1024 * 1024
+# A message's text at most, body or not (the receiver's gate allows no more): it is read whole
+# into the recipient agent's inbox. Anything longer is a file.
+MOST_TEXT = MAX_BODY
 RATE_RETRIES = 8  # 429s waited out on one chunk before the upload is left to the follower
 RATE_BACKOFF = Backoff(0.25, 4.0)
 

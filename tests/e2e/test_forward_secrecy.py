@@ -150,7 +150,7 @@ def test_a_message_too_long_for_a_session_keeps_forward_secrecy(pair: tuple[Agen
     long_text = "long " * 12_000  # 60,000 characters
     long_id = sent(alice, "alice", long_text, "bob")
     assert "olm" in opened(alice, "alice", long_id, bob, "bob").extra
-    texts(bob)  # the long message: its body is the receiver's to fetch and inline
+    assert texts(bob) == [long_text]  # its body fetched, opened and inlined by the receiver
     after = sent(alice, "alice", "short again", "bob")
     assert "olm" in opened(alice, "alice", after, bob, "bob").extra  # the session goes on
     assert texts(bob) == ["short again"]
