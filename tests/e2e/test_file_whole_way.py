@@ -1,0 +1,88 @@
+"""A 200 MB file the whole way, by the commands, through a kill of every process on it: the
+sender mid-upload, the relay, then the receiving follower mid-download. It arrives once,
+byte-identical, and neither end's memory grows with the file."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+from pathlib import Path
+
+from follower.daemon.liveness import running_pid
+from keys.filestream import chunk_count
+from tests.conftest import befriend, make_agent, wait_for
+from tests.e2e.test_files_receive import (
+    RssSampler,
+    downloads,
+    no_partial_left,
+    progress_chunk,
+    sha256_of,
+    traces_of,
+)
+from tests.e2e.test_send_files import (
+    MB,
+    Sampled,
+    chunks_taken,
+    file_next,
+    fingerprint,
+    metered_relay,
+    pending,
+    write_random,
+)
+from tests.peer_forge import spool_records
+
+LIMIT_KB = 100 * 1024
+
+
+def test_a_200_mb_file_through_a_killed_sender_relay_and_follower_arrives_once(tmp_path: Path) -> None:
+    size = 200 * MB
+    with metered_relay(tmp_path) as (relay, metrics):
+        alice, bob = make_agent(tmp_path, relay, "alice", None), make_agent(tmp_path, relay, "bob", None)
+        befriend(alice, bob)
+        bob_fp, folder = fingerprint(bob), bob.home / "bob"
+        src = tmp_path / "dataset.bin"
+        sha = write_random(src, size, seed=290)
+
+        first = Sampled(alice, "send", "bob", "the dataset", "--file", str(src), "--json")
+        transfer = wait_for(lambda: next(iter(pending(alice)), None), 60, "the transfer record")
+        file_id = transfer.files[0].id
+        wait_for(lambda: file_next(relay, bob_fp, file_id) >= 40 or None, 60, "40 chunks on the relay")
+        first.kill()
+        relay.stop(signal.SIGKILL)
+        relay.start()
+        held = file_next(relay, bob_fp, file_id)
+        again = Sampled(alice, "send", "bob", "the dataset", "--file", str(src), "--json")
+        code, out, err = again.wait()
+        assert code == 0, err
+        assert json.loads(out)["id"] == transfer.id
+        assert chunks_taken(metrics) == chunk_count(size) - held  # the upload resumed, not restarted
+
+        sampler = RssSampler(folder)
+        sampler.start()
+        bob.ok("follow", "--peer", "alice")
+        try:
+            wait_for(lambda: progress_chunk(folder, transfer.id, file_id) > 0, 120, "the download under way")
+            pid = running_pid(folder)
+            assert pid and pid > 0
+            os.kill(pid, signal.SIGKILL)
+            wait_for(lambda: not running_pid(folder), 20, "the follower gone")
+            assert not spool_records(bob, "bob")  # the message waits for its file
+            bob.ok("follow", "--peer", "alice")
+            lines = wait_for(lambda: spool_records(bob, "bob"), 300, "the message, its file in")
+            wait_for(lambda: no_partial_left(bob), 60, "the parked record and its key erased")
+        finally:
+            bob.run("stop")
+            sampler.done.set()
+            sampler.join()
+
+        (line,) = lines  # once
+        assert line["id"] == transfer.id and line["text"] == "the dataset"
+        (placed,) = downloads(bob)
+        assert [f["path"] for f in line["files"]] == [str(placed)] and placed.name == "dataset.bin"
+        assert line["files"][0]["size"] == size and sha256_of(placed) == sha  # byte-identical
+        assert not traces_of(transfer.files[0].ref(), bob)  # the key is gone from bob's folder
+        for peak in (first.peak_kb, again.peak_kb, sampler.peak):
+            assert 0 < peak < LIMIT_KB, f"an RSS peak of {peak} KiB"
+        assert sampler.samples > 0
+        os.unlink(src)
