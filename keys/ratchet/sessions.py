@@ -180,11 +180,13 @@ class _Peer(NamedTuple):
     # Per session id, the peer's ratchet keys of its receiving chains, oldest first, as far as
     # known: a message is routed by them without opening a pickle (`Page._decrypt`).
     chains: dict[str, tuple[bytes, ...]] | None = None
-    # As `_save` wrote them last: the sessions' pickles and the seen ids' JSON. A send that reuses
-    # the state it saved (`encrypt`) advanced the first session alone and saw nothing new, so it
-    # pickles that one and encodes nothing else again (a full `seen` is some 35 KB of JSON).
+    # As `_save` wrote them last: the sessions' pickles, the seen ids' JSON and the file's other
+    # fields but the two a send changes (`unsynced`, `heard`). A send that reuses the state it
+    # saved (`encrypt`) advanced the first session alone and saw nothing new, so it pickles that
+    # one and encodes nothing else again (a full `seen` is some 35 KB of JSON).
     pickles: tuple[str, ...] = ()
     seen_text: str = ""
+    head_text: str = ""
     # The peer's receipts answered (`Page.confirm`): it reads the short form of a message
     # (`keys.ratchet.envelope`), until it says it lost its sessions.
     short: bool = False
@@ -330,39 +332,46 @@ class RatchetSessions:
         unsynced = (0 if sync or turned or boot is None or state.unsynced + 1 >= SYNC_EVERY
                     else state.unsynced + 1)
         heard = state.heard and sync
-        losses = {"lost": state.lost, "lost_at": state.lost_at} if state.lost else {}
-        unopened = ({"unopened": list(state.unopened[-SEEN_MOST:]), "unopened_at": state.unopened_at}
-                    if state.unopened else {})
         kept = state.sessions[:SESSIONS_MOST]
-        archive = late.kept((*state.late, *self._chains_of(state.sessions[SESSIONS_MOST:])), self._clock())
-        known = state.chains or {}
-        chains = {s.session_id: [k.hex() for k in known[s.session_id]] for s in kept if s.session_id in known}
-        reuse = sent and len(state.pickles) == len(kept) and state.seen_text != ""
+        dropped = state.sessions[SESSIONS_MOST:]
+        # The same archive, unless a chain is dropped or expires: its text is then encoded once.
+        archive = late.kept((*state.late, *self._chains_of(dropped)) if dropped else state.late,
+                            self._clock())
+        reuse = sent and len(state.pickles) == len(kept) and state.seen_text != "" and state.head_text != ""
         pickles = ((kept[0].pickle(self._key), *state.pickles[1:]) if reuse
                    else tuple(s.pickle(self._key) for s in kept))
         seen = state.seen_text if reuse else json.dumps(state.seen[-SEEN_MOST:], separators=(",", ":"))
-        data = json.dumps({
+        head = state.head_text if reuse else self._head(state, kept, boot)
+        # Spliced in as text, as the archive is: a pickle is unpadded base64, which JSON holds as
+        # it is, so the encoder need not scan a few kilobytes per session for what to escape.
+        sessions = '"' + '","'.join(pickles) + '"' if pickles else ""
+        marks = (f',"unsynced":{unsynced}' if unsynced else "") + (',"heard":true' if heard else "")
+        data = f'{head}{marks},"sessions":[{sessions}],"seen":{seen}'
+        if archive:  # a send's save does not encode it again (`late.late_text`)
+            data = f'{data},"late":{late.late_text(archive)}'
+        at = write_slots(self._path(peer, ".json"), f"{data}}}".encode(), state.at, sync=not unsynced)
+        return state._replace(sessions=kept, at=at, unsynced=unsynced, late=archive, heard=heard,
+                              pickles=pickles, seen_text=seen, head_text=head)
+
+    @staticmethod
+    def _head(state: _Peer, kept: list[vodozemac.Session], boot: str | None) -> str:
+        """The session file's plain fields as JSON, less its closing brace and the fields a send
+        changes (`unsynced`, `heard`), which `_save` adds."""
+        losses = {"lost": state.lost, "lost_at": state.lost_at} if state.lost else {}
+        unopened = ({"unopened": list(state.unopened[-SEEN_MOST:]), "unopened_at": state.unopened_at}
+                    if state.unopened else {})
+        known = state.chains or {}
+        chains = {s.session_id: [k.hex() for k in known[s.session_id]] for s in kept if s.session_id in known}
+        return json.dumps({
             "v": 1,
             **losses,
             **unopened,
             **({"started_at": state.started_at} if state.started_at else {}),
             **({"card": state.card} if state.card is not None else {}),
             **({"boot": boot} if boot is not None else {}),
-            **({"unsynced": unsynced} if unsynced else {}),
-            **({"heard": True} if heard else {}),
             **({"short": True} if state.short else {}),
             **({"chains": chains} if chains else {}),
-        }, separators=(",", ":"))
-        # Spliced in as text, as the archive is: a pickle is unpadded base64, which JSON holds as
-        # it is, so the encoder need not scan a few kilobytes per session for what to escape.
-        sessions = '"' + '","'.join(pickles) + '"' if pickles else ""
-        data = f'{data[:-1]},"sessions":[{sessions}],"seen":{seen}}}'
-        if archive:  # a send's save does not encode it again (`late.late_text`)
-            data = f'{data[:-1]},"late":{late.late_text(archive)}}}'
-        payload = data.encode()
-        at = write_slots(self._path(peer, ".json"), payload, state.at, sync=not unsynced)
-        return state._replace(sessions=kept, at=at, unsynced=unsynced, late=archive, heard=heard,
-                              pickles=pickles, seen_text=seen)
+        }, separators=(",", ":"))[:-1]
 
     def _chains_of(self, sessions: list[vodozemac.Session]) -> list[late.LateChain]:
         """The receiving chains of sessions dropped whole (more than `SESSIONS_MOST`), archived

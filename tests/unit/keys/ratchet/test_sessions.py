@@ -747,6 +747,10 @@ def test_a_send_pickles_only_the_session_it_advanced_and_saves_everything(
     after = stored_state(path)
     assert after["seen"] == before["seen"] and after["sessions"][1] == before["sessions"][1]
     assert after["sessions"][0] != before["sessions"][0]
+    # The plain fields, written again as text from the first send's save, are all still there.
+    sent_marks = ("sessions", "unsynced", "heard")
+    assert {k: v for k, v in after.items() if k not in sent_marks} == {
+        k: v for k, v in before.items() if k not in sent_marks} and "chains" in after and "card" in after
     for n, message in enumerate(sent):
         assert receive(bob, alice, f"s{n}", message, handed) and handed[f"s{n}"] == b"s%d" % n
 
