@@ -139,15 +139,14 @@ def _bind(outer: Inner) -> bytes:
     return hashlib.blake2b(BIND_CONTEXT + text, digest_size=16).digest()
 
 
-def _whole(outer: Inner, data: Any) -> Any:
-    """The inner envelope a plaintext stands for: a short form completed from the envelope around
-    it, once its "bind" names that envelope's fields; anything else as it is.
+def _carried(outer: Inner, data: dict[str, Any]) -> Inner:
+    """The inner envelope a short form stands for, once its "bind" names the fields of the
+    envelope around it, which gives them (checked by the gate already): the gate checks the rest.
 
     Raises:
         TamperedMessage: a short form bound to other fields than the envelope's.
+        gate.Invalid: what it carries fails the gate.
     """
-    if not isinstance(data, dict) or "v" in data or BIND_FIELD not in data:
-        return data
     bind = data.pop(BIND_FIELD)
     try:
         bound = hmac.compare_digest(b64d(bind, 16), _bind(outer))
@@ -156,7 +155,9 @@ def _whole(outer: Inner, data: Any) -> Any:
     if not bound:
         raise TamperedMessage("a ratchet message is bound to another id, sender, recipient, time, kind or "
                               "number than its envelope and was refused")
-    return {**{k: v for k, v in data.items() if k not in ENVELOPE_FIELDS}, **_fields(outer)}
+    data.pop("seq", None)  # the envelope's is the number; one repeated here is ignored, as the rest
+    text, extra = gate.check_carried(data, outer.kind)
+    return Inner(outer.id, outer.sender, outer.recipient, outer.ts, outer.kind, text, extra, outer.seq)
 
 
 def olm_part(inner: Inner) -> OlmPart:
@@ -184,7 +185,8 @@ def unwrap(outer: Inner, plaintext: bytes, now: float | None = None) -> Inner:
         data = parse_json(plaintext, MAX_PADDED)
     except ValueError as exc:
         raise gate.Invalid(f"the ratchet message's content is {exc}") from exc
-    inner = Inner.from_json(_whole(outer, data), now)
+    short = isinstance(data, dict) and "v" not in data and BIND_FIELD in data
+    inner = _carried(outer, data) if short else Inner.from_json(data, now)
     if (inner.id, inner.sender, inner.recipient, inner.kind, inner.seq) != (
             outer.id, outer.sender, outer.recipient, outer.kind, outer.seq) or is_ratchet(inner):
         raise TamperedMessage("a ratchet message names another id, sender, recipient, kind or number "

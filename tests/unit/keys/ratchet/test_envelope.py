@@ -69,6 +69,32 @@ def test_the_carried_message_must_name_what_its_envelope_names(alice_id: Identit
         unwrap(outer, b"not json")
 
 
+def test_what_a_short_form_carries_is_gated_like_a_whole_message(alice_id: Identity,
+                                                                 bob_id: Identity) -> None:
+    real = new_message(alice_id.fingerprint, bob_id.fingerprint, "hi", seq=4, hops=[])
+    outer = wrap(real, session_pair()[0].encrypt(b"x"), None)
+    bind = json.loads(plaintext_of(real, short=True))[BIND_FIELD]
+
+    def short(**fields: object) -> bytes:
+        return json.dumps({**fields, BIND_FIELD: bind}).encode()
+
+    assert unwrap(outer, short(text="hi", hops=[])) == Inner.from_json(real.to_json())
+    # Fields the envelope gives are its own, whatever the short form says; the number too.
+    said_else = unwrap(outer, short(text="hi", id="0" * 32, ts="then", kind="receipt", seq=9))
+    assert (said_else.id, said_else.ts, said_else.kind, said_else.seq) == (real.id, real.ts, "chat", 4)
+    for bad in (short(text=7), short(text="x" * (gate.MAX_TEXT + 1)), short(text="hi", hops="nope"),
+                short(text="hi", task="not a task"), short(text="hi", group={"op": "leave"}), b"[1]"):
+        with pytest.raises(gate.Invalid):
+            unwrap(outer, bad)
+    with pytest.raises(TamperedMessage):  # a ratchet message inside one
+        unwrap(outer, short(text="", olm={"type": 1, "body": "QUJD"}))
+    receipt = new_message(alice_id.fingerprint, bob_id.fingerprint, "", "receipt")
+    receipt_outer = wrap(receipt, session_pair()[0].encrypt(b"x"), None)
+    no_items = json.dumps({"text": "", BIND_FIELD: json.loads(plaintext_of(receipt, short=True))[BIND_FIELD]})
+    with pytest.raises(gate.Invalid, match="no items"):
+        unwrap(receipt_outer, no_items.encode())
+
+
 def test_the_gate_admits_only_an_olm_field_of_its_shape() -> None:
     assert gate.check_olm({"type": 0, "body": "QUJD", "card": {}}) == {"type": 0, "body": "QUJD", "card": {}}
     bad: object
