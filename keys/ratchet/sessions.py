@@ -263,12 +263,13 @@ def _marks(stored: dict[str, Any]) -> dict[str, Any]:
             "started_at": float(stored.get("started_at", 0.0))}
 
 
-# What `encrypt` saved last, per session file and pickle key: a process that sends again (the
-# follower, the MCP server, a library caller) reuses it while the file still holds it
-# (`durable.slots.holds`), instead of reading and unpickling it on every message. Only `encrypt`
-# takes from it, and takes the entry out while it uses it: a state some other step changed in
-# memory without saving is never handed out again.
-_LAST_SENT: dict[tuple[Path, bytes], _Peer] = {}
+# What this process saved last, per session file and pickle key, by a send or a page of mail: a
+# process that sends or receives again (the follower, the MCP server, a library caller) reuses it
+# while the file still holds it (`durable.slots.holds`), instead of reading and unpickling it on
+# every message and every page. Whoever takes an entry takes it out while it uses it, and only a
+# state as saved is put back: one some step changed in memory without saving is never handed
+# out again.
+_LAST_SAVED: dict[tuple[Path, bytes], _Peer] = {}
 
 
 class RatchetSessions:
@@ -293,7 +294,20 @@ class RatchetSessions:
     def _locked(self, peer: str, wait: bool = True) -> Iterator[_Peer]:
         ensure_private_dir(self.folder, "ratchet sessions folder")
         with locked(self._path(peer, ".lock"), wait=wait):
-            yield self._load(peer)
+            yield self._kept(peer)[0]
+
+    def _kept(self, peer: str) -> tuple[_Peer, bool]:
+        """(the peer's state, whether it is the one this process saved last), under its lock: that
+        one while the file still holds it, else the file's."""
+        path = self._path(peer, ".json")
+        kept = _LAST_SAVED.pop((path, self._key), None)
+        if kept is not None and kept.at is not None and holds(path, kept.at):
+            return kept, True
+        return self._load(peer), False
+
+    def _remember(self, peer: str, state: _Peer) -> None:
+        """Keep `state`, as just saved, for the next send or page (`_kept`)."""
+        _LAST_SAVED[(self._path(peer, ".json"), self._key)] = state
 
     def _load(self, peer: str) -> _Peer:
         try:
@@ -418,17 +432,15 @@ class RatchetSessions:
         Raises:
             NotFound: no session with `peer` yet (`start` one from a claimed key).
         """
-        path = self._path(peer, ".json")
-        kept = _LAST_SENT.pop((path, self._key), None)
-        if kept is None or not self.folder.is_dir():  # checked when kept, unless since removed
+        # The folder is checked when a state is kept (a save made it), unless it was removed since.
+        if (self._path(peer, ".json"), self._key) not in _LAST_SAVED or not self.folder.is_dir():
             ensure_private_dir(self.folder, "ratchet sessions folder")
         with kept_locked(self._path(peer, ".lock")):
-            reuse = kept is not None and kept.at is not None and holds(path, kept.at)
-            state = kept if reuse and kept is not None else self._load(peer)
+            state, reuse = self._kept(peer)
             if not state.sessions:
                 raise NotFound(f"no ratchet session with {peer} yet")
             message = state.sessions[0].encrypt(short() if short is not None and state.short else plaintext)
-            _LAST_SENT[(path, self._key)] = self._save(peer, state, sync=False, sent=reuse)
+            self._remember(peer, self._save(peer, state, sync=False, sent=reuse))
         return message
 
     @contextlib.contextmanager
@@ -436,7 +448,10 @@ class RatchetSessions:
         """Open a page of mail: the locks `Page.open` takes are held until the block ends, and
         nothing is saved unless the block calls `Page.commit` (see the module's order)."""
         with contextlib.ExitStack() as locks:
-            yield Page(self, locks)
+            page = Page(self, locks)
+            yield page
+            for peer, state in page.saved.items():  # still under the page's locks
+                self._remember(peer, state)
 
 
 class Page:
@@ -450,6 +465,9 @@ class Page:
         self._touched: set[str] = set()
         self._account: vodozemac.Account | None = None
         self._account_changed = False
+        # The peers' states as `commit` saved them, while the page changes them no further: kept
+        # for this process's next send or page once the page ends (`RatchetSessions._kept`).
+        self.saved: dict[str, _Peer] = {}
 
     @property
     def holding(self) -> bool:
@@ -495,6 +513,7 @@ class Page:
     def _open(self, peer: str, peer_curve25519: bytes, msg_id: str, message: vodozemac.AnyOlmMessage,
               card: dict[str, Any] | None, note: bool) -> Opened:
         state = self._peer(peer)
+        self.saved.pop(peer, None)  # whatever happens next, this state may change
         seen = self._seen.get(peer)
         if seen is None:  # once per peer and page: the set is built from the loaded list
             seen = self._seen[peer] = set(state.seen)
@@ -512,8 +531,10 @@ class Page:
             raise
         state.seen.append(msg_id)  # the page's own list (loaded for it), not copied per message
         seen.add(msg_id)
-        self._peers[peer] = state._replace(card=card or state.card, heard=True,
-                                           started_at=time.time() if started else state.started_at)
+        if started or not state.heard or (card and card != state.card):  # not for each of a stream
+            state = state._replace(card=card or state.card, heard=True,
+                                   started_at=time.time() if started else state.started_at)
+        self._peers[peer] = state
         self._touched.add(peer)
         return Opened(False, plaintext)
 
@@ -526,6 +547,7 @@ class Page:
         seen = self._seen.get(peer)
         if state is None or seen is None or msg_id not in seen:
             return
+        self.saved.pop(peer, None)
         seen.discard(msg_id)
         state.seen.remove(msg_id)
 
@@ -631,7 +653,7 @@ class Page:
         """Save each peer a message was opened (or refused) from, once, then the account if it
         changed."""
         for peer in sorted(self._touched):
-            self._peers[peer] = self._store._save(peer, self._peers[peer])
+            self._peers[peer] = self.saved[peer] = self._store._save(peer, self._peers[peer])
         if self._account is not None and self._account_changed:
             self._store.account.save(self._account)
         self._touched.clear()
