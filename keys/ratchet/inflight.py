@@ -51,6 +51,7 @@ from pathlib import Path
 from typing import Any
 
 from nacl import secret
+from nacl.bindings import crypto_secretbox_easy
 from nacl.exceptions import CryptoError
 
 from durable.files import open_private, replace_file
@@ -82,8 +83,8 @@ class Inflight:
                  window: float = RESEND_WINDOW_S) -> None:
         self.path = folder / INFLIGHT_FILE
         self._lock = folder / INFLIGHT_LOCK
-        key = hashlib.blake2b(CONTEXT, key=identity.secret_bytes(), digest_size=32).digest()
-        self._box = secret.SecretBox(key)
+        self._key = hashlib.blake2b(CONTEXT, key=identity.secret_bytes(), digest_size=32).digest()
+        self._box = secret.SecretBox(self._key)
         self.keep_bytes = keep_bytes
         self.window = window
 
@@ -92,9 +93,10 @@ class Inflight:
         message larger than the whole budget is not kept."""
         if not is_hex32(inner.id):
             return
-        # The line `json_lines` would write, made directly: the id is hex and the box base64, so
-        # nothing in it needs escaping.
-        box = base64.b64encode(self._box.encrypt(plaintext))
+        # The bytes `SecretBox.encrypt` makes, without its wrapping; the line `json_lines` would
+        # write, made directly: the id is hex and the box base64, so nothing in it needs escaping.
+        nonce = os.urandom(secret.SecretBox.NONCE_SIZE)
+        box = base64.b64encode(nonce + crypto_secretbox_easy(plaintext, nonce, self._key))
         line = b'{"at":%.3f,"id":"%s","box":"%s"}\n' % (time.time(), inner.id.encode(), box)
         if len(line) <= self.keep_bytes:
             self._append(line)

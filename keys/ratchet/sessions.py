@@ -432,9 +432,21 @@ class RatchetSessions:
         Raises:
             NotFound: no session with `peer` yet (`start` one from a claimed key).
         """
-        # The folder is checked when a state is kept (a save made it), unless it was removed since.
-        if (self._path(peer, ".json"), self._key) not in _LAST_SAVED or not self.folder.is_dir():
+        kept = (self._path(peer, ".json"), self._key) in _LAST_SAVED  # then a save made the folder
+        if not kept:
             ensure_private_dir(self.folder, "ratchet sessions folder")
+        try:
+            return self._encrypt(peer, plaintext, short)
+        except FileNotFoundError:
+            if not kept:
+                raise
+            # The folder was removed since (its lock file cannot be opened again): made anew, the
+            # send starts over from what it holds, so nothing this attempt advanced is used.
+            ensure_private_dir(self.folder, "ratchet sessions folder")
+            return self._encrypt(peer, plaintext, short)
+
+    def _encrypt(self, peer: str, plaintext: bytes,
+                 short: Callable[[], bytes] | None) -> vodozemac.AnyOlmMessage:
         with kept_locked(self._path(peer, ".lock")):
             state, reuse = self._kept(peer)
             if not state.sessions:
