@@ -29,8 +29,9 @@ Receiving takes a page of mail at a time (`RatchetSessions.page`), in this order
  1. A message whose id is in `seen`, or was opened earlier in the page, is answered as a
     duplicate before any session is touched: a resend or a replay costs no ratchet step and
     cannot fail a decryption.
- 2. The message is decrypted in memory, in the peer's state loaded once per page under its
-    lock: in the session whose chain its ratchet key names; else in the archived chain it
+ 2. The message is decrypted in memory, in the peer's state taken once per page under its
+    lock (as this process saved it last, while the file still holds that, else as the file
+    holds it): in the session whose chain its ratchet key names; else in the archived chain it
     names (a late message; the chain, advanced, replaces the archived one); else in a session
     it starts a new chain in (the peer's answer), the chain that session drops then archived.
     A pre-key message that no session matches starts an inbound session, which takes its
