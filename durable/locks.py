@@ -48,13 +48,44 @@ def locked(path: Path, shared: bool = False, wait: bool = True) -> Iterator[int]
         os.close(fd)
 
 
-# The lock files `kept_locked` keeps open: per path, (the process that opened it, its descriptor,
-# the mutex its threads take turns on).
-_KEPT: dict[Path, tuple[int, int, _thread.LockType]] = {}
+# The lock files `kept_locked` keeps open: per path, the hold of the process that opened it.
+_KEPT: dict[Path, _KeptLock] = {}
 
 
-@contextlib.contextmanager
-def kept_locked(path: Path) -> Iterator[int]:
+class _KeptLock:
+    """One lock file held open by this process (`kept_locked`); a plain class, not a generator:
+    it is taken on every message."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.pid = os.getpid()
+        self.fd = open_private(path, os.O_RDWR | os.O_CREAT)
+        self.turn = _thread.allocate_lock()
+
+    def __enter__(self) -> int:
+        self.turn.acquire()
+        try:
+            fcntl.flock(self.fd, fcntl.LOCK_EX)
+            if os.fstat(self.fd).st_nlink == 0:
+                os.close(self.fd)
+                if _KEPT.get(self.path) is self:  # whatever happens next, not held out again
+                    del _KEPT[self.path]
+                self.fd = open_private(self.path, os.O_RDWR | os.O_CREAT)
+                _KEPT[self.path] = self
+                fcntl.flock(self.fd, fcntl.LOCK_EX)
+        except BaseException:
+            self.turn.release()
+            raise
+        return self.fd
+
+    def __exit__(self, *exc: object) -> None:
+        try:
+            fcntl.flock(self.fd, fcntl.LOCK_UN)
+        finally:
+            self.turn.release()
+
+
+def kept_locked(path: Path) -> _KeptLock:
     """`locked` (exclusive, waiting), for a lock this process takes on every message (a send's):
     the file stays open between holds, so a hold costs the flock calls, not an open and a close
     as well. An flock belongs to the open file, which every thread shares, so the process's
@@ -62,27 +93,14 @@ def kept_locked(path: Path) -> Iterator[int]:
     shares the parent's lock). A lock file unlinked meanwhile (its folder removed) is opened
     anew: other processes lock the file now at `path`, not the one this process holds open.
 
-    Raises:
+    Raises (on entering the block):
         UserError: `path` is a symbolic link.
         OSError: the lock file cannot be opened or created.
     """
     kept = _KEPT.get(path)
-    if kept is None or kept[0] != os.getpid():
-        fd = open_private(path, os.O_RDWR | os.O_CREAT)
-        kept = _KEPT[path] = (os.getpid(), fd, _thread.allocate_lock())
-    _, fd, turn = kept
-    with turn:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        if os.fstat(fd).st_nlink == 0:
-            del _KEPT[path]  # whatever happens next, this descriptor is not held out again
-            os.close(fd)
-            fd = open_private(path, os.O_RDWR | os.O_CREAT)
-            _KEPT[path] = (os.getpid(), fd, turn)
-            fcntl.flock(fd, fcntl.LOCK_EX)
-        try:
-            yield fd
-        finally:
-            fcntl.flock(fd, fcntl.LOCK_UN)
+    if kept is None or kept.pid != os.getpid():
+        kept = _KEPT[path] = _KeptLock(path)
+    return kept
 
 
 def hold_for_life(path: Path, patience_s: float = LIFE_LOCK_PATIENCE_S) -> int | None:

@@ -124,11 +124,12 @@ def holds(path: Path, at: Slotted) -> bool:
     try:
         if at.slot < 0 or os.fstat(fd).st_size != _HEAD + 2 * at.size:
             return False
-        head = os.pread(fd, _HEAD, 0)
-        counters = [int.from_bytes(os.pread(fd, 8, _HEAD + i * at.size), "big") for i in (0, 1)]
+        first = os.pread(fd, _HEAD + 8, 0)  # the layout, then the first slot's counter
+        second = os.pread(fd, 8, _HEAD + at.size)
     finally:
         os.close(fd)
-    return (head == MAGIC + at.size.to_bytes(4, "big") and counters[at.slot] == at.counter
+    counters = (int.from_bytes(first[_HEAD:], "big"), int.from_bytes(second, "big"))
+    return (first[:_HEAD] == MAGIC + at.size.to_bytes(4, "big") and counters[at.slot] == at.counter
             and counters[1 - at.slot] < at.counter)
 
 

@@ -208,6 +208,24 @@ def check_inner(data: object, now: float) -> dict[str, Any]:
     kind = data.get("kind")
     if kind not in KINDS:
         raise Invalid("kind is not one talk knows")
+    extra = _check_extra(data, kind)
+    return {"id": check_id(data.get("id")), "from": check_id(data.get("from"), "from"),
+            "to": check_id(data.get("to"), "to"), "ts": check_ts(data.get("ts"), now),
+            "kind": str(kind), "text": check_text(data.get("text")), "extra": extra}
+
+
+def check_carried(data: object, kind: str) -> tuple[str, dict[str, Any]]:
+    """(text, extra) of a message an Olm message carries in its short form
+    (`keys.ratchet.envelope`), checked as `check_inner` checks them: the envelope around it,
+    checked already, gives the other fields, the message's `kind` among them. Raises Invalid."""
+    if not isinstance(data, dict):
+        raise Invalid("the envelope is not a JSON object")
+    extra = _check_extra(data, kind)
+    return check_text(data.get("text")), extra
+
+
+def _check_extra(data: dict[str, Any], kind: object) -> dict[str, Any]:
+    """The optional fields of an envelope of `kind` (one of KINDS), each checked."""
     extra: dict[str, Any] = {k: check(data[k]) for k, check in _EXTRA.items() if k in data}
     if "task" in data:
         if not is_task_id(data["task"]):
@@ -225,9 +243,7 @@ def check_inner(data: object, now: float) -> dict[str, Any]:
         control = {"chat": False, "group": True}.get(str(kind))
         if "group" not in extra or ("op" in extra["group"]) is not control:
             raise Invalid("a group block does not fit the message's kind")
-    return {"id": check_id(data.get("id")), "from": check_id(data.get("from"), "from"),
-            "to": check_id(data.get("to"), "to"), "ts": check_ts(data.get("ts"), now),
-            "kind": str(kind), "text": check_text(data.get("text")), "extra": extra}
+    return extra
 
 
 def salvage_id(data: object) -> str | None:

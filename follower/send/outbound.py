@@ -24,8 +24,6 @@ from keys.envelope import HYBRID_LENGTHS, MAX_BLOB, Inner, channel_tag, new_mess
 from keys.identity import Identity, KeyBundle
 from keys.invites import InviteBook, InviteCode, box_proof, new_code, parse_code, seal_request
 from keys.names import check_name
-from keys.ratchet.envelope import plaintext_of
-from keys.ratchet.inflight import Inflight
 
 __all__ = ["Queued", "add_contact", "create_invite", "deposit_again", "join", "resend_due", "retryable",
            "send", "send_again", "send_queued", "verify_contact"]
@@ -196,12 +194,9 @@ def _sealed(identity: Identity, client: RelayClient, contact: Contact, home: Pat
     records (`recorded`) also keeps what it said until it settles, so that if the contact refuses
     it for a reason sending again cures (a lost session, a reused number) it can be sealed anew
     (`send_again`)."""
-    sealed = ratchet_inner(identity, client, contact, home, inner)
-    if sealed is None:
-        sealed = inner
-    elif recorded:
-        Inflight(home, identity).keep(inner, plaintext_of(inner))
-    return seal(sealed, identity.box_secret, PublicKey(contact.box_key), contact.kem_key)
+    sealed = ratchet_inner(identity, client, contact, home, inner, recorded)
+    return seal(inner if sealed is None else sealed, identity.box_secret, PublicKey(contact.box_key),
+                contact.kem_key)
 
 
 class Queued(Exception):

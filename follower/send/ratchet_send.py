@@ -33,6 +33,7 @@ from keys.identity import Identity
 from keys.ratchet.account import RatchetAccount
 from keys.ratchet.card import Claim, RatchetCard, RatchetKeyError, verify_card
 from keys.ratchet.envelope import plaintext_of, wrap
+from keys.ratchet.inflight import Inflight
 from keys.ratchet.sessions import SESSIONS_DIR, RatchetSessions, has_sessions, session_card
 
 __all__ = ["RATCHET_ENV", "RECHECK_S", "forward_secret", "ratchet_enabled", "ratchet_inner", "vouched_card"]
@@ -75,9 +76,12 @@ def vouched_card(folder: Path, contact: Contact) -> RatchetCard | None:
 
 
 def ratchet_inner(identity: Identity, client: RelayClient, contact: Contact, home: Path,
-                  inner: Inner) -> Inner | None:
+                  inner: Inner, recorded: bool = False) -> Inner | None:
     """`inner` as an Olm message in the session with `contact` (started from a claimed key if
-    there is none yet), wrapped for the sealed envelope; None: send today's envelope.
+    there is none yet), wrapped for the sealed envelope; None: send today's envelope. A message
+    the outbox records (`recorded`) also keeps what it said until it settles
+    (`keys.ratchet.inflight`), so that if the contact refuses it for a reason sending again
+    cures (a lost session, a reused number) it can be sealed anew.
 
     Raises:
         PinMismatch: the relay served ratchet keys the pinned key did not sign.
@@ -94,7 +98,7 @@ def ratchet_inner(identity: Identity, client: RelayClient, contact: Contact, hom
         # cannot, since it sees only the padded size.
         return None
     short = functools.partial(plaintext_of, inner, short=True)  # made only for a peer that reads it
-    store = _store(home, identity)
+    store, inflight = _sender(home, identity)
     try:
         message = store.encrypt(contact.fingerprint, plaintext, short)
     except NotFound:
@@ -107,19 +111,22 @@ def ratchet_inner(identity: Identity, client: RelayClient, contact: Contact, hom
     # the card, so whichever of them arrives first can start the peer's side. The peer's
     # receipts answer soon (`keys.ratchet.envelope`); the card is read without unsealing the account.
     card = store.account.card().to_json() if message.to_pre_key() is not None else None
+    if recorded:
+        inflight.keep(inner, plaintext)
     return wrap(inner, message, card)
 
 
-# The session store of each identity this process sends as: built once, not on every message.
-_STORES: dict[tuple[Path, bytes], RatchetSessions] = {}
+# The session store and in-flight log of each identity this process sends as: built once, not
+# on every message.
+_SENDERS: dict[tuple[Path, bytes], tuple[RatchetSessions, Inflight]] = {}
 
 
-def _store(home: Path, identity: Identity) -> RatchetSessions:
+def _sender(home: Path, identity: Identity) -> tuple[RatchetSessions, Inflight]:
     key = (home, identity.secret_bytes())
-    store = _STORES.get(key)
-    if store is None:
-        store = _STORES[key] = RatchetSessions(RatchetAccount(home, identity))
-    return store
+    sender = _SENDERS.get(key)
+    if sender is None:
+        sender = _SENDERS[key] = (RatchetSessions(RatchetAccount(home, identity)), Inflight(home, identity))
+    return sender
 
 
 def _claim(client: RelayClient, contact: Contact, folder: Path) -> Claim | None:

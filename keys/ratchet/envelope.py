@@ -40,6 +40,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
+import re
 from typing import Any, NamedTuple
 
 import vodozemac
@@ -48,10 +49,10 @@ from durable.bounded_json import parse_json
 from durable.errors import TamperedMessage
 from keys import gate
 from keys.encoding import b64d, b64e, canonical_json
-from keys.envelope import MAX_PADDED, Inner
+from keys.envelope import MAX_PADDED, VERSION, Inner
 
-__all__ = ["ANSWER_FIELD", "BIND_FIELD", "ENVELOPE_FIELDS", "OLM_FIELD", "OlmPart", "answer_field",
-           "answer_of", "is_ratchet", "olm_part", "plaintext_of", "unwrap", "wrap"]
+__all__ = ["ANSWER_FIELD", "BIND_CONTEXT", "BIND_FIELD", "ENVELOPE_FIELDS", "OLM_FIELD", "OlmPart",
+           "answer_field", "answer_of", "is_ratchet", "olm_part", "plaintext_of", "unwrap", "wrap"]
 
 OLM_FIELD = "olm"
 ANSWER_FIELD = "answer"
@@ -102,42 +103,61 @@ def answer_of(inner: Inner) -> vodozemac.AnyOlmMessage | None:
 def plaintext_of(inner: Inner, short: bool = False) -> bytes:
     """What the Olm message encrypts: the inner envelope as today's mail carries it; `short`, the
     short form (see the module's docstring), for a peer known to read it."""
-    data = inner.to_json()
-    if short:
-        data = {k: v for k, v in data.items() if k not in ENVELOPE_FIELDS}
-        data[BIND_FIELD] = b64e(_bind(_fields(inner)))
+    if not short:
+        data = inner.to_json()
+    else:  # what `to_json` holds but the envelope fields, in its order, then the bind
+        data = {**{k: v for k, v in inner.extra.items() if k not in ENVELOPE_FIELDS}, "text": inner.text,
+                BIND_FIELD: b64e(_bind(inner))}
     return json.dumps(data, ensure_ascii=False, separators=(",", ":")).encode()
 
 
 def _fields(outer: Inner) -> dict[str, Any]:
-    """The fields a short form leaves out, as the envelope names them."""
-    return {k: v for k, v in outer.to_json().items() if k in ENVELOPE_FIELDS}
+    """The fields a short form leaves out, as the envelope names them (`Inner.to_json`)."""
+    seq = {"seq": outer.seq} if outer.seq is not None else {}
+    return {**seq, "v": VERSION, "id": outer.id, "from": outer.sender, "to": outer.recipient, "ts": outer.ts,
+            "kind": outer.kind}
 
 
-def _bind(fields: dict[str, Any]) -> bytes:
-    """What a short form's "bind" is: the envelope fields it leaves out, hashed."""
-    return hashlib.blake2b(BIND_CONTEXT + canonical_json(fields), digest_size=16).digest()
+# A text with nothing JSON escapes (a quote, a backslash, a control character); `canonical_json`
+# keeps any other character as it is.
+_UNESCAPED = re.compile(r'[^"\\\x00-\x1f]*')
 
 
-def _whole(outer: Inner, data: Any) -> Any:
-    """The inner envelope a plaintext stands for: a short form completed from the envelope around
-    it, once its "bind" names that envelope's fields; anything else as it is.
+def _bind(outer: Inner) -> bytes:
+    """What a short form's "bind" is: the envelope fields it leaves out (`_fields`), hashed as
+    `canonical_json` encodes them. Encoded here directly when no field needs escaping (ids, a
+    time, a kind and a number, as every envelope the gate admits holds them): the same bytes,
+    without sorting and encoding a dictionary on every message sent and opened."""
+    texts = (outer.sender, outer.id, outer.kind, outer.recipient, outer.ts)
+    if (all(type(t) is str for t in texts) and (outer.seq is None or type(outer.seq) is int)
+            and _UNESCAPED.fullmatch("".join(texts)) is not None):
+        seq = "" if outer.seq is None else f'"seq":{outer.seq},'
+        text = (f'{{"from":"{outer.sender}","id":"{outer.id}","kind":"{outer.kind}",{seq}'
+                f'"to":"{outer.recipient}","ts":"{outer.ts}","v":{VERSION}}}').encode()
+    else:
+        text = canonical_json(_fields(outer))
+    return hashlib.blake2b(BIND_CONTEXT + text, digest_size=16).digest()
+
+
+def _carried(outer: Inner, data: dict[str, Any]) -> Inner:
+    """The inner envelope a short form stands for, once its "bind" names the fields of the
+    envelope around it, which gives them (checked by the gate already): the gate checks the rest.
 
     Raises:
         TamperedMessage: a short form bound to other fields than the envelope's.
+        gate.Invalid: what it carries fails the gate.
     """
-    if not isinstance(data, dict) or "v" in data or BIND_FIELD not in data:
-        return data
     bind = data.pop(BIND_FIELD)
-    fields = _fields(outer)
     try:
-        bound = hmac.compare_digest(b64d(bind, 16), _bind(fields))
+        bound = hmac.compare_digest(b64d(bind, 16), _bind(outer))
     except ValueError:
         bound = False
     if not bound:
         raise TamperedMessage("a ratchet message is bound to another id, sender, recipient, time, kind or "
                               "number than its envelope and was refused")
-    return {**{k: v for k, v in data.items() if k not in ENVELOPE_FIELDS}, **fields}
+    data.pop("seq", None)  # the envelope's is the number; one repeated here is ignored, as the rest
+    text, extra = gate.check_carried(data, outer.kind)
+    return Inner(outer.id, outer.sender, outer.recipient, outer.ts, outer.kind, text, extra, outer.seq)
 
 
 def olm_part(inner: Inner) -> OlmPart:
@@ -165,7 +185,8 @@ def unwrap(outer: Inner, plaintext: bytes, now: float | None = None) -> Inner:
         data = parse_json(plaintext, MAX_PADDED)
     except ValueError as exc:
         raise gate.Invalid(f"the ratchet message's content is {exc}") from exc
-    inner = Inner.from_json(_whole(outer, data), now)
+    short = isinstance(data, dict) and "v" not in data and BIND_FIELD in data
+    inner = _carried(outer, data) if short else Inner.from_json(data, now)
     if (inner.id, inner.sender, inner.recipient, inner.kind, inner.seq) != (
             outer.id, outer.sender, outer.recipient, outer.kind, outer.seq) or is_ratchet(inner):
         raise TamperedMessage("a ratchet message names another id, sender, recipient, kind or number "

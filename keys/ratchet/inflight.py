@@ -51,6 +51,7 @@ from pathlib import Path
 from typing import Any
 
 from nacl import secret
+from nacl.bindings import crypto_secretbox_easy
 from nacl.exceptions import CryptoError
 
 from durable.files import open_private, replace_file
@@ -82,18 +83,22 @@ class Inflight:
                  window: float = RESEND_WINDOW_S) -> None:
         self.path = folder / INFLIGHT_FILE
         self._lock = folder / INFLIGHT_LOCK
-        key = hashlib.blake2b(CONTEXT, key=identity.secret_bytes(), digest_size=32).digest()
-        self._box = secret.SecretBox(key)
+        self._key = hashlib.blake2b(CONTEXT, key=identity.secret_bytes(), digest_size=32).digest()
+        self._box = secret.SecretBox(self._key)
         self.keep_bytes = keep_bytes
         self.window = window
 
     def keep(self, inner: Inner, plaintext: bytes) -> None:
         """Keep `plaintext` (the inner envelope of `inner`) until `drop`, or its window passes; a
         message larger than the whole budget is not kept."""
-        record = {"at": round(time.time(), 3), "id": inner.id,
-                  "box": base64.b64encode(self._box.encrypt(plaintext)).decode()}
-        line = json_lines([record])
-        if is_hex32(inner.id) and len(line) <= self.keep_bytes:
+        if not is_hex32(inner.id):
+            return
+        # The bytes `SecretBox.encrypt` makes, without its wrapping; the line `json_lines` would
+        # write, made directly: the id is hex and the box base64, so nothing in it needs escaping.
+        nonce = os.urandom(secret.SecretBox.NONCE_SIZE)
+        box = base64.b64encode(nonce + crypto_secretbox_easy(plaintext, nonce, self._key))
+        line = b'{"at":%.3f,"id":"%s","box":"%s"}\n' % (time.time(), inner.id.encode(), box)
+        if len(line) <= self.keep_bytes:
             self._append(line)
 
     def drop(self, msg_ids: list[str]) -> None:
@@ -146,13 +151,13 @@ class Inflight:
 
     def _append(self, data: bytes) -> None:
         with kept_locked(self._lock):  # taken on every send: kept open (`drop`, `sweep` open it anew)
-            fd = open_private(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT)
+            fd = _kept_log(self.path)
+            fcntl.flock(fd, fcntl.LOCK_EX)  # readers take it shared (`read_records`)
             try:
-                fcntl.flock(fd, fcntl.LOCK_EX)  # readers take it shared (`read_records`)
                 end = append_to(fd, data) + len(data)
                 head = os.pread(fd, 32, 0)
             finally:
-                os.close(fd)
+                fcntl.flock(fd, fcntl.LOCK_UN)
             if end > 2 * self.keep_bytes or self._head_due(head):
                 self._rewrite(read_records(self.path))
 
@@ -169,6 +174,23 @@ class Inflight:
                 break
             kept.append(record)
         replace_file(self.path, json_lines(kept[::-1]), sync=False)
+
+
+# The log's descriptor per path, kept open between appends by the process that opened it: a
+# send appends on every message. Used only under the log's lock, which every rewrite holds too;
+# a rewrite replaces the file, so a descriptor whose file has no name left is opened anew.
+_LOGS: dict[Path, tuple[int, int]] = {}
+
+
+def _kept_log(path: Path) -> int:
+    kept = _LOGS.get(path)
+    if kept is not None and kept[0] == os.getpid():
+        if os.fstat(kept[1]).st_nlink:
+            return kept[1]
+        os.close(kept[1])
+    fd = open_private(path, os.O_RDWR | os.O_APPEND | os.O_CREAT)
+    _LOGS[path] = (os.getpid(), fd)
+    return fd
 
 
 def _at(record: dict[str, Any]) -> float:

@@ -29,8 +29,9 @@ Receiving takes a page of mail at a time (`RatchetSessions.page`), in this order
  1. A message whose id is in `seen`, or was opened earlier in the page, is answered as a
     duplicate before any session is touched: a resend or a replay costs no ratchet step and
     cannot fail a decryption.
- 2. The message is decrypted in memory, in the peer's state loaded once per page under its
-    lock: in the session whose chain its ratchet key names; else in the archived chain it
+ 2. The message is decrypted in memory, in the peer's state taken once per page under its
+    lock (as this process saved it last, while the file still holds that, else as the file
+    holds it): in the session whose chain its ratchet key names; else in the archived chain it
     names (a late message; the chain, advanced, replaces the archived one); else in a session
     it starts a new chain in (the peer's answer), the chain that session drops then archived.
     A pre-key message that no session matches starts an inbound session, which takes its
@@ -180,11 +181,13 @@ class _Peer(NamedTuple):
     # Per session id, the peer's ratchet keys of its receiving chains, oldest first, as far as
     # known: a message is routed by them without opening a pickle (`Page._decrypt`).
     chains: dict[str, tuple[bytes, ...]] | None = None
-    # As `_save` wrote them last: the sessions' pickles and the seen ids' JSON. A send that reuses
-    # the state it saved (`encrypt`) advanced the first session alone and saw nothing new, so it
-    # pickles that one and encodes nothing else again (a full `seen` is some 35 KB of JSON).
+    # As `_save` wrote them last: the sessions' pickles, the seen ids' JSON and the file's other
+    # fields but the two a send changes (`unsynced`, `heard`). A send that reuses the state it
+    # saved (`encrypt`) advanced the first session alone and saw nothing new, so it pickles that
+    # one and encodes nothing else again (a full `seen` is some 35 KB of JSON).
     pickles: tuple[str, ...] = ()
     seen_text: str = ""
+    head_text: str = ""
     # The peer's receipts answered (`Page.confirm`): it reads the short form of a message
     # (`keys.ratchet.envelope`), until it says it lost its sessions.
     short: bool = False
@@ -261,12 +264,13 @@ def _marks(stored: dict[str, Any]) -> dict[str, Any]:
             "started_at": float(stored.get("started_at", 0.0))}
 
 
-# What `encrypt` saved last, per session file and pickle key: a process that sends again (the
-# follower, the MCP server, a library caller) reuses it while the file still holds it
-# (`durable.slots.holds`), instead of reading and unpickling it on every message. Only `encrypt`
-# takes from it, and takes the entry out while it uses it: a state some other step changed in
-# memory without saving is never handed out again.
-_LAST_SENT: dict[tuple[Path, bytes], _Peer] = {}
+# What this process saved last, per session file and pickle key, by a send or a page of mail: a
+# process that sends or receives again (the follower, the MCP server, a library caller) reuses it
+# while the file still holds it (`durable.slots.holds`), instead of reading and unpickling it on
+# every message and every page. Whoever takes an entry takes it out while it uses it, and only a
+# state as saved is put back: one some step changed in memory without saving is never handed
+# out again.
+_LAST_SAVED: dict[tuple[Path, bytes], _Peer] = {}
 
 
 class RatchetSessions:
@@ -291,7 +295,20 @@ class RatchetSessions:
     def _locked(self, peer: str, wait: bool = True) -> Iterator[_Peer]:
         ensure_private_dir(self.folder, "ratchet sessions folder")
         with locked(self._path(peer, ".lock"), wait=wait):
-            yield self._load(peer)
+            yield self._kept(peer)[0]
+
+    def _kept(self, peer: str) -> tuple[_Peer, bool]:
+        """(the peer's state, whether it is the one this process saved last), under its lock: that
+        one while the file still holds it, else the file's."""
+        path = self._path(peer, ".json")
+        kept = _LAST_SAVED.pop((path, self._key), None)
+        if kept is not None and kept.at is not None and holds(path, kept.at):
+            return kept, True
+        return self._load(peer), False
+
+    def _remember(self, peer: str, state: _Peer) -> None:
+        """Keep `state`, as just saved, for the next send or page (`_kept`)."""
+        _LAST_SAVED[(self._path(peer, ".json"), self._key)] = state
 
     def _load(self, peer: str) -> _Peer:
         try:
@@ -330,39 +347,46 @@ class RatchetSessions:
         unsynced = (0 if sync or turned or boot is None or state.unsynced + 1 >= SYNC_EVERY
                     else state.unsynced + 1)
         heard = state.heard and sync
-        losses = {"lost": state.lost, "lost_at": state.lost_at} if state.lost else {}
-        unopened = ({"unopened": list(state.unopened[-SEEN_MOST:]), "unopened_at": state.unopened_at}
-                    if state.unopened else {})
         kept = state.sessions[:SESSIONS_MOST]
-        archive = late.kept((*state.late, *self._chains_of(state.sessions[SESSIONS_MOST:])), self._clock())
-        known = state.chains or {}
-        chains = {s.session_id: [k.hex() for k in known[s.session_id]] for s in kept if s.session_id in known}
-        reuse = sent and len(state.pickles) == len(kept) and state.seen_text != ""
+        dropped = state.sessions[SESSIONS_MOST:]
+        # The same archive, unless a chain is dropped or expires: its text is then encoded once.
+        archive = late.kept((*state.late, *self._chains_of(dropped)) if dropped else state.late,
+                            self._clock())
+        reuse = sent and len(state.pickles) == len(kept) and state.seen_text != "" and state.head_text != ""
         pickles = ((kept[0].pickle(self._key), *state.pickles[1:]) if reuse
                    else tuple(s.pickle(self._key) for s in kept))
         seen = state.seen_text if reuse else json.dumps(state.seen[-SEEN_MOST:], separators=(",", ":"))
-        data = json.dumps({
+        head = state.head_text if reuse else self._head(state, kept, boot)
+        # Spliced in as text, as the archive is: a pickle is unpadded base64, which JSON holds as
+        # it is, so the encoder need not scan a few kilobytes per session for what to escape.
+        sessions = '"' + '","'.join(pickles) + '"' if pickles else ""
+        marks = (f',"unsynced":{unsynced}' if unsynced else "") + (',"heard":true' if heard else "")
+        data = f'{head}{marks},"sessions":[{sessions}],"seen":{seen}'
+        if archive:  # a send's save does not encode it again (`late.late_text`)
+            data = f'{data},"late":{late.late_text(archive)}'
+        at = write_slots(self._path(peer, ".json"), f"{data}}}".encode(), state.at, sync=not unsynced)
+        return state._replace(sessions=kept, at=at, unsynced=unsynced, late=archive, heard=heard,
+                              pickles=pickles, seen_text=seen, head_text=head)
+
+    @staticmethod
+    def _head(state: _Peer, kept: list[vodozemac.Session], boot: str | None) -> str:
+        """The session file's plain fields as JSON, less its closing brace and the fields a send
+        changes (`unsynced`, `heard`), which `_save` adds."""
+        losses = {"lost": state.lost, "lost_at": state.lost_at} if state.lost else {}
+        unopened = ({"unopened": list(state.unopened[-SEEN_MOST:]), "unopened_at": state.unopened_at}
+                    if state.unopened else {})
+        known = state.chains or {}
+        chains = {s.session_id: [k.hex() for k in known[s.session_id]] for s in kept if s.session_id in known}
+        return json.dumps({
             "v": 1,
             **losses,
             **unopened,
             **({"started_at": state.started_at} if state.started_at else {}),
             **({"card": state.card} if state.card is not None else {}),
             **({"boot": boot} if boot is not None else {}),
-            **({"unsynced": unsynced} if unsynced else {}),
-            **({"heard": True} if heard else {}),
             **({"short": True} if state.short else {}),
             **({"chains": chains} if chains else {}),
-        }, separators=(",", ":"))
-        # Spliced in as text, as the archive is: a pickle is unpadded base64, which JSON holds as
-        # it is, so the encoder need not scan a few kilobytes per session for what to escape.
-        sessions = '"' + '","'.join(pickles) + '"' if pickles else ""
-        data = f'{data[:-1]},"sessions":[{sessions}],"seen":{seen}}}'
-        if archive:  # a send's save does not encode it again (`late.late_text`)
-            data = f'{data[:-1]},"late":{late.late_text(archive)}}}'
-        payload = data.encode()
-        at = write_slots(self._path(peer, ".json"), payload, state.at, sync=not unsynced)
-        return state._replace(sessions=kept, at=at, unsynced=unsynced, late=archive, heard=heard,
-                              pickles=pickles, seen_text=seen)
+        }, separators=(",", ":"))[:-1]
 
     def _chains_of(self, sessions: list[vodozemac.Session]) -> list[late.LateChain]:
         """The receiving chains of sessions dropped whole (more than `SESSIONS_MOST`), archived
@@ -409,17 +433,27 @@ class RatchetSessions:
         Raises:
             NotFound: no session with `peer` yet (`start` one from a claimed key).
         """
-        path = self._path(peer, ".json")
-        kept = _LAST_SENT.pop((path, self._key), None)
-        if kept is None or not self.folder.is_dir():  # checked when kept, unless since removed
+        kept = (self._path(peer, ".json"), self._key) in _LAST_SAVED  # then a save made the folder
+        if not kept:
             ensure_private_dir(self.folder, "ratchet sessions folder")
+        try:
+            return self._encrypt(peer, plaintext, short)
+        except FileNotFoundError:
+            if not kept:
+                raise
+            # The folder was removed since (its lock file cannot be opened again): made anew, the
+            # send starts over from what it holds, so nothing this attempt advanced is used.
+            ensure_private_dir(self.folder, "ratchet sessions folder")
+            return self._encrypt(peer, plaintext, short)
+
+    def _encrypt(self, peer: str, plaintext: bytes,
+                 short: Callable[[], bytes] | None) -> vodozemac.AnyOlmMessage:
         with kept_locked(self._path(peer, ".lock")):
-            reuse = kept is not None and kept.at is not None and holds(path, kept.at)
-            state = kept if reuse and kept is not None else self._load(peer)
+            state, reuse = self._kept(peer)
             if not state.sessions:
                 raise NotFound(f"no ratchet session with {peer} yet")
             message = state.sessions[0].encrypt(short() if short is not None and state.short else plaintext)
-            _LAST_SENT[(path, self._key)] = self._save(peer, state, sync=False, sent=reuse)
+            self._remember(peer, self._save(peer, state, sync=False, sent=reuse))
         return message
 
     @contextlib.contextmanager
@@ -427,7 +461,10 @@ class RatchetSessions:
         """Open a page of mail: the locks `Page.open` takes are held until the block ends, and
         nothing is saved unless the block calls `Page.commit` (see the module's order)."""
         with contextlib.ExitStack() as locks:
-            yield Page(self, locks)
+            page = Page(self, locks)
+            yield page
+            for peer, state in page.saved.items():  # still under the page's locks
+                self._remember(peer, state)
 
 
 class Page:
@@ -441,6 +478,9 @@ class Page:
         self._touched: set[str] = set()
         self._account: vodozemac.Account | None = None
         self._account_changed = False
+        # The peers' states as `commit` saved them, while the page changes them no further: kept
+        # for this process's next send or page once the page ends (`RatchetSessions._kept`).
+        self.saved: dict[str, _Peer] = {}
 
     @property
     def holding(self) -> bool:
@@ -486,6 +526,7 @@ class Page:
     def _open(self, peer: str, peer_curve25519: bytes, msg_id: str, message: vodozemac.AnyOlmMessage,
               card: dict[str, Any] | None, note: bool) -> Opened:
         state = self._peer(peer)
+        self.saved.pop(peer, None)  # whatever happens next, this state may change
         seen = self._seen.get(peer)
         if seen is None:  # once per peer and page: the set is built from the loaded list
             seen = self._seen[peer] = set(state.seen)
@@ -503,8 +544,10 @@ class Page:
             raise
         state.seen.append(msg_id)  # the page's own list (loaded for it), not copied per message
         seen.add(msg_id)
-        self._peers[peer] = state._replace(card=card or state.card, heard=True,
-                                           started_at=time.time() if started else state.started_at)
+        if started or not state.heard or (card and card != state.card):  # not for each of a stream
+            state = state._replace(card=card or state.card, heard=True,
+                                   started_at=time.time() if started else state.started_at)
+        self._peers[peer] = state
         self._touched.add(peer)
         return Opened(False, plaintext)
 
@@ -517,6 +560,7 @@ class Page:
         seen = self._seen.get(peer)
         if state is None or seen is None or msg_id not in seen:
             return
+        self.saved.pop(peer, None)
         seen.discard(msg_id)
         state.seen.remove(msg_id)
 
@@ -622,7 +666,7 @@ class Page:
         """Save each peer a message was opened (or refused) from, once, then the account if it
         changed."""
         for peer in sorted(self._touched):
-            self._peers[peer] = self._store._save(peer, self._peers[peer])
+            self._peers[peer] = self.saved[peer] = self._store._save(peer, self._peers[peer])
         if self._account is not None and self._account_changed:
             self._store.account.save(self._account)
         self._touched.clear()

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import json
 import time
 
@@ -10,9 +12,21 @@ import vodozemac
 
 from durable.errors import TamperedMessage
 from keys import gate
+from keys.encoding import canonical_json
 from keys.envelope import Inner, new_message, open_blob, seal
 from keys.identity import Identity
-from keys.ratchet.envelope import answer_field, answer_of, is_ratchet, olm_part, plaintext_of, unwrap, wrap
+from keys.ratchet.envelope import (
+    BIND_CONTEXT,
+    BIND_FIELD,
+    ENVELOPE_FIELDS,
+    answer_field,
+    answer_of,
+    is_ratchet,
+    olm_part,
+    plaintext_of,
+    unwrap,
+    wrap,
+)
 
 
 def session_pair() -> tuple[vodozemac.Session, vodozemac.Account]:
@@ -53,6 +67,32 @@ def test_the_carried_message_must_name_what_its_envelope_names(alice_id: Identit
             unwrap(outer, plaintext_of(forged))
     with pytest.raises(gate.Invalid):
         unwrap(outer, b"not json")
+
+
+def test_what_a_short_form_carries_is_gated_like_a_whole_message(alice_id: Identity,
+                                                                 bob_id: Identity) -> None:
+    real = new_message(alice_id.fingerprint, bob_id.fingerprint, "hi", seq=4, hops=[])
+    outer = wrap(real, session_pair()[0].encrypt(b"x"), None)
+    bind = json.loads(plaintext_of(real, short=True))[BIND_FIELD]
+
+    def short(**fields: object) -> bytes:
+        return json.dumps({**fields, BIND_FIELD: bind}).encode()
+
+    assert unwrap(outer, short(text="hi", hops=[])) == Inner.from_json(real.to_json())
+    # Fields the envelope gives are its own, whatever the short form says; the number too.
+    said_else = unwrap(outer, short(text="hi", id="0" * 32, ts="then", kind="receipt", seq=9))
+    assert (said_else.id, said_else.ts, said_else.kind, said_else.seq) == (real.id, real.ts, "chat", 4)
+    for bad in (short(text=7), short(text="x" * (gate.MAX_TEXT + 1)), short(text="hi", hops="nope"),
+                short(text="hi", task="not a task"), short(text="hi", group={"op": "leave"}), b"[1]"):
+        with pytest.raises(gate.Invalid):
+            unwrap(outer, bad)
+    with pytest.raises(TamperedMessage):  # a ratchet message inside one
+        unwrap(outer, short(text="", olm={"type": 1, "body": "QUJD"}))
+    receipt = new_message(alice_id.fingerprint, bob_id.fingerprint, "", "receipt")
+    receipt_outer = wrap(receipt, session_pair()[0].encrypt(b"x"), None)
+    no_items = json.dumps({"text": "", BIND_FIELD: json.loads(plaintext_of(receipt, short=True))[BIND_FIELD]})
+    with pytest.raises(gate.Invalid, match="no items"):
+        unwrap(receipt_outer, no_items.encode())
 
 
 def test_the_gate_admits_only_an_olm_field_of_its_shape() -> None:
@@ -117,6 +157,19 @@ def test_the_short_form_leaves_out_what_the_envelope_repeats_and_is_bound_to_it(
                   short.replace(b'"bind":"', b'"bind":"A')):  # a bind that is not 16 bytes
         with pytest.raises(TamperedMessage):
             unwrap(outer, moved)
+
+
+@pytest.mark.parametrize(("kind", "ts", "seq"), [
+    ("chat", "2026-12-05T04:37:33.123456Z", 7), ("group", "2026-12-05T04:37:33Z", None),
+    ("chät", "2026-12-05T04:37:33Z", 1), ('a "quoted" kind', "2026-12-05\\T04", 2), ("tab\tkind", "x", None)])
+def test_the_bind_is_the_hash_of_the_envelope_fields_as_canonical_json(
+        alice_id: Identity, bob_id: Identity, kind: str, ts: str, seq: int | None) -> None:
+    # The wire format peers of every version agree on, whether or not a field needs escaping.
+    real = Inner("ab" * 16, alice_id.fingerprint, bob_id.fingerprint, ts, kind, "words", {"hops": []}, seq)
+    fields = {k: v for k, v in real.to_json().items() if k in ENVELOPE_FIELDS}
+    bind = hashlib.blake2b(BIND_CONTEXT + canonical_json(fields), digest_size=16).digest()
+    short = json.loads(plaintext_of(real, short=True))
+    assert short == {"hops": [], "text": "words", BIND_FIELD: base64.b64encode(bind).decode()}
 
 
 def test_a_short_message_fits_the_smallest_bucket(alice_id: Identity, bob_id: Identity) -> None:

@@ -127,3 +127,19 @@ def test_a_sweep_erases_only_what_is_past_its_window(tmp_path: Path, alice_id: I
     assert (tmp_path / INFLIGHT_FILE).read_bytes() == before
     Inflight(tmp_path, alice_id, window=-1.0).sweep()  # as once the window passed
     assert (tmp_path / INFLIGHT_FILE).read_bytes() == b""
+
+
+def test_a_log_replaced_or_removed_between_appends_gets_the_next_one(tmp_path: Path,
+                                                                    alice_id: Identity) -> None:
+    # The log stays open between appends: one replaced (a rewrite elsewhere) or removed must not
+    # take the next message into a file that no longer has a name.
+    store = Inflight(tmp_path, alice_id)
+    first, second, third = message(alice_id, "first"), message(alice_id, "second"), message(alice_id, "third")
+    store.keep(first, plaintext_of(first))
+    Inflight(tmp_path, alice_id).drop([first.id])  # another instance rewrites it
+    store.keep(second, plaintext_of(second))
+    assert Inflight(tmp_path, alice_id).take(second.id) == second
+    (tmp_path / INFLIGHT_FILE).unlink()
+    store.keep(third, plaintext_of(third))
+    assert [r["id"] for r in read_records(tmp_path / INFLIGHT_FILE)] == [third.id]
+    assert Inflight(tmp_path, alice_id).take(third.id) == third

@@ -246,6 +246,28 @@ def test_a_stream_in_one_chain_opens_no_pickle_per_message(
     assert len(handed) == 1 + 20 + 2 * (late.CHAINS_MOST + 2)
 
 
+def test_sends_after_a_chain_is_archived_encode_the_archive_no_more(
+    pair: tuple[Timed, Timed], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    alice, bob = pair
+    turns(alice, bob, late.CHAINS_MOST + 2)
+    assert stored_state(session_file(alice, bob))["late"]  # her side archived bob's old chains
+    encoded: list[int] = []
+    real = late.late_to_json
+
+    def counted(chains: Any) -> list[dict[str, Any]]:
+        encoded.append(1)
+        return real(chains)
+
+    monkeypatch.setattr(late, "late_to_json", counted)
+    sent = [alice.store().encrypt(bob.fp, b"on") for _ in range(5)]
+    assert encoded == []
+    handed: dict[str, bytes] = {}
+    for n, message in enumerate(sent):
+        assert receive(bob, alice, f"s{n}", message, handed)
+    assert len(handed) == 5
+
+
 def test_a_peer_without_a_session_is_told_no_session_not_unopened(
     pair: tuple[Timed, Timed], tmp_path: Path, carol_id: Identity
 ) -> None:

@@ -530,24 +530,44 @@ print(kind, base64.b64encode(body).decode())
 """
 
 
+def sent_by_another_process(sender: Side, to: Side) -> vodozemac.AnyOlmMessage:
+    root = Path(__file__).resolve().parents[3]
+    child = subprocess.run([sys.executable, "-c", SENDS_ONE, str(sender.folder),
+                            sender.identity.secret_bytes().hex(), to.fp],
+                           cwd=root, text=True, capture_output=True, timeout=120)
+    assert child.returncode == 0, child.stderr
+    kind, body = child.stdout.split()
+    return vodozemac.AnyOlmMessage.from_parts(int(kind), base64.b64decode(body))
+
+
 def test_a_sender_reuses_its_last_state_only_while_the_file_still_holds_it(
         sides: tuple[Side, Side], tmp_path: Path) -> None:
     """Another process's send between two of this one's advances the session on disk: this
     process must not encrypt from the state it kept, or two messages would share a key."""
     alice, bob = sides
     first = alice.store().encrypt(bob.fp, b"first")  # kept in this process
-    root = Path(__file__).resolve().parents[3]
-    child = subprocess.run([sys.executable, "-c", SENDS_ONE, str(alice.folder),
-                            alice.identity.secret_bytes().hex(), bob.fp],
-                           cwd=root, text=True, capture_output=True, timeout=120)
-    assert child.returncode == 0, child.stderr
-    kind, body = child.stdout.split()
-    middle = vodozemac.AnyOlmMessage.from_parts(int(kind), base64.b64decode(body))
+    middle = sent_by_another_process(alice, bob)
     third = alice.store().encrypt(bob.fp, b"third")
     handed: dict[str, bytes] = {}
     for msg_id, message in (("first", first), ("middle", middle), ("third", third)):
         assert receive(bob, alice, msg_id, message, handed)
     assert handed == {"first": b"first", "middle": b"from another process", "third": b"third"}
+
+
+def test_a_page_reuses_the_state_it_saved_only_while_the_file_still_holds_it(
+        sides: tuple[Side, Side]) -> None:
+    """A page keeps the state it committed for this process's next page or send; another
+    process's send in between advanced the session on disk, and must not be undone by it."""
+    alice, bob = sides
+    handed: dict[str, bytes] = {}
+    assert receive(bob, alice, "hello", alice.store().encrypt(bob.fp, b"hello"), handed)
+    assert receive(alice, bob, "r0", bob.store().encrypt(alice.fp, b"reply 0"), handed)  # kept here
+    middle = sent_by_another_process(alice, bob)
+    assert receive(alice, bob, "r1", bob.store().encrypt(alice.fp, b"reply 1"), handed)
+    after = alice.store().encrypt(bob.fp, b"after")
+    for msg_id, message in (("middle", middle), ("after", after)):
+        assert receive(bob, alice, msg_id, message, handed)
+    assert handed["middle"] == b"from another process" and handed["after"] == b"after"
 
 
 def test_a_sender_whose_session_folder_was_removed_starts_again_cleanly(sides: tuple[Side, Side]) -> None:
@@ -743,10 +763,14 @@ def test_a_send_pickles_only_the_session_it_advanced_and_saves_everything(
     monkeypatch.setattr(vodozemac.Session, "pickle", counted)
     store = alice.store()
     sent = [store.encrypt(bob.fp, b"s%d" % n) for n in range(4)]
-    assert len(pickled) == 2 + 3  # the first send reads the file: both; then only the one used
+    assert len(pickled) == 4  # each the one used: the first takes the state the page saved
     after = stored_state(path)
     assert after["seen"] == before["seen"] and after["sessions"][1] == before["sessions"][1]
     assert after["sessions"][0] != before["sessions"][0]
+    # The plain fields, written again as text from the first send's save, are all still there.
+    sent_marks = ("sessions", "unsynced", "heard")
+    assert {k: v for k, v in after.items() if k not in sent_marks} == {
+        k: v for k, v in before.items() if k not in sent_marks} and "chains" in after and "card" in after
     for n, message in enumerate(sent):
         assert receive(bob, alice, f"s{n}", message, handed) and handed[f"s{n}"] == b"s%d" % n
 
