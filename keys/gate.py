@@ -18,7 +18,6 @@ from typing import Any
 from durable.mesh_fields import is_task_id
 from durable.printable import is_printable, printable
 from durable.receipt_states import Receipt
-from keys.fileref import check_body, check_files
 from keys.invalid import Invalid
 from keys.names import check_name  # the rule for every name talk keeps, in one place
 
@@ -192,6 +191,18 @@ def check_group(value: object) -> dict[str, Any]:
         if name in value:
             block[name] = _b64(value[name], MAX_GROUP_KEY, name)
     return block
+
+
+def check_files(value: object) -> list[dict[str, Any]]:
+    from keys.fileref import check_files  # loaded with the first file: most mail carries none
+
+    return check_files(value)
+
+
+def check_body(value: object) -> dict[str, Any]:
+    from keys.fileref import check_body
+
+    return check_body(value)
 
 
 _EXTRA = {"hops": check_hops, "seq": check_seq, "receipts": check_receipts, "olm": check_olm,

@@ -92,17 +92,25 @@ def send_report(account: Account, name: str, text: str, wait: str | None = None,
 
 def _sent(account: Account, name: str, text: str, task: bool, mode: str, hops: list[str] | None,
           files: list[str] | None, tick: Tick | None) -> Sent:
-    if not files:
-        from follower.send.upload import long_text
-
-        if not long_text(text):
-            return account.send(name, text, task=task, mode=mode, hops=hops)
+    # A text of up to a sixth of the long-text line cannot cross it, whatever JSON escapes (six
+    # bytes a character at most): the upload machinery is loaded only for a text that might.
+    if not files and (len(text) <= LONG_TEXT_SURE or not _long_text(text)):
+        return account.send(name, text, task=task, mode=mode, hops=hops)
     if task or hops:
         from durable.errors import UserError
 
         raise UserError("a task or a relayed message carries text only: send its files in a message "
                         "of their own")
     return account.send_files(name, text, files or [], tick)
+
+
+LONG_TEXT_SURE = 32 * 1024 // 6  # follower.send.upload.LONG_TEXT // 6 (checked by a test)
+
+
+def _long_text(text: str) -> bool:
+    from follower.send.upload import long_text
+
+    return long_text(text)
 
 
 def _ticker(name: str, clock: Callable[[], float] | None = None) -> Tick | None:

@@ -31,7 +31,6 @@ from durable.printable import printable
 from follower.relay.http11 import Connection, ProtocolError
 from keys.encoding import b64d
 from keys.envelope import MAX_BLOB
-from keys.filestream import ABYTES, CHUNK_BYTES
 from keys.identity import KeyBundle
 from keys.wire import API, SESSION_KEY_BYTES, auth_headers, session_headers
 
@@ -456,6 +455,8 @@ class RelayClient:
             RelayError: unreachable, a refusal (404 `no_such_chunk`), or an answer longer than
                 any chunk.
         """
+        from keys.filestream import ABYTES, CHUNK_BYTES  # loaded with the first file: mail needs none
+
         path = f"{API}/files/{owner.fingerprint}/chunk"
         body = json.dumps({"file": file_id, "index": index}).encode()
         raw = self._owner_request("POST", path, body, owner, {"content-type": "application/json"},

@@ -34,3 +34,13 @@ def test_progress_goes_to_a_terminal_on_one_line(monkeypatch: pytest.MonkeyPatch
 def test_no_progress_off_a_terminal(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr("sys.stderr", io.StringIO())
     assert _ticker("bob") is None
+
+
+def test_a_text_under_the_sure_line_is_never_long() -> None:
+    """`talk send` skips loading the long-text check for a text this short: no JSON escaping
+    (six bytes a character at most) can take it over the line."""
+    from follower.send.upload import LONG_TEXT, long_text
+    from talk.mail import LONG_TEXT_SURE
+
+    assert LONG_TEXT_SURE * 6 <= LONG_TEXT
+    assert not long_text("\x00" * LONG_TEXT_SURE)
