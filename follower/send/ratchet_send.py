@@ -23,6 +23,7 @@ import functools
 import os
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from durable.errors import NotFound, PinMismatch, RelayError
 from durable.files import ensure_private_dir, read_json, write_json
@@ -33,8 +34,10 @@ from keys.identity import Identity
 from keys.ratchet.account import RatchetAccount
 from keys.ratchet.card import Claim, RatchetCard, RatchetKeyError, verify_card
 from keys.ratchet.envelope import plaintext_of, wrap
-from keys.ratchet.inflight import Inflight
 from keys.ratchet.sessions import SESSIONS_DIR, RatchetSessions, has_sessions, session_card
+
+if TYPE_CHECKING:
+    from keys.ratchet.inflight import Inflight
 
 __all__ = ["RATCHET_ENV", "RECHECK_S", "forward_secret", "ratchet_enabled", "ratchet_inner", "vouched_card"]
 
@@ -125,6 +128,8 @@ def _sender(home: Path, identity: Identity) -> tuple[RatchetSessions, Inflight]:
     key = (home, identity.secret_bytes())
     sender = _SENDERS.get(key)
     if sender is None:
+        from keys.ratchet.inflight import Inflight  # a receive that only answers never sends one
+
         sender = _SENDERS[key] = (RatchetSessions(RatchetAccount(home, identity)), Inflight(home, identity))
     return sender
 

@@ -47,6 +47,7 @@ NOT_FOR_ONE_MESSAGE = {
     "follower.tasks.mesh",
     "keys.fileref",
     "keys.filestream",
+    "keys.ratchet.inflight",
 }
 # What a send of a short text never needs: the machinery of files and long texts.
 NOT_FOR_A_SHORT_TEXT = {"follower.send.upload", "follower.send.transfer", "keys.fileref", "keys.filestream",
