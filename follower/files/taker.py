@@ -90,14 +90,15 @@ class FileTaker:
                 does its sender's later mail (`follower.receive.ordering`); other senders' goes on.
         """
         taken = 0
-        stopped: dict[str, Exception] = {}
+        stopped: dict[object, Exception] = {}  # by sender
         for message in self.parked.waiting():
-            if message.sender in stopped:
+            sender = message.data.get("from")
+            if sender in stopped:
                 continue
             try:
                 self.take(message)
             except (OSError, RelayError, LocalFileRefused) as exc:
-                stopped[message.sender] = exc
+                stopped[sender] = exc
                 continue
             taken += 1
         if stopped:

@@ -47,4 +47,4 @@ def senders_waiting(folder: Path) -> set[str]:
         return set()
     from follower.files.parked import Parked
 
-    return {message.sender for message in Parked(folder).waiting()}
+    return {str(message.data.get("from")) for message in Parked(folder).waiting()}
