@@ -281,6 +281,13 @@ def progress_chunk(folder: Path, msg_id: str, file_id: str) -> int:
     return 0
 
 
+def kill_follower(folder: Path) -> None:
+    pid = running_pid(folder)
+    assert pid and pid > 0
+    os.kill(pid, signal.SIGKILL)
+    wait_for(lambda: not running_pid(folder), 20, "the follower gone")
+
+
 def test_a_200_mb_file_survives_a_killed_follower_arrives_once_with_flat_memory(
     duo: tuple[Agent, Agent, Identity], relay: RelayProcess
 ) -> None:
@@ -295,10 +302,7 @@ def test_a_200_mb_file_survives_a_killed_follower_arrives_once_with_flat_memory(
     try:
         msg_id = announce(relay.url, forger, to_bob, [ref])
         wait_for(lambda: progress_chunk(folder, msg_id, ref.id) > 0, 120, "the download under way")
-        pid = running_pid(folder)
-        assert pid and pid > 0
-        os.kill(pid, signal.SIGKILL)
-        wait_for(lambda: not running_pid(folder), 20, "the follower gone")
+        kill_follower(folder)
         assert not spool_records(bob, "bob")  # not handed on before its file is in
         bob.ok("follow", "--peer", "alice")
         lines = wait_for(lambda: spool_records(bob, "bob"), 300, "the message, its file in")
@@ -453,10 +457,7 @@ def test_a_senders_later_mail_waits_behind_its_file_message_and_no_one_elses(
         assert [r["text"] for r in spool_records(bob, "bob")] == ["from carol"]
         assert bob.ok("status", "--json").json()["downloading"] == 1
         if killed:
-            pid = running_pid(folder)
-            assert pid and pid > 0
-            os.kill(pid, signal.SIGKILL)
-            wait_for(lambda: not running_pid(folder), 20, "the follower gone")
+            kill_follower(folder)
             bob.ok("follow")
         blocker.rmdir()
         wait_for(lambda: len(spool_records(bob, "bob")) >= 3 and no_partial_left(bob), 60,
