@@ -239,7 +239,7 @@ def gather_status(folder: Path) -> dict[str, Any]:
             "missing": missing_rows(folder),
             "quarantined": len(Quarantine(folder).lost()), "forward_secrecy": secrecy_rows(folder),
             "loop_guard": guard_report(folder), "uploads": upload_rows(folder),
-            "downloading": len(Parked(folder).ids())}
+            "downloading": sum(m.announces_files for m in Parked(folder).waiting())}
 
 
 def upload_rows(folder: Path) -> list[dict[str, Any]]:

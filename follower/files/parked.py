@@ -9,7 +9,11 @@ and synced before the message is acked):
      "hold": a policy's reason to hold it, or null, "answer": whether its sender gets receipts,
      "files": [FileRef JSON], "body": FileRef JSON | null,
      "progress": {file id: {"chunk", "offset", "state"}}, "choosing": {file id: name},
-     "placed": {file id: path}, "parked": epoch}
+     "placed": {file id: path}, "parked": epoch, "order": n}
+
+A message its sender sent after a parked one is parked too, with no files ("files": [], "body":
+null), so it reaches the agent after it (`follower.receive.ordering`). "order" numbers the parked
+messages as they came (one more than the highest parked), which is the order they are taken in.
 
 The file keys and the saved stream states open the chunks, so this file is the only place they
 are kept, and `erase` removes it once the message is handed on or refused: a folder copied
@@ -54,6 +58,18 @@ class ParkedMessage(NamedTuple):
     def files(self) -> list[FileRef]:
         return [FileRef.from_json(f) for f in self.data["files"]]
 
+    @property
+    def order(self) -> tuple[float, float, str]:
+        """Where it stands among the parked: as it came (a record from before "order": first)."""
+        order, parked = self.data.get("order"), self.data.get("parked")
+        return (order if isinstance(order, (int, float)) else 0,
+                parked if isinstance(parked, (int, float)) else 0, self.id)
+
+    @property
+    def announces_files(self) -> bool:
+        """False for a message parked only to wait behind its sender's earlier one."""
+        return bool(self.data.get("files")) or self.data.get("body") is not None
+
     def body(self) -> FileRef | None:
         body = self.data.get("body")
         return None if body is None else FileRef.from_json(body, named=False, what="body")
@@ -91,13 +107,14 @@ class Parked:
              hold: str | None, answer: bool) -> None:
         """Keep a message with its files' keys until they are in (durable when this returns)."""
         self.ensure()
+        after = max((m.order[0] for m in self.waiting()), default=0)
         data = {"record": record, "from": sender, "hold": hold, "answer": answer,
                 "files": [f.to_json() for f in files], "body": body.to_json() if body else None,
-                "progress": {}, "choosing": {}, "placed": {}, "parked": time.time()}
+                "progress": {}, "choosing": {}, "placed": {}, "parked": time.time(), "order": int(after) + 1}
         write_json(self._path(str(record["id"])), data, compact=True)
 
     def waiting(self) -> list[ParkedMessage]:
-        """The parked messages, oldest first; a damaged one is left where it is (`talk status`
+        """The parked messages, in the order they came; a damaged one is left where it is (`talk status`
         counts it), never in the way of the others."""
         if not self.folder.is_dir():
             return []
@@ -112,7 +129,7 @@ class Parked:
                 continue
             if isinstance(data, dict):
                 found.append(ParkedMessage(msg_id, data))
-        return sorted(found, key=lambda m: (float(m.data.get("parked", 0)), m.id))
+        return sorted(found, key=lambda m: m.order)
 
     def ids(self) -> set[str]:
         return {p.stem for p in self.folder.glob("*.json")} if self.folder.is_dir() else set()

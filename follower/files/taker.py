@@ -1,6 +1,6 @@
 """Taking parked messages' files: download, check, place, then hand the message on.
 
-For each parked message (`follower.files.parked`), oldest first, every file is downloaded
+For each parked message (`follower.files.parked`), in the order they came, every file is downloaded
 (`follower.files.download`) and placed in the downloads folder under a safe name
 (`follower.files.names`), a long body is read back as the message's text, and only then is the
 message handed on, its spool line carrying "files": [{"path", "name", "size", "sha256"}] (or
@@ -12,7 +12,9 @@ from its last saved point, a placing under the name it chose, a hand-on deduplic
 spool (by message id), an ack or an erase done again. A file that fails (`DownloadFailed`) ends
 the message: noted as refused, its chunks acked away, the message kept in the quarantine with the
 reason and its sender told by a `refused` receipt. A fault of this machine or of the relay
-(OSError, RelayError, LocalFileRefused) propagates: the message stays parked and is tried again.
+(OSError, RelayError, LocalFileRefused) propagates: the message stays parked and is tried again,
+its sender's later mail parked behind it (`follower.receive.ordering`) with it; a message with no
+files, parked only to wait so, is handed on as it came.
 
 This runs beside the delivery of other mail, never in its way: the follower runs it on a thread
 of its own (`follower.daemon.daemon`), `talk receive` after the mail it took.
@@ -25,7 +27,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Protocol
 
-from durable.errors import RelayError
+from durable.errors import LocalFileRefused, RelayError
 from follower.files.download import DownloadFailed, download, missing_chunk
 from follower.files.names import DOWNLOADS, place, safe_name
 from follower.files.parked import Parked, ParkedMessage
@@ -79,16 +81,28 @@ class FileTaker:
         self.refused: list[str] = []  # the reasons of those it refused
 
     def take_all(self) -> int:
-        """Take every parked message; how many were handed on or refused.
+        """Take every parked message, each sender's in the order they came; how many were handed
+        on or refused.
 
         Raises:
-            OSError, RelayError, LocalFileRefused: a fault of this machine or of the relay: the
-                message being taken stays parked (the ones before it are done).
+            OSError, RelayError, LocalFileRefused: a fault of this machine or of the relay (the
+                first, once the others' are taken): the message it stopped stays parked, and so
+                does its sender's later mail (`follower.receive.ordering`); other senders' goes on.
         """
         taken = 0
+        stopped: dict[object, Exception] = {}  # by sender
         for message in self.parked.waiting():
-            self.take(message)
+            sender = message.data.get("from")
+            if sender in stopped:
+                continue
+            try:
+                self.take(message)
+            except (OSError, RelayError, LocalFileRefused) as exc:
+                stopped[sender] = exc
+                continue
             taken += 1
+        if stopped:
+            raise next(iter(stopped.values()))
         return taken
 
     def take(self, message: ParkedMessage) -> None:
@@ -113,6 +127,8 @@ class FileTaker:
                 parked record is damaged.
         """
         record = dict(message.data["record"])
+        if not message.announces_files:  # it waited behind its sender's earlier mail: as it came
+            return record
         record["files"] = [self.file(message, ref) for ref in message.files()]
         body = message.body()
         if body is not None:
@@ -165,7 +181,8 @@ class FileTaker:
         else:
             self.deliver(record)
         self.handed += 1
-        self.client.ack_files(self.identity, [ref.id for ref in message.refs()])
+        if message.announces_files:
+            self.client.ack_files(self.identity, [ref.id for ref in message.refs()])
         if message.data.get("answer"):
             self.tell(message.sender, message.id, state, reason)
         self.parked.erase(message)

@@ -12,7 +12,8 @@ Each message from a contact is then admitted, held or refused by that contact's 
 (`follower.receive.admission`), and its sender gets a receipt saying which. Two kinds of mail
 are not for an agent and go their own way: a contact request with one of our invite codes
 (`follower.receive.joining`) and a receipt for our own mail, which moves the outbox on and may
-send a refused message again (`follower.receive.recovery`).
+send a refused message again (`follower.receive.recovery`). A message with files is parked
+until they are in, and its sender's later mail waits behind it (`follower.receive.ordering`).
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ from follower.policy import Policy, PolicyBook, Rule
 from follower.receive import admission
 from follower.receive import receipts as receipts_mod
 from follower.receive.admission import RateWindow, admit, hops_of
+from follower.receive.ordering import Route, route, senders_waiting
 from follower.receive.outcome import Emit, Outcome, Report
 from follower.receive.receipts import ReceiptBatch
 from follower.receive.sequence import Judgement, SequenceVerdict, refuse_if_out_of_window, spool_fields
@@ -475,9 +477,12 @@ class Receiver:
         # many at worst, never a task the ledger missed).
         retry = TaskLedger(self.folder).received(contact.fingerprint, contact.name, block, inner.id)
         record = {**spool_line(contact, inner, rule, hops, block, retry), **group, **spool_fields(order)}
-        if not group and ("files" in inner.extra or "body" in inner.extra):  # `parking.announces_files`
+        files = not group and ("files" in inner.extra or "body" in inner.extra)  # `parking.announces_files`
+        waiting = contact.fingerprint in senders_waiting(self.folder)
+        way = route(files, verdict.action is Policy.HOLD, waiting)
+        if way in (Route.PARK, Route.BEHIND):  # behind: parked without files, after its sender's parked mail
             return self.park(contact, inner, record, verdict, answer, now)
-        if verdict.action is Policy.HOLD:
+        if way is Route.HOLD:
             return self.hold(contact, inner, record, verdict.reason, report, now)
         self.rates.count(contact.fingerprint, now)
         emit(record)
@@ -488,8 +493,9 @@ class Receiver:
 
     def park(self, contact: Contact, inner: Inner, record: dict[str, Any], verdict: admission.Admission,
              answer: bool, now: float) -> Outcome:
-        """Keep a message that announces files until they are in (`follower.receive.parking`);
-        held or handed on then, its receipt sent then. Taken here: acked like any other."""
+        """Keep a message that announces files until they are in (`follower.receive.parking`),
+        or one that waits behind its sender's parked mail (`follower.receive.ordering`); held or
+        handed on then, its receipt sent then. Taken here: acked like any other."""
         from follower.receive.parking import park
 
         hold = verdict.reason if verdict.action is Policy.HOLD else None

@@ -4,7 +4,9 @@ A message that announces files or a long body is judged like any other; where an
 handed on (or held), it is parked instead (`follower.files.parked`), with its spool line and its
 files' keys, and acked at the relay as mail. Its files are taken later and elsewhere
 (`follower.files.taker`: the follower's own thread, or `talk receive` once the mail is in), so
-other mail flows meanwhile, and the message reaches the agent only once its files are complete.
+other mail flows meanwhile, and the message reaches the agent only once its files are complete;
+its sender's later mail is parked behind it, without files, so it cannot overtake it
+(`follower.receive.ordering`).
 `file_taker` builds that taker with this package's quarantine and receipts.
 """
 

@@ -281,6 +281,13 @@ def progress_chunk(folder: Path, msg_id: str, file_id: str) -> int:
     return 0
 
 
+def kill_follower(folder: Path) -> None:
+    pid = running_pid(folder)
+    assert pid and pid > 0
+    os.kill(pid, signal.SIGKILL)
+    wait_for(lambda: not running_pid(folder), 20, "the follower gone")
+
+
 def test_a_200_mb_file_survives_a_killed_follower_arrives_once_with_flat_memory(
     duo: tuple[Agent, Agent, Identity], relay: RelayProcess
 ) -> None:
@@ -295,10 +302,7 @@ def test_a_200_mb_file_survives_a_killed_follower_arrives_once_with_flat_memory(
     try:
         msg_id = announce(relay.url, forger, to_bob, [ref])
         wait_for(lambda: progress_chunk(folder, msg_id, ref.id) > 0, 120, "the download under way")
-        pid = running_pid(folder)
-        assert pid and pid > 0
-        os.kill(pid, signal.SIGKILL)
-        wait_for(lambda: not running_pid(folder), 20, "the follower gone")
+        kill_follower(folder)
         assert not spool_records(bob, "bob")  # not handed on before its file is in
         bob.ok("follow", "--peer", "alice")
         lines = wait_for(lambda: spool_records(bob, "bob"), 300, "the message, its file in")
@@ -409,10 +413,83 @@ def test_talk_receive_cut_short_in_a_download_says_so_and_goes_on_next_time(
     (bob.home / "bob" / "downloads").symlink_to(tmp_path)  # no place for it yet
     ref, digest = upload(relay.url, forger, to_bob, CHUNK_BYTES + 1, "later.bin")
     msg_id = announce(relay.url, forger, to_bob, [ref])
-    alice.ok("send", "bob", "meanwhile")
+    alice.ok("send", "bob", "meanwhile")  # after the file: it waits behind it
     first = bob.ok("receive")
-    assert [m["text"] for m in first.lines()] == ["meanwhile"] and "still on their way" in first.err
+    assert first.lines() == [] and "still on their way" in first.err
     (bob.home / "bob" / "downloads").unlink()
-    (line,) = bob.ok("receive").lines()
+    line, after = bob.ok("receive").lines()
     assert line["id"] == msg_id and sha256_of(Path(str(line["files"][0]["path"]))) == digest
+    assert after["text"] == "meanwhile" and bob.ok("receive").lines() == []
     assert not list(tmp_path.glob("later*"))
+
+
+def stall(agent: Agent, ref: FileRef) -> Path:
+    """Stop `ref`'s download where it starts: a folder where its partial file goes (the taker
+    tries again until it is gone); the path to remove to let it go on."""
+    parked = Parked(agent.home / "bob")
+    parked.ensure()
+    blocker = parked.partial_path(ref)
+    blocker.mkdir()
+    return blocker
+
+
+@pytest.mark.parametrize("killed", [False, True])
+def test_a_senders_later_mail_waits_behind_its_file_message_and_no_one_elses(
+    tmp_path: Path, relay: RelayProcess, killed: bool
+) -> None:
+    """alice's file message, then her text: the agent sees them in that order, never the text
+    first, even across a follower killed while the text waits; carol's mail meanwhile flows."""
+    alice, bob, carol = (make_agent(tmp_path, relay, n, None) for n in ("alice", "bob", "carol"))
+    befriend(alice, bob)
+    befriend(carol, bob)
+    to_bob = contact_of(alice.home, "alice", "bob")
+    folder = bob.home / "bob"
+    ref, digest = upload(relay.url, identity_of(alice.home, "alice"), to_bob, 2 * CHUNK_BYTES, "first.bin")
+    blocker = stall(bob, ref)
+    bob.ok("follow")
+    try:
+        file_id = announce(relay.url, identity_of(alice.home, "alice"), to_bob, [ref], text="the file")
+        wait_for(lambda: Parked(folder).ids() == {file_id}, 20, "the file message parked")
+        alice.ok("send", "bob", "after the file")
+        wait_for(lambda: len(Parked(folder).ids()) == 2, 20, "alice's text parked behind it")
+        carol.ok("send", "bob", "from carol")
+        wait_for(lambda: spool_records(bob, "bob"), 20, "carol's message in the spool")
+        assert [r["text"] for r in spool_records(bob, "bob")] == ["from carol"]
+        assert bob.ok("status", "--json").json()["downloading"] == 1
+        if killed:
+            kill_follower(folder)
+            bob.ok("follow")
+        blocker.rmdir()
+        wait_for(lambda: len(spool_records(bob, "bob")) >= 3 and no_partial_left(bob), 60,
+                 "alice's two messages handed on")
+    finally:
+        bob.run("stop")
+    lines = spool_records(bob, "bob")
+    assert [r["text"] for r in lines] == ["from carol", "the file", "after the file"]
+    assert lines[1]["id"] == file_id and sha256_of(Path(str(lines[1]["files"][0]["path"]))) == digest
+    assert "files" not in lines[2]
+
+
+def test_mail_behind_a_file_that_fails_goes_on_once_it_is_quarantined(
+    duo: tuple[Agent, Agent, Identity], relay: RelayProcess
+) -> None:
+    alice, bob, forger = duo
+    to_bob = contact_of(alice.home, "alice", "bob")
+    folder = bob.home / "bob"
+    ref, _ = upload(relay.url, forger, to_bob, 2 * CHUNK_BYTES, "bad.bin")
+    wrong = ref._replace(sha256="0" * 64)
+    blocker = stall(bob, wrong)
+    bob.ok("follow", "--peer", "alice")
+    try:
+        msg_id = announce(relay.url, forger, to_bob, [wrong], text="the file")
+        wait_for(lambda: Parked(folder).ids() == {msg_id}, 20, "the file message parked")
+        alice.ok("send", "bob", "after the file")
+        wait_for(lambda: len(Parked(folder).ids()) == 2, 20, "alice's text parked behind it")
+        assert not spool_records(bob, "bob")
+        blocker.rmdir()
+        lines = wait_for(lambda: spool_records(bob, "bob"), 60, "alice's text, once the file is refused")
+        wait_for(lambda: no_partial_left(bob), 30, "nothing left parked")
+    finally:
+        bob.run("stop")
+    assert [r["text"] for r in lines] == ["after the file"]
+    assert "sha256" in refused_reason(bob, msg_id) and downloads(bob) == []

@@ -238,3 +238,46 @@ def test_a_save_cut_short_by_a_kill_leaves_no_copy_of_the_keys(tmp_path: Path) -
     s.taker().take_all()
     assert list(parked.iterdir()) == []
     no_trace_of(tmp_path, [ref])
+
+
+OTHER = "4" * 32
+
+
+def park_as(s: Setup, msg_id: str, sender: str, files: list[FileRef], text: str) -> None:
+    record = {"id": msg_id, "from": sender, "name": "n", "text": text, "ts": "2026-01-01T00:00:00Z",
+              "kind": "chat"}
+    Parked(s.folder).park(record, sender, files, None, None, True)
+
+
+def test_mail_parked_behind_a_file_message_follows_it_and_no_one_else_waits(tmp_path: Path) -> None:
+    s = Setup(tmp_path / "id")
+    ref = s.relay.upload(os.urandom(2 * CHUNK_BYTES))
+    park_as(s, "f" * 32, SENDER, [ref], "the file")
+    park_as(s, "b" * 32, SENDER, [], "after the file")
+    park_as(s, "c" * 32, OTHER, [], "someone else's")
+    parked = Parked(s.folder)
+    for message in parked.waiting():  # the clock went back meanwhile: they stay in the order they came
+        message.data["parked"] = -float(message.data["order"])
+        parked.save(message)
+    s.relay.fail_at = (ref.id, 1)
+    with pytest.raises(OSError):
+        s.taker().take_all()
+    assert [r["text"] for r in s.spooled()] == ["someone else's"]  # the other sender's went on
+    assert Parked(s.folder).ids() == {"f" * 32, "b" * 32}
+    s.taker().take_all()
+    lines = s.spooled()
+    assert [r["text"] for r in lines] == ["someone else's", "the file", "after the file"]
+    assert "files" not in lines[2] and len(lines[1]["files"]) == 1
+    assert [t[1:3] for t in s.told] == [("c" * 32, "spooled"), ("f" * 32, "spooled"), ("b" * 32, "spooled")]
+    assert s.relay.acked == [ref.id]  # a message with no files acks none
+
+
+def test_mail_behind_a_refused_file_message_goes_on_after_it(tmp_path: Path) -> None:
+    s = Setup(tmp_path / "id")
+    ref = s.relay.upload(b"x" * 100)
+    park_as(s, "a" * 32, SENDER, [ref._replace(sha256="0" * 64)], "bad file")
+    park_as(s, "b" * 32, SENDER, [], "after it")
+    s.taker().take_all()
+    assert [r["text"] for r in s.spooled()] == ["after it"]
+    assert [t[1:3] for t in s.told] == [("a" * 32, "refused"), ("b" * 32, "spooled")]
+    assert not Parked(s.folder).waiting()
