@@ -82,6 +82,7 @@ def test_a_200_mb_file_through_a_killed_sender_relay_and_follower_arrives_once(t
         assert [f["path"] for f in line["files"]] == [str(placed)] and placed.name == "dataset.bin"
         assert line["files"][0]["size"] == size and sha256_of(placed) == sha  # byte-identical
         assert not traces_of(transfer.files[0].ref(), bob)  # the key is gone from bob's folder
+        print(f"RSS peaks, KiB: sender {first.peak_kb} then {again.peak_kb}, follower {sampler.peak}")
         for peak in (first.peak_kb, again.peak_kb, sampler.peak):
             assert 0 < peak < LIMIT_KB, f"an RSS peak of {peak} KiB"
         assert sampler.samples > 0
