@@ -18,13 +18,11 @@ from follower.send.upload import begin
 from keys.contacts import ContactBook
 from keys.filestream import CHUNK_BYTES
 from tests.conftest import Agent, RelayProcess, befriend, free_port, make_agent, wait_for
-from tests.e2e.test_send_files import (
+from tests.e2e.file_transfers import (
     MB,
-    Sampled,
-    file_next,
-    fingerprint,
+    killed_mid_upload,
     mail_waiting,
-    metered_relay,
+    metered_pair,
     pending,
     write_random,
 )
@@ -73,18 +71,11 @@ def later_rounds(agent: Agent, tmp_path: Path) -> None:
 
 
 def test_a_deleted_source_stalls_once_and_goes_on_when_the_file_is_back(tmp_path: Path) -> None:
-    with metered_relay(tmp_path) as (relay, _):
-        alice, bob = make_agent(tmp_path, relay, "alice", None), make_agent(tmp_path, relay, "bob", None)
-        befriend(alice, bob)
-        bob_fp = fingerprint(bob)
+    with metered_pair(tmp_path) as (relay, alice, bob_fp):
         src = tmp_path / "trace.bin"
         write_random(src, 40 * MB, seed=7)
         kept = src.read_bytes()
-        sender = Sampled(alice, "send", "bob", "--file", str(src))
-        transfer = wait_for(lambda: next(iter(pending(alice)), None), 30, "the transfer record")
-        file_id = transfer.files[0].id
-        wait_for(lambda: file_next(relay, bob_fp, file_id) > 0 or None, 30, "a chunk on the relay")
-        sender.kill()
+        transfer = killed_mid_upload(alice, relay, bob_fp, src)
         src.unlink()
         before = mail_waiting(relay, bob_fp)
         pid = alice.ok("follow", "--json").json()["pid"]
