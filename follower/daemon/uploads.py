@@ -44,7 +44,7 @@ class Uploads:
         """The ids of the transfers old enough to be left to the follower, less the stalled ones
         nothing has changed for (a stat of each source: `follower.send.stall`)."""
         return [t.id for t in self.book.pending() if now - t.created >= FRESH_S
-                and due(t.stall, [look(p.path) for p in t.parts], now)]
+                and (t.stall is None or due(t.stall, [look(p.path) for p in t.parts], now))]
 
     def run(self, now: float | None = None) -> bool:
         """Start finishing what was left, unless that already runs; whether a thread started."""
