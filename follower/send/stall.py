@@ -22,17 +22,12 @@ import stat
 from collections.abc import Iterable
 from typing import Any, NamedTuple
 
-from durable.errors import RelayError, UserError
+from durable.errors import RelayError, SourceGone
 
-__all__ = ["QUOTA_WAIT_S", "SourceGone", "Stall", "due", "look", "stall_for"]
+__all__ = ["QUOTA_WAIT_S", "Stall", "due", "look", "stall_for"]
 
 QUOTA_WAIT_S = 15 * 60
 MOST_REASON = 300  # a relay's words are shown on one line, cut to this
-
-
-class SourceGone(UserError):
-    """A part's source file cannot be read as a regular file any more (deleted, unreadable, a
-    folder or device in its place)."""
 
 
 class Stall(NamedTuple):

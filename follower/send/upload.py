@@ -32,10 +32,10 @@ from typing import TYPE_CHECKING, Any, Protocol
 from nacl.public import PublicKey
 
 from durable.backoff import Backoff
-from durable.errors import MessageTooLarge, RelayError, UserError
+from durable.errors import MessageTooLarge, RelayError, SourceGone, UserError
 from durable.locks import locked
 from durable.message_ids import short
-from follower.send.stall import SourceGone, look, stall_for
+from follower.send.stall import look, stall_for
 from follower.send.transfer import SAVE_EVERY, Part, Transfer, TransferBook, command_key
 from keys.encoding import token_hex
 from keys.envelope import channel_tag

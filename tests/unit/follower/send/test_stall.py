@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from durable.errors import RelayError, UserError
-from follower.send.stall import QUOTA_WAIT_S, SourceGone, Stall, due, look, stall_for
+from durable.errors import RelayError, SourceGone, UserError
+from follower.send.stall import QUOTA_WAIT_S, Stall, due, look, stall_for
 
 CANCEL = "cancel it: talk outbox --cancel 0123456789ab"
 
