@@ -5,6 +5,7 @@
     │   ├── NotFound
     │   ├── InviteError            expired, used, revoked or malformed invite codes
     │   ├── LocalFileRefused       a file or folder of this machine is unsafe or damaged
+    │   ├── SourceGone             a file being sent is deleted, unreadable or no longer a file
     │   └── MessageTooLarge
     ├── SecurityError              2  refused for safety: never shown, nothing sent
     │   ├── PinMismatch            a key bundle does not hash to the pinned fingerprint
@@ -37,6 +38,7 @@ __all__ = [
     "RelayError",
     "ReplayedMessage",
     "SecurityError",
+    "SourceGone",
     "StaleMessage",
     "TalkError",
     "TamperedChunk",
@@ -74,6 +76,11 @@ class LocalFileRefused(UserError):
     """A file or folder of this machine that talk will not use as it is (a link, another user's,
     writable by others, damaged): a fault of this machine, never of the mail being handled, so a
     receiver leaves that mail on the relay until the user fixes it (`follower.receive.inbound`)."""
+
+
+class SourceGone(UserError):
+    """A file being sent can no longer be read as a regular file (deleted, unreadable, a folder
+    or device in its place): its upload stalls until it is back (`follower.send.stall`)."""
 
 
 class MessageTooLarge(UserError):

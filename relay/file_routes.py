@@ -39,10 +39,14 @@ MOST_ACKED = 100  # files named in one acknowledgement
 INDEX_DIGITS = 9  # no file has a billion chunks: longer indices are refused before int()
 
 
-def _index(conn: HTTPConnection, most: int) -> int:
+def _index(conn: HTTPConnection, most: int, past: ApiError | None = None) -> int:
+    """The chunk index in the path, below `most`; a well-formed one at or past it raises `past`
+    when given (a put: the file is over the limit, which no retry mends), else a bad request."""
     text = conn.path_params["index"]
-    if not (text.isascii() and text.isdigit() and len(text) <= INDEX_DIGITS) or int(text) >= most:
+    if not (text.isascii() and text.isdigit() and len(text) <= INDEX_DIGITS):
         raise bad_request(f"index must be a chunk number from 0 to {most - 1}")
+    if int(text) >= most:
+        raise past or bad_request(f"index must be a chunk number from 0 to {most - 1}")
     return int(text)
 
 
@@ -71,7 +75,8 @@ class FileRoutes:
     async def put_chunk(self, request: Request) -> Response:
         relay, quota = self.relay, self.relay.config.file_quota
         fp, tag, file_id = path_hex(request, "fp"), path_hex(request, "tag"), path_hex(request, "file")
-        index = _index(request, quota.most_chunks)
+        over = _refusal(ChunkOutcome.FILE_FULL, relay.config.max_file_bytes)
+        index = _index(request, quota.most_chunks, over)
         relay.admit(request, self.chunks, "file chunks from this client")
         blob = await read_body(request, CHUNK_BYTES + ABYTES)
         if not chunk_fits(len(blob)):
@@ -114,10 +119,14 @@ class FileRoutes:
         return JSONResponse({"deleted": await self.relay.store.files.ack(fp, [str(i) for i in ids])})
 
 
+MIB = 1024 * 1024
+
+
 def _refusal(outcome: ChunkOutcome, max_file_bytes: int) -> ApiError:
     if outcome is ChunkOutcome.FILE_FULL:
-        return ApiError(413, "file_too_large", f"this relay takes files of at most "
-                        f"{max_file_bytes // (1024 * 1024)} MiB; send a smaller one")
+        most = (f"{max_file_bytes // MIB} MiB" if max_file_bytes % MIB == 0 else f"{max_file_bytes:,} bytes")
+        return ApiError(413, "file_too_large", f"this relay takes files of at most {most}; "
+                        "send a smaller one")
     if outcome is ChunkOutcome.WRONG_TAG:
         return ApiError(409, "file_conflict", "this file was begun under another channel; "
                         "upload it again under a new file id")

@@ -50,15 +50,23 @@ def outbox(
     offline: Annotated[bool, typer.Option(
         "--offline", help="Do not fetch waiting receipts first; show what the outbox knew.",
     )] = False,
+    cancel: Annotated[str | None, typer.Option(
+        "--cancel", metavar="ID", help="Cancel a file transfer whose message has not gone (its id, or 6+ "
+        "of its first characters): its record and keys are erased; what reached the relay expires there.",
+    )] = None,
     user: User = None, relay: Relay = None, passphrase_file: PassFile = None, as_json: Json = False,
 ) -> None:
     """List sent messages and how far each got: sent, stored, held, spooled, written, delivered, or refused.
 
-    Receipts waiting on the relay are fetched first (the follower's job when one runs)."""
+    Receipts waiting on the relay are fetched first (the follower's job when one runs). File
+    transfers not announced yet show first: uploading, or stalled with the reason and what to do."""
     from talk.context import open_account
     from talk.output import warn
 
     account = open_account(user, relay, passphrase_file)
+    if cancel is not None:
+        _cancel(account.folder, account.outbox, cancel, as_json)
+        return
     heard = None if offline else account.take_receipts()
     if heard:
         warn(heard)
@@ -80,6 +88,19 @@ def outbox(
         tries = f", {e.attempts} tries" if e.attempts > 1 else ""
         text = e.text.splitlines()[0][:60] if e.text else ""
         result({}, f"{_when(e.ts)}  {short(e.id)}  to {e.name:<12} {e.state:<9}{tries}{why}  {text}", False)
+
+
+def _cancel(folder: Any, box: Any, typed: str, as_json: bool) -> None:
+    from follower.send.cancel import cancel
+    from follower.send.transfer import TransferBook
+
+    gone = cancel(TransferBook(folder), box.everything(), typed)
+    row = {"id": gone.id, "to": gone.name, "state": "cancelled", "bytes_sent": gone.sent_bytes}
+    left = (f"; the {gone.sent_bytes / 1e6:.1f} MB already uploaded stay sealed on the relay until it "
+            f"expires them (only {gone.name} can delete them there, and no one can open them now)"
+            if gone.sent_bytes else "")
+    result(row, f"cancelled {short(gone.id)} to {gone.name}: its record and keys are erased, the message "
+                f"will not be sent{left}", as_json)
 
 
 def message_status(folder: Any, msg_id: str, as_json: bool) -> None:

@@ -2,7 +2,9 @@
 
 A transfer's lock is held by whoever uploads it (`follower.send.upload.complete`): a command
 still running holds it, and a dead one holds nothing, so the follower takes up exactly the
-transfers nobody is working on, and two never run one transfer. The uploads run on a thread of
+transfers nobody is working on, and two never run one transfer. A transfer that cannot go on
+by retrying (its source gone, a file over the relay's limit) stalls and is logged once; it is
+taken up again when its source changes (`follower.send.stall`). The uploads run on a thread of
 their own, with a relay client of their own: a 200 MB file must not hold up the mail.
 """
 
@@ -17,6 +19,7 @@ from durable.errors import TalkError
 from follower.relay.client import RelayClient
 from follower.send.outbound import Queued
 from follower.send.outbox import Outbox
+from follower.send.stall import due, look
 from follower.send.transfer import TransferBook
 from follower.send.upload import complete
 from keys.contacts import ContactBook
@@ -38,8 +41,10 @@ class Uploads:
         self._thread: threading.Thread | None = None
 
     def due(self, now: float) -> list[str]:
-        """The ids of the transfers old enough to be left to the follower."""
-        return [t.id for t in self.book.pending() if now - t.created >= FRESH_S]
+        """The ids of the transfers old enough to be left to the follower, less the stalled ones
+        nothing has changed for (a stat of each source: `follower.send.stall`)."""
+        return [t.id for t in self.book.pending() if now - t.created >= FRESH_S
+                and (t.stall is None or due(t.stall, [look(p.path) for p in t.parts], now))]
 
     def run(self, now: float | None = None) -> bool:
         """Start finishing what was left, unless that already runs; whether a thread started."""
@@ -67,7 +72,12 @@ class Uploads:
                 except Queued:
                     pass  # its message is in the outbox: the resends take it from here
                 except (TalkError, OSError) as exc:
-                    log.info("the upload of transfer %s waits: %s", transfer_id, exc)
+                    stalled = self.book.get(transfer_id)
+                    if stalled is not None and stalled.stall is not None:  # logged once: not tried again
+                        log.warning("the upload of transfer %s stalled: %s; %s", transfer_id,
+                                    stalled.stall.reason, stalled.stall.hint)
+                    else:
+                        log.info("the upload of transfer %s waits: %s", transfer_id, exc)
 
     def join(self, timeout: float | None = None) -> None:
         if self._thread is not None:

@@ -6,6 +6,6 @@ from __future__ import annotations
 
 from durable.faces import face
 
-__all__ = ("kem_keys", "outbound", "outbox", "queue_mark", "ratchet_keys", "ratchet_send", "resending",
-           "sendrate", "seqcounter", "transfer", "upload", "waiting")
+__all__ = ("cancel", "kem_keys", "outbound", "outbox", "queue_mark", "ratchet_keys", "ratchet_send",
+           "resending", "sendrate", "seqcounter", "stall", "transfer", "upload", "waiting")
 __getattr__ = face(__name__, __all__)

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from durable.files import ensure_private_dir, read_json, replace_file, write_json
+from follower.send.stall import Stall
 from keys.encoding import b64d, b64e, is_hex32
 from keys.fileref import FileRef
 from keys.filestream import CHUNK_BYTES, chunk_count
@@ -89,6 +90,7 @@ class Transfer(NamedTuple):
     body: Part | None
     created: float
     key: str  # what the command asked for (`command_key`): a command run again finds its transfer
+    stall: Stall | None = None  # why the follower stopped retrying it (`follower.send.stall`)
 
     @property
     def parts(self) -> tuple[Part, ...]:
@@ -110,30 +112,37 @@ class Transfer(NamedTuple):
                                          for p in self.files))
 
     def summary(self) -> dict[str, Any]:
-        """What `talk outbox` and `talk status` show of it (no key, no path)."""
-        return {"id": self.id, "name": self.name, "state": "uploading", "files": [p.name for p in self.files],
-                "body": self.body is not None, "bytes_sent": self.sent_bytes, "bytes": self.size,
-                "ts": self.created}
-
-
+        """What `talk outbox` and `talk status` show of it (no key, no path): "uploading", or
+        "stalled" with the reason and what to do."""
+        row = {"id": self.id, "name": self.name, "state": "uploading", "files": [p.name for p in self.files],
+               "body": self.body is not None, "bytes_sent": self.sent_bytes, "bytes": self.size,
+               "ts": self.created}
+        if self.stall is not None:
+            row.update(state="stalled", reason=self.stall.reason, hint=self.stall.hint)
+        return row
 
     def to_json(self) -> dict[str, Any]:
         return {"id": self.id, "to": self.to, "name": self.name, "text": self.text,
                 "files": [p.to_json() for p in self.files],
                 "body": None if self.body is None else self.body.to_json(),
-                "created": self.created, "key": self.key}
+                "created": self.created, "key": self.key,
+                "stall": None if self.stall is None else self.stall.to_json()}
 
     @classmethod
     def from_json(cls, obj: dict[str, Any]) -> Transfer:
-        body = obj.get("body")
+        body, stall = obj.get("body"), obj.get("stall")
         return cls(str(obj["id"]), str(obj["to"]), str(obj["name"]), str(obj["text"]),
                    tuple(Part.from_json(p) for p in obj["files"]),
-                   None if body is None else Part.from_json(body), float(obj["created"]), str(obj["key"]))
+                   None if body is None else Part.from_json(body), float(obj["created"]), str(obj["key"]),
+                   None if stall is None else Stall.from_json(stall))
 
 
 def progress_line(summary: dict[str, Any]) -> str:
     """A transfer's `summary` as one line for a person: how far the upload got."""
     what = ", ".join(str(name) for name in summary["files"]) or "a long text"
+    if summary["state"] == "stalled":
+        return (f"stalled {summary['id'][:12]} to {summary['name']} at {summary['bytes_sent'] / 1e6:.1f} of "
+                f"{summary['bytes'] / 1e6:.1f} MB ({what}): {summary['reason']}; {summary['hint']}")
     return (f"uploading {summary['id'][:12]} to {summary['name']}: {summary['bytes_sent'] / 1e6:.1f} of "
             f"{summary['bytes'] / 1e6:.1f} MB ({what})")
 
@@ -195,6 +204,8 @@ class TransferBook:
         Called under the transfer's lock: whoever waits on that lock then finds no record."""
         for suffix in ("json", "body", "lock"):
             self._path(transfer_id, suffix).unlink(missing_ok=True)
+        for tmp in self.folder.glob(f".{transfer_id}.*.tmp"):  # a killed writer's copy holds the key too
+            tmp.unlink(missing_ok=True)
 
     def write_body(self, transfer_id: str, text: str) -> Path:
         """Keep a long text where its upload can read it again after a kill."""

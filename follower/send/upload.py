@@ -32,8 +32,10 @@ from typing import TYPE_CHECKING, Any, Protocol
 from nacl.public import PublicKey
 
 from durable.backoff import Backoff
-from durable.errors import MessageTooLarge, RelayError, UserError
+from durable.errors import MessageTooLarge, RelayError, SourceGone, UserError
 from durable.locks import locked
+from durable.message_ids import short
+from follower.send.stall import look, stall_for
 from follower.send.transfer import SAVE_EVERY, Part, Transfer, TransferBook, command_key
 from keys.encoding import token_hex
 from keys.envelope import channel_tag
@@ -82,10 +84,10 @@ def _source(path: str) -> Iterator[int]:
     try:
         fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0) | os.O_NONBLOCK)
     except OSError as exc:
-        raise UserError(f"cannot read {path}: {exc.strerror}; check the path") from exc
+        raise SourceGone(f"cannot read {path}: {exc.strerror}; check the path") from exc
     try:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise UserError(f"{path} is not a regular file; only files can be sent")
+            raise SourceGone(f"{path} is not a regular file; only files can be sent")
         os.set_blocking(fd, True)
         yield fd
     finally:
@@ -229,7 +231,14 @@ def complete(identity: Identity, client: RelayClient, contact: Contact, outbox: 
             if transfer is None:
                 return None
             if transfer.id not in outbox.entries():  # a kill after the send, before the record went
-                transfer = _uploaded(client, contact, identity, book, transfer, tick, resumed)
+                if transfer.stall is not None:  # tried again: by the command run again, or a source back
+                    transfer = transfer._replace(stall=None)
+                    book.save(transfer)
+                try:
+                    transfer = _uploaded(client, contact, identity, book, transfer, tick, resumed)
+                except (UserError, RelayError) as exc:
+                    _stall(book, transfer_id, exc)
+                    raise
                 try:
                     outbound.send(identity, client, contact, transfer.text, outbox=outbox,
                                   msg_id=transfer.id, **announced(transfer))
@@ -240,6 +249,17 @@ def complete(identity: Identity, client: RelayClient, contact: Contact, outbox: 
             return transfer.id
     except BlockingIOError:
         return None
+
+
+def _stall(book: TransferBook, transfer_id: str, exc: Exception) -> None:
+    """Mark the transfer stalled when `exc` will not pass by retrying (`follower.send.stall`)."""
+    transfer = book.get(transfer_id)  # as the upload last saved it
+    if transfer is None:
+        return
+    cancel = f"cancel it: talk outbox --cancel {short(transfer_id)}"
+    stall = stall_for(exc, [look(p.path) for p in transfer.parts], time.time(), cancel)
+    if stall is not None:
+        book.save(transfer._replace(stall=stall))
 
 
 def announced(transfer: Transfer) -> dict[str, Any]:

@@ -115,7 +115,6 @@ def test_strangers_cannot_fill_a_mailbox_with_files(relay: RelayProcess) -> None
     "/v1/files/{fp}/{tag}/{file}/-1",
     "/v1/files/{fp}/{tag}/{file}/1e3",
     "/v1/files/{fp}/{tag}/{file}/99999999999999999999",
-    "/v1/files/{fp}/{tag}/{file}/2048",  # past the chunks a 512 MiB file has
     "/v1/files/{fp}/{tag}/..%2F..%2Fkeys/0",
     "/v1/files/{fp}/{tag}/{file}/0/..",
 ])
@@ -174,7 +173,7 @@ def test_file_and_mailbox_limits_are_relay_settings(tmp_path: Path) -> None:
         f, g = secrets.token_hex(16), secrets.token_hex(16)
         assert put(relay, bob.fingerprint, alice, f, 0, full).status == 201
         assert put(relay, bob.fingerprint, alice, f, 1, full).status == 201
-        assert_error(put(relay, bob.fingerprint, alice, f, 2, SMALL), 400, "bad_request")  # past its chunks
+        assert_error(put(relay, bob.fingerprint, alice, f, 2, SMALL), 413, "file_too_large")  # past its size
         assert_error(put(relay, bob.fingerprint, alice, secrets.token_hex(16), 0, SMALL), 507, "file_quota",
                      "its share")
         assert put(relay, bob.fingerprint, carol, g, 0, full).status == 201
@@ -189,6 +188,8 @@ def test_a_file_over_the_limit_is_refused(tmp_path: Path) -> None:
         tag, f = new_tag(), secrets.token_hex(16)
         assert put(relay, bob.fingerprint, tag, f, 0, b"x" * (CHUNK_BYTES + ABYTES)).status == 201
         assert_error(put(relay, bob.fingerprint, tag, f, 1, b"x" * (ABYTES + 11)), 413, "file_too_large")
+        # A chunk wholly past the limit says so too (not "bad index"): the sender stalls, not retries.
+        assert_error(put(relay, bob.fingerprint, tag, f, 2, b"x" * (ABYTES + 1)), 413, "file_too_large")
 
 
 def test_chunks_are_rate_limited_per_client(tmp_path: Path) -> None:

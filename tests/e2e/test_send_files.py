@@ -12,28 +12,26 @@ import os
 import random
 import signal
 import sqlite3
-import subprocess
-import threading
 import urllib.request
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from follower.send.transfer import Transfer
 from keys.filestream import CHUNK_BYTES, Opener, chunk_count
-from tests.conftest import TALK, Agent, RelayProcess, befriend, free_port, make_agent, wait_for
-
-MB = 1024 * 1024
-
-
-def fingerprint(agent: Agent) -> str:
-    return str(agent.ok("id", "--json").json()["fingerprint"])
-
-
-def mail_waiting(relay: RelayProcess, fp: str) -> int:
-    with contextlib.closing(sqlite3.connect(relay.db)) as db:
-        return int(db.execute("SELECT COUNT(*) FROM mail WHERE fp = ?", (fp,)).fetchone()[0])
+from tests.conftest import Agent, RelayProcess, befriend, make_agent, wait_for
+from tests.e2e.file_transfers import (
+    MB,
+    Sampled,
+    file_next,
+    fingerprint,
+    killed_mid_upload,
+    mail_waiting,
+    metered_pair,
+    metered_relay,
+    pending,
+    write_random,
+)
 
 
 def relay_file_digest(relay: RelayProcess, fp: str, transfer: Transfer) -> str:
@@ -46,11 +44,6 @@ def relay_file_digest(relay: RelayProcess, fp: str, transfer: Transfer) -> str:
         for index, blob in rows:
             digest.update(opener.open(blob, index == part.chunks - 1))
     return digest.hexdigest()
-
-
-def pending(alice: Agent) -> list[Transfer]:
-    folder = alice.home / "alice" / "transfers"
-    return [Transfer.from_json(json.loads(p.read_text())) for p in folder.glob("*.json")]
 
 
 @pytest.mark.own_relay
@@ -86,46 +79,6 @@ def test_nothing_to_send_is_refused(pair: tuple[Agent, Agent]) -> None:
     assert r.code == 1 and "--file" in r.err
 
 
-def write_random(path: Path, size: int, seed: int) -> str:
-    rng, digest = random.Random(seed), hashlib.sha256()
-    with path.open("wb") as f:
-        for _ in range(size // MB):
-            block = rng.randbytes(MB)
-            digest.update(block)
-            f.write(block)
-    return digest.hexdigest()
-
-
-class Sampled:
-    """A `talk` process whose resident memory is sampled until it ends."""
-
-    def __init__(self, agent: Agent, *args: str) -> None:
-        self.proc = subprocess.Popen([TALK, *args], env=agent.env(), stdin=subprocess.DEVNULL,
-                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-        self.peak_kb = 0
-        self._done = threading.Event()
-        self._thread = threading.Thread(target=self._sample, daemon=True)
-        self._thread.start()
-
-    def _sample(self) -> None:
-        status = Path(f"/proc/{self.proc.pid}/status")
-        while not self._done.wait(0.02):
-            with contextlib.suppress(OSError):
-                for line in status.read_text().splitlines():
-                    if line.startswith("VmRSS:"):
-                        self.peak_kb = max(self.peak_kb, int(line.split()[1]))
-
-    def kill(self) -> None:
-        self.proc.send_signal(signal.SIGKILL)
-        self.wait()
-
-    def wait(self, timeout: float = 120) -> tuple[int, str, str]:
-        out, err = self.proc.communicate(timeout=timeout)
-        self._done.set()
-        self._thread.join()
-        return self.proc.returncode, out.decode(), err.decode()
-
-
 def chunks_taken(metrics_port: int) -> float:
     """Chunk puts the relay answered since it started, less those refused for the rate."""
     with urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/metrics", timeout=5) as r:
@@ -136,24 +89,6 @@ def chunks_taken(metrics_port: int) -> float:
 
     return value('talk_relay_request_seconds_count{route="put_chunk"}') - value(
         'talk_relay_errors_total{code="rate_limited"}')
-
-
-def file_next(relay: RelayProcess, fp: str, file_id: str) -> int:
-    with urllib.request.urlopen(f"{relay.url}/v1/files/{fp}/{file_id}", timeout=5) as r:
-        return int(json.loads(r.read())["next"])
-
-
-@contextlib.contextmanager
-def metered_relay(tmp_path: Path) -> Iterator[tuple[RelayProcess, int]]:
-    port = free_port()
-    # Chunks at a rate the sender cannot outrun: it is killed mid-way however fast this machine is.
-    extra = ["--metrics-port", str(port), "--rate-chunks", "150/1:40"]
-    relay = RelayProcess(tmp_path / "relay" / "relay.db", free_port(), extra=extra)
-    relay.start()
-    try:
-        yield relay, port
-    finally:
-        relay.stop()
 
 
 def test_a_200_mb_upload_killed_with_its_relay_resumes_and_is_announced_once(tmp_path: Path) -> None:
@@ -200,18 +135,11 @@ def test_a_200_mb_upload_killed_with_its_relay_resumes_and_is_announced_once(tmp
 
 
 def test_the_follower_finishes_an_upload_whose_command_died(tmp_path: Path) -> None:
-    with metered_relay(tmp_path) as (relay, _):
-        alice, bob = make_agent(tmp_path, relay, "alice", None), make_agent(tmp_path, relay, "bob", None)
-        befriend(alice, bob)
-        bob_fp = fingerprint(bob)
+    with metered_pair(tmp_path) as (relay, alice, bob_fp):
         src = tmp_path / "trace.bin"
         sha = write_random(src, 40 * MB, seed=3)
         before = mail_waiting(relay, bob_fp)
-        sender = Sampled(alice, "send", "bob", "--file", str(src))
-        transfer = wait_for(lambda: next(iter(pending(alice)), None), 30, "the transfer record")
-        file_id = transfer.files[0].id
-        wait_for(lambda: file_next(relay, bob_fp, file_id) > 0 or None, 30, "a chunk on the relay")
-        sender.kill()
+        transfer = killed_mid_upload(alice, relay, bob_fp, src)
         assert [t.id for t in pending(alice)] == [transfer.id]  # left unfinished
         pid = alice.ok("follow", "--json").json()["pid"]
         try:

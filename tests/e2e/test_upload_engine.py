@@ -168,3 +168,17 @@ def test_a_file_changed_since_it_was_hashed_starts_over(tmp_path: Path) -> None:
     src.write_text("two")
     changed = _still_same(part)
     assert changed.sha256 != part.sha256 and (changed.id, changed.key) != (part.id, part.key)
+
+
+def test_finishing_a_transfer_erases_a_killed_writer_copy_of_its_record(tmp_path: Path) -> None:
+    book = TransferBook(tmp_path / "alice")
+    src = tmp_path / "a.txt"
+    src.write_text("hello")
+    transfer, _ = begin(book, contact_of(Identity.generate("bob")), [str(src)], "see this")
+    record = book.folder / f"{transfer.id}.json"
+    copy = book.folder / f".{transfer.id}.json.999999999.abcd.tmp"  # a writer killed mid-save
+    copy.write_bytes(record.read_bytes())
+    other = book.folder / ".0123.json.999999999.abcd.tmp"  # not this transfer's
+    other.write_bytes(b"x")
+    book.finish(transfer.id)
+    assert not record.exists() and not copy.exists() and other.exists()
