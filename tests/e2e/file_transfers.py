@@ -110,3 +110,15 @@ def killed_mid_upload(alice: Agent, relay: RelayProcess, bob_fp: str, src: Path)
     wait_for(lambda: file_next(relay, bob_fp, file_id) > 0 or None, 30, "a chunk on the relay")
     sender.kill()
     return transfer
+
+
+def chunks_taken(metrics_port: int) -> float:
+    """Chunk puts the relay answered since it started, less those refused for the rate."""
+    with urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/metrics", timeout=5) as r:
+        lines = r.read().decode().splitlines()
+
+    def value(prefix: str) -> float:
+        return sum(float(line.split()[-1]) for line in lines if line.startswith(prefix))
+
+    return value('talk_relay_request_seconds_count{route="put_chunk"}') - value(
+        'talk_relay_errors_total{code="rate_limited"}')

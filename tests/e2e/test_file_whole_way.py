@@ -12,7 +12,7 @@ from pathlib import Path
 from follower.daemon.liveness import running_pid
 from keys.filestream import chunk_count
 from tests.conftest import befriend, make_agent, wait_for
-from tests.e2e.test_files_receive import (
+from tests.e2e.file_downloads import (
     RssSampler,
     downloads,
     no_partial_left,
@@ -20,7 +20,7 @@ from tests.e2e.test_files_receive import (
     sha256_of,
     traces_of,
 )
-from tests.e2e.test_send_files import (
+from tests.e2e.file_transfers import (
     MB,
     Sampled,
     chunks_taken,

@@ -8,12 +8,10 @@ so each test can hand the receiver exactly the bytes a hostile sender would."""
 
 from __future__ import annotations
 
-import base64
 import hashlib
 import os
 import secrets
 import signal
-import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -32,6 +30,14 @@ from keys.fileref import FileRef
 from keys.filestream import CHUNK_BYTES, Sealer, chunk_count
 from keys.identity import Identity
 from tests.conftest import Agent, RelayProcess, befriend, make_agent, wait_for
+from tests.e2e.file_downloads import (
+    RssSampler,
+    downloads,
+    no_partial_left,
+    progress_chunk,
+    sha256_of,
+    traces_of,
+)
 from tests.peer_forge import contact_of, deposit_raw, envelope, identity_of, spool_records
 
 
@@ -73,32 +79,6 @@ def announce(url: str, sender: Identity, to: Contact, refs: list[FileRef], text:
     data = envelope(sender, to, text=text, files=[r.to_json() for r in refs], **more)
     deposit_raw(url, sender, to, data)
     return str(data["id"])
-
-
-def sha256_of(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        while block := f.read(1 << 20):
-            digest.update(block)
-    return digest.hexdigest()
-
-
-def downloads(agent: Agent, name: str = "bob") -> list[Path]:
-    folder = agent.home / name / "downloads"
-    return sorted(folder.iterdir()) if folder.is_dir() else []
-
-
-def traces_of(ref: FileRef, agent: Agent) -> list[Path]:
-    """The files under the agent's TALK_HOME (its downloads aside) that hold the file's key, in
-    any form talk writes bytes in."""
-    forms = (ref.key, base64.b64encode(ref.key), ref.key.hex().encode())
-    return [p for p in agent.home.rglob("*") if p.is_file() and not p.is_symlink()
-            and "downloads" not in p.parts and any(form in p.read_bytes() for form in forms)]
-
-
-def no_partial_left(agent: Agent) -> bool:
-    parked = Parked(agent.home / "bob")
-    return not parked.ids() and (not parked.partial.is_dir() or not list(parked.partial.iterdir()))
 
 
 def test_a_file_arrives_whole_with_its_path_size_and_hash(duo: tuple[Agent, Agent, Identity],
@@ -247,38 +227,6 @@ def test_a_big_download_does_not_hold_up_other_mail(tmp_path: Path, relay: Relay
         assert sha256_of(Path(str(line["files"][0]["path"]))) == digest
     finally:
         bob.run("stop")
-
-
-def rss_kb(pid: int) -> int:
-    try:
-        with open(f"/proc/{pid}/status") as f:
-            return next(int(line.split()[1]) for line in f if line.startswith("VmRSS:"))
-    except (OSError, StopIteration):
-        return 0
-
-
-class RssSampler(threading.Thread):
-    """The largest RSS seen of whichever follower runs for `folder`, sampled until stopped."""
-
-    def __init__(self, folder: Path) -> None:
-        super().__init__(daemon=True)
-        self.folder, self.peak, self.samples = folder, 0, 0
-        self.done = threading.Event()
-
-    def run(self) -> None:
-        while not self.done.wait(0.02):
-            pid = running_pid(self.folder)
-            if pid and pid > 0:
-                self.peak = max(self.peak, rss_kb(pid))
-                self.samples += 1
-
-
-def progress_chunk(folder: Path, msg_id: str, file_id: str) -> int:
-    for message in Parked(folder).waiting():
-        if message.id == msg_id:
-            saved = message.progress(file_id)
-            return saved.chunk if saved else 0
-    return 0
 
 
 def kill_follower(folder: Path) -> None:

@@ -12,7 +12,6 @@ import os
 import random
 import signal
 import sqlite3
-import urllib.request
 from pathlib import Path
 
 import pytest
@@ -23,6 +22,7 @@ from tests.conftest import Agent, RelayProcess, befriend, make_agent, wait_for
 from tests.e2e.file_transfers import (
     MB,
     Sampled,
+    chunks_taken,
     file_next,
     fingerprint,
     killed_mid_upload,
@@ -77,18 +77,6 @@ def test_nothing_to_send_is_refused(pair: tuple[Agent, Agent]) -> None:
     alice, _ = pair
     r = alice.run("send", "bob")
     assert r.code == 1 and "--file" in r.err
-
-
-def chunks_taken(metrics_port: int) -> float:
-    """Chunk puts the relay answered since it started, less those refused for the rate."""
-    with urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/metrics", timeout=5) as r:
-        lines = r.read().decode().splitlines()
-
-    def value(prefix: str) -> float:
-        return sum(float(line.split()[-1]) for line in lines if line.startswith(prefix))
-
-    return value('talk_relay_request_seconds_count{route="put_chunk"}') - value(
-        'talk_relay_errors_total{code="rate_limited"}')
 
 
 def test_a_200_mb_upload_killed_with_its_relay_resumes_and_is_announced_once(tmp_path: Path) -> None:
