@@ -57,6 +57,16 @@ class Tmux:
         # reaps the child, a moment later: until then the program is still ending.
         return f"exited with status {out[1]}" if len(out) > 1 else None
 
+    def program_gone(self, pid: int) -> bool:
+        """Whether the pane's program `pid` has exited (gone, or a zombie tmux has not reaped).
+        tmux marks a pane dead only once its terminal closes, which a child the program left on
+        it can delay well past the program's own end."""
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                return f.read().rsplit(")", 1)[1].split()[0] == "Z"
+        except (OSError, IndexError):
+            return True
+
     def screen(self) -> str:
         return self.run("capture-pane", "-p", "-t", WINDOW).stdout
 
