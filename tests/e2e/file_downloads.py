@@ -5,13 +5,17 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import os
+import signal
 import threading
 from pathlib import Path
 
 from follower.daemon.liveness import running_pid
 from follower.files.parked import Parked
 from keys.fileref import FileRef
-from tests.conftest import Agent
+from spool_writer.record import SpoolRecord
+from tests.conftest import Agent, wait_for
+from tests.peer_forge import spool_records
 
 
 def sha256_of(path: Path) -> str:
@@ -70,3 +74,23 @@ def progress_chunk(folder: Path, msg_id: str, file_id: str) -> int:
             saved = message.progress(file_id)
             return saved.chunk if saved else 0
     return 0
+
+
+def kill_follower(folder: Path) -> None:
+    pid = running_pid(folder)
+    assert pid and pid > 0
+    os.kill(pid, signal.SIGKILL)
+    wait_for(lambda: not running_pid(folder), 20, "the follower gone")
+
+
+def killed_mid_download(bob: Agent, msg_id: str, file_id: str) -> list[SpoolRecord]:
+    """Bob's running follower SIGKILLed once its download of `file_id` has a saved point, then
+    started again: the spool lines once the message is in and its parked record erased."""
+    folder = bob.home / "bob"
+    wait_for(lambda: progress_chunk(folder, msg_id, file_id) > 0, 120, "the download under way")
+    kill_follower(folder)
+    assert not spool_records(bob, "bob")  # not handed on before its file is in
+    bob.ok("follow", "--peer", "alice")
+    lines = wait_for(lambda: spool_records(bob, "bob"), 300, "the message, its file in")
+    wait_for(lambda: no_partial_left(bob), 60, "the parked record and its key erased")
+    return lines

@@ -104,12 +104,19 @@ def metered_pair(tmp_path: Path) -> Iterator[tuple[RelayProcess, Agent, str]]:
 
 def killed_mid_upload(alice: Agent, relay: RelayProcess, bob_fp: str, src: Path) -> Transfer:
     """`talk send bob --file src` killed once the relay holds a chunk of it: its transfer."""
-    sender = Sampled(alice, "send", "bob", "--file", str(src))
-    transfer = wait_for(lambda: next(iter(pending(alice)), None), 30, "the transfer record")
+    return killed_holding(alice, relay, bob_fp, 1, "--file", str(src))[1]
+
+
+def killed_holding(alice: Agent, relay: RelayProcess, bob_fp: str, chunks: int,
+                   *args: str) -> tuple[Sampled, Transfer]:
+    """`talk send bob ARGS` (one file) killed once the relay holds `chunks` chunks of it: the
+    sampled run and its transfer."""
+    sender = Sampled(alice, "send", "bob", *args)
+    transfer = wait_for(lambda: next(iter(pending(alice)), None), 60, "the transfer record")
     file_id = transfer.files[0].id
-    wait_for(lambda: file_next(relay, bob_fp, file_id) > 0 or None, 30, "a chunk on the relay")
+    wait_for(lambda: file_next(relay, bob_fp, file_id) >= chunks or None, 60, f"{chunks} chunks on the relay")
     sender.kill()
-    return transfer
+    return sender, transfer
 
 
 def chunks_taken(metrics_port: int) -> float:

@@ -9,14 +9,12 @@ import os
 import signal
 from pathlib import Path
 
-from follower.daemon.liveness import running_pid
 from keys.filestream import chunk_count
-from tests.conftest import befriend, make_agent, wait_for
+from tests.conftest import befriend, make_agent
 from tests.e2e.file_downloads import (
     RssSampler,
     downloads,
-    no_partial_left,
-    progress_chunk,
+    killed_mid_download,
     sha256_of,
     traces_of,
 )
@@ -26,11 +24,10 @@ from tests.e2e.file_transfers import (
     chunks_taken,
     file_next,
     fingerprint,
+    killed_holding,
     metered_relay,
-    pending,
     write_random,
 )
-from tests.peer_forge import spool_records
 
 LIMIT_KB = 100 * 1024
 
@@ -44,11 +41,9 @@ def test_a_200_mb_file_through_a_killed_sender_relay_and_follower_arrives_once(t
         src = tmp_path / "dataset.bin"
         sha = write_random(src, size, seed=290)
 
-        first = Sampled(alice, "send", "bob", "the dataset", "--file", str(src), "--json")
-        transfer = wait_for(lambda: next(iter(pending(alice)), None), 60, "the transfer record")
+        first, transfer = killed_holding(alice, relay, bob_fp, 40, "the dataset", "--file", str(src),
+                                         "--json")
         file_id = transfer.files[0].id
-        wait_for(lambda: file_next(relay, bob_fp, file_id) >= 40 or None, 60, "40 chunks on the relay")
-        first.kill()
         relay.stop(signal.SIGKILL)
         relay.start()
         held = file_next(relay, bob_fp, file_id)
@@ -62,15 +57,7 @@ def test_a_200_mb_file_through_a_killed_sender_relay_and_follower_arrives_once(t
         sampler.start()
         bob.ok("follow", "--peer", "alice")
         try:
-            wait_for(lambda: progress_chunk(folder, transfer.id, file_id) > 0, 120, "the download under way")
-            pid = running_pid(folder)
-            assert pid and pid > 0
-            os.kill(pid, signal.SIGKILL)
-            wait_for(lambda: not running_pid(folder), 20, "the follower gone")
-            assert not spool_records(bob, "bob")  # the message waits for its file
-            bob.ok("follow", "--peer", "alice")
-            lines = wait_for(lambda: spool_records(bob, "bob"), 300, "the message, its file in")
-            wait_for(lambda: no_partial_left(bob), 60, "the parked record and its key erased")
+            lines = killed_mid_download(bob, transfer.id, file_id)
         finally:
             bob.run("stop")
             sampler.done.set()

@@ -20,7 +20,6 @@ import pytest
 from nacl.public import PublicKey
 
 from durable.errors import RelayError
-from follower.daemon.liveness import running_pid
 from follower.files.parked import Parked
 from follower.receive.quarantine import Quarantine
 from follower.relay.client import RelayClient
@@ -33,6 +32,8 @@ from tests.conftest import Agent, RelayProcess, befriend, make_agent, wait_for
 from tests.e2e.file_downloads import (
     RssSampler,
     downloads,
+    kill_follower,
+    killed_mid_download,
     no_partial_left,
     progress_chunk,
     sha256_of,
@@ -229,13 +230,6 @@ def test_a_big_download_does_not_hold_up_other_mail(tmp_path: Path, relay: Relay
         bob.run("stop")
 
 
-def kill_follower(folder: Path) -> None:
-    pid = running_pid(folder)
-    assert pid and pid > 0
-    os.kill(pid, signal.SIGKILL)
-    wait_for(lambda: not running_pid(folder), 20, "the follower gone")
-
-
 def test_a_200_mb_file_survives_a_killed_follower_arrives_once_with_flat_memory(
     duo: tuple[Agent, Agent, Identity], relay: RelayProcess
 ) -> None:
@@ -249,12 +243,7 @@ def test_a_200_mb_file_survives_a_killed_follower_arrives_once_with_flat_memory(
     bob.ok("follow", "--peer", "alice")
     try:
         msg_id = announce(relay.url, forger, to_bob, [ref])
-        wait_for(lambda: progress_chunk(folder, msg_id, ref.id) > 0, 120, "the download under way")
-        kill_follower(folder)
-        assert not spool_records(bob, "bob")  # not handed on before its file is in
-        bob.ok("follow", "--peer", "alice")
-        lines = wait_for(lambda: spool_records(bob, "bob"), 300, "the message, its file in")
-        wait_for(lambda: no_partial_left(bob), 60, "the parked record and its key erased")
+        lines = killed_mid_download(bob, msg_id, ref.id)
     finally:
         bob.run("stop")
         sampler.done.set()

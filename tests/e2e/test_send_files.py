@@ -25,6 +25,7 @@ from tests.e2e.file_transfers import (
     chunks_taken,
     file_next,
     fingerprint,
+    killed_holding,
     killed_mid_upload,
     mail_waiting,
     metered_pair,
@@ -89,11 +90,9 @@ def test_a_200_mb_upload_killed_with_its_relay_resumes_and_is_announced_once(tmp
         sha = write_random(src, size, seed=29)
         before = mail_waiting(relay, bob_fp)
 
-        first = Sampled(alice, "send", "bob", "the dataset", "--file", str(src), "--json")
-        transfer = wait_for(lambda: next(iter(pending(alice)), None), 60, "the transfer record")
+        first, transfer = killed_holding(alice, relay, bob_fp, 40, "the dataset", "--file", str(src),
+                                         "--json")
         file_id = transfer.files[0].id
-        wait_for(lambda: file_next(relay, bob_fp, file_id) >= 40 or None, 60, "40 chunks on the relay")
-        first.kill()
         relay.stop(signal.SIGKILL)
         relay.start()
 
