@@ -21,6 +21,7 @@ from durable.errors import LocalFileRefused
 __all__ = [
     "check_private_dir",
     "ensure_private_dir",
+    "erase_file",
     "fsync_dir",
     "open_private",
     "read_json",
@@ -98,6 +99,23 @@ def fsync_dir(path: Path) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+def erase_file(path: Path) -> bool:
+    """Overwrite `path` with zeros, sync, then unlink it: for a file that holds keys, whose bytes
+    must go and not only its name (the caller syncs the folder). Whether it was there.
+    A symbolic link is refused, never followed."""
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return False
+    try:
+        os.write(fd, b"\0" * os.fstat(fd).st_size)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    path.unlink(missing_ok=True)
+    return True
 
 
 def replace_file(path: Path, data: bytes, mode: int = 0o600, sync: bool = True) -> None:

@@ -25,14 +25,13 @@ download.
 from __future__ import annotations
 
 import base64
-import os
 import re
 import time
 from pathlib import Path
 from typing import Any, NamedTuple
 
 from durable.errors import LocalFileRefused
-from durable.files import ensure_private_dir, fsync_dir, read_json, sweep_temp_files, write_json
+from durable.files import ensure_private_dir, erase_file, fsync_dir, read_json, sweep_temp_files, write_json
 from follower.files.download import Progress
 from keys.fileref import FileRef
 from keys.invalid import Invalid
@@ -154,18 +153,7 @@ class Parked:
         """Forget the message and its keys, and whatever partial files it left."""
         for ref in _refs_or_none(message):
             self.partial_path(ref).unlink(missing_ok=True)
-        path = self._path(message.id)
-        try:
-            # Overwritten in place first: the bytes of the keys go, not only the name.
-            fd = os.open(path, os.O_WRONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
-            try:
-                os.write(fd, b"\0" * os.fstat(fd).st_size)
-                os.fsync(fd)
-            finally:
-                os.close(fd)
-            path.unlink()
-        except FileNotFoundError:
-            pass
+        erase_file(self._path(message.id))  # the bytes of the keys go, not only the name
         # A writer killed mid-save left its temporary copy, keys and all (`replace_file`).
         sweep_temp_files(self.folder)
         fsync_dir(self.folder)

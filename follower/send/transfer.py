@@ -27,7 +27,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from durable.files import ensure_private_dir, read_json, replace_file, write_json
+from durable.files import ensure_private_dir, erase_file, fsync_dir, read_json, replace_file, write_json
 from follower.send.stall import Stall
 from keys.encoding import b64d, b64e, is_hex32
 from keys.fileref import FileRef
@@ -202,10 +202,13 @@ class TransferBook:
     def finish(self, transfer_id: str) -> None:
         """Forget a transfer whose message is sent (the outbox has it now); its key goes with it.
         Called under the transfer's lock: whoever waits on that lock then finds no record."""
-        for suffix in ("json", "body", "lock"):
-            self._path(transfer_id, suffix).unlink(missing_ok=True)
+        for suffix in ("json", "body"):  # the bytes of the keys (and the long text) go, not only the names
+            erase_file(self._path(transfer_id, suffix))
         for tmp in self.folder.glob(f".{transfer_id}.*.tmp"):  # a killed writer's copy holds the key too
-            tmp.unlink(missing_ok=True)
+            erase_file(tmp)
+        self._path(transfer_id, "lock").unlink(missing_ok=True)
+        if self.folder.is_dir():
+            fsync_dir(self.folder)
 
     def write_body(self, transfer_id: str, text: str) -> Path:
         """Keep a long text where its upload can read it again after a kill."""
