@@ -91,9 +91,9 @@ def inbox_id(msg_id: str) -> str:
     try:
         raw = bytes.fromhex(msg_id)[:16].ljust(16, b"\0")
     except ValueError:
-        import hashlib
+        from durable.digests import blake2b
 
-        raw = hashlib.blake2b(msg_id.encode(), digest_size=16).digest()
+        raw = blake2b(msg_id.encode(), digest_size=16).digest()
     return str(uuid.UUID(bytes=raw, version=4))
 
 

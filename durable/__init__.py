@@ -1,6 +1,7 @@
 """What every part of talk needs and no part owns, below them all: it imports nothing of talk's.
 
     errors       the error tree and the exit code of each error
+    digests      BLAKE2b, SHA-256 and a constant-time comparison, without loading OpenSSL
     files        private folders and files, the one atomic (and durable) replacement
     locks        flock around a change; the liveness lock a daemon holds for life
     held         whether another process holds a lock file, from the standard library alone
@@ -29,7 +30,7 @@ from __future__ import annotations
 
 from durable.faces import face
 
-__all__ = ("backoff", "boot", "bounded_json", "daemon", "errors", "faces", "files", "held", "home", "locks",
+__all__ = ("backoff", "boot", "bounded_json", "daemon", "digests", "errors", "faces", "files", "held", "home", "locks",
            "mesh_fields", "message_ids", "ndjson", "parsed_file", "printable", "receipt_states", "settings",
            "slots", "version")
 __getattr__ = face(__name__, __all__)

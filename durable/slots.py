@@ -41,11 +41,11 @@ slot half written and then the old one overwritten reads again).
 
 from __future__ import annotations
 
-import hashlib
 import os
 from pathlib import Path
 from typing import NamedTuple
 
+from durable.digests import blake2b
 from durable.files import open_private, read_private, replace_file
 
 __all__ = ["MAGIC", "MIN_SLOT", "Slotted", "holds", "read_slots", "write_slots"]
@@ -68,7 +68,7 @@ class Slotted(NamedTuple):
 
 
 def _digest(counter: bytes, length: bytes, payload: bytes) -> bytes:
-    return hashlib.blake2b(counter + length + payload, digest_size=16).digest()
+    return blake2b(counter + length + payload, digest_size=16).digest()
 
 
 def _slot(payload: bytes, counter: int, size: int = 0) -> bytes:

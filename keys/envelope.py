@@ -15,7 +15,6 @@ so the relay cannot link alice→bob mail to bob→alice mail or to either sende
 
 from __future__ import annotations
 
-import hashlib
 import json
 import time
 from collections.abc import Callable
@@ -25,6 +24,7 @@ from nacl.exceptions import CryptoError
 from nacl.public import Box, PrivateKey, PublicKey, SealedBox
 
 from durable.bounded_json import parse_json
+from durable.digests import blake2b
 from durable.errors import MalformedMessage, MessageTooLarge, TamperedMessage, UnknownSender
 from keys import gate
 from keys.encoding import token_hex, utc_now_iso
@@ -203,6 +203,6 @@ def pair_tags(own: PrivateKey, peer: PublicKey, recipient_fp: str) -> tuple[str,
     shared = bytes(Box(own, peer).shared_key())
 
     def tag(person: bytes) -> str:
-        return hashlib.blake2b(recipient_fp.encode(), key=shared, digest_size=16, person=person).hexdigest()
+        return blake2b(recipient_fp.encode(), key=shared, digest_size=16, person=person).hexdigest()
 
     return tag(b"talk-channel-v1"), tag(b"talk-receipt-v1")

@@ -20,7 +20,6 @@ a KEM key (or `import keys`) pays nothing.
 
 from __future__ import annotations
 
-import hashlib
 import os
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any
@@ -30,6 +29,7 @@ from nacl.exceptions import CryptoError
 from nacl.public import PrivateKey
 from nacl.secret import SecretBox
 
+from durable.digests import blake2b
 from durable.errors import TamperedMessage
 
 if TYPE_CHECKING:
@@ -82,7 +82,7 @@ def usable_kem_key(key: bytes) -> bool:
 
 def _key(ss_m: bytes, ss_x: bytes, ciphertext: bytes, ephemeral: bytes, box_key: bytes,
          kem_key: bytes) -> bytes:
-    h = hashlib.blake2b(digest_size=SecretBox.KEY_SIZE, person=PERSON)
+    h = blake2b(digest_size=SecretBox.KEY_SIZE, person=PERSON)
     for part in (ss_m, ss_x, ciphertext, ephemeral, box_key, kem_key):
         h.update(part)
     return h.digest()

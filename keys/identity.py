@@ -9,13 +9,13 @@ so it is not hashed into them: the bundle carries it in a card the signing key s
 
 from __future__ import annotations
 
-import hashlib
 from typing import Any, NamedTuple
 
 from nacl.exceptions import BadSignatureError
 from nacl.public import PrivateKey, SealedBox
 from nacl.signing import SigningKey, VerifyKey
 
+from durable.digests import blake2b
 from durable.errors import PinMismatch, UserError
 from keys.encoding import b64d, b64e, canonical_json, is_hex32
 from keys.hybrid import KEM_SEED, kem_public_key, new_kem_seed
@@ -29,7 +29,7 @@ BUNDLE_CONTEXT = b"talk-bundle-v1\n"
 
 def fingerprint(sign_key: bytes, box_key: bytes) -> str:
     """First 16 bytes of BLAKE2b over both public keys, as 32 hex characters."""
-    return hashlib.blake2b(sign_key + box_key, digest_size=16).hexdigest()
+    return blake2b(sign_key + box_key, digest_size=16).hexdigest()
 
 
 class KeyBundle(NamedTuple):

@@ -18,8 +18,6 @@ from __future__ import annotations
 
 import base64
 import binascii
-import hashlib
-import hmac
 import json
 import os
 import struct
@@ -33,6 +31,7 @@ from nacl.public import Box, PrivateKey, PublicKey
 from nacl.secret import SecretBox
 
 from durable.bounded_json import parse_json
+from durable.digests import blake2b, compare_digest
 from durable.errors import InviteError, TamperedMessage
 from durable.files import read_json, write_json
 from durable.locks import folder_locked
@@ -62,11 +61,11 @@ class InviteCode(NamedTuple):
 
     @property
     def tag(self) -> str:
-        return hashlib.blake2b(self.secret, digest_size=16, person=b"talk-invite-tag").hexdigest()
+        return blake2b(self.secret, digest_size=16, person=b"talk-invite-tag").hexdigest()
 
     @property
     def key(self) -> bytes:
-        return hashlib.blake2b(self.secret, digest_size=32, person=b"talk-invite-key").digest()
+        return blake2b(self.secret, digest_size=32, person=b"talk-invite-key").digest()
 
     def expired(self, now: float) -> bool:
         return now >= self.expires
@@ -102,7 +101,7 @@ def box_proof(code: InviteCode, joiner: KeyBundle, own: PrivateKey, peer: Public
     """
     shared = bytes(Box(own, peer).shared_key())
     bound = code.secret + joiner.sign_key + joiner.box_key
-    return hashlib.blake2b(bound, key=shared, digest_size=32, person=PROOF_PERSON).digest()
+    return blake2b(bound, key=shared, digest_size=32, person=PROOF_PERSON).digest()
 
 
 def seal_request(code: InviteCode, joiner: KeyBundle, proof: bytes, request_id: str) -> bytes:
@@ -138,7 +137,7 @@ def open_request(code: InviteCode, blob: bytes, own: PrivateKey) -> tuple[str, K
         expected = box_proof(code, bundle, own, PublicKey(bundle.box_key))
     except CryptoError:  # a degenerate box key agrees on nothing
         expected = b""
-    if not hmac.compare_digest(proof, expected):
+    if not compare_digest(proof, expected):
         raise TamperedMessage(
             f"refused a contact request from {bundle.fingerprint}: it names a box key its sender "
             "does not hold (someone else's?); invite the person you meant with a new code")

@@ -18,14 +18,13 @@ restart ends them all and no request from before it can be replayed.
 
 from __future__ import annotations
 
-import hashlib
-import hmac
 import time
 from enum import StrEnum
 
 from nacl.exceptions import BadSignatureError
 from nacl.signing import VerifyKey
 
+from durable.digests import blake2b, compare_digest, sha256
 from keys.encoding import b64d, b64e, token_hex
 
 __all__ = [
@@ -59,7 +58,7 @@ class AuthVerdict(StrEnum):
 
 
 def signing_payload(method: str, path: str, ts: str, nonce: str, body: bytes) -> bytes:
-    digest = hashlib.sha256(body).hexdigest()
+    digest = sha256(body).hexdigest()
     return f"talk-auth-v1\n{method.upper()}\n{path}\n{ts}\n{nonce}\n{digest}".encode()
 
 
@@ -71,7 +70,7 @@ def auth_headers(sign: object, method: str, path: str, body: bytes) -> dict[str,
 
 
 def session_mac(key: bytes, method: str, path: str, ts: str, nonce: str, body: bytes) -> bytes:
-    return hashlib.blake2b(signing_payload(method, path, ts, nonce, body), key=key, digest_size=32).digest()
+    return blake2b(signing_payload(method, path, ts, nonce, body), key=key, digest_size=32).digest()
 
 
 def session_headers(
@@ -107,7 +106,7 @@ def check_session_mac(
     except ValueError:  # as for a signature: present but not the owner's
         return AuthVerdict.BAD_SIGNATURE
     expected = session_mac(key, method, path, headers[TIME_HEADER], headers[NONCE_HEADER], body)
-    return AuthVerdict.OK if hmac.compare_digest(mac, expected) else AuthVerdict.BAD_SIGNATURE
+    return AuthVerdict.OK if compare_digest(mac, expected) else AuthVerdict.BAD_SIGNATURE
 
 
 def check_auth(

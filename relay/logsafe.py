@@ -7,12 +7,13 @@ a list of addresses or fingerprints (a plain hash could), nor compared across re
 
 from __future__ import annotations
 
-import hashlib
 import os
+
+from durable.digests import blake2b
 
 _KEY = os.urandom(16)
 
 
 def hide(value: str) -> str:
     """8 hex characters standing for `value` in this process's log."""
-    return hashlib.blake2b(value.encode(), digest_size=4, key=_KEY).hexdigest()
+    return blake2b(value.encode(), digest_size=4, key=_KEY).hexdigest()

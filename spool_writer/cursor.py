@@ -16,7 +16,6 @@ than handing them on again on every turn (a Codex Stop hook would loop forever).
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 from collections import deque
@@ -25,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
 
+from durable.digests import blake2b
 from durable.errors import UserError
 from durable.files import ensure_private_dir, open_private, read_json, write_json
 from durable.ndjson import complete_lines
@@ -42,7 +42,7 @@ RECENT = 512
 
 
 def head_hash(head: bytes) -> str:
-    return hashlib.blake2b(head, digest_size=16).hexdigest()
+    return blake2b(head, digest_size=16).hexdigest()
 
 
 EMPTY_HASH = head_hash(b"")

@@ -19,17 +19,20 @@ keeps what the key gives, and erases it with the key (`follower.files.parked`).
 
 from __future__ import annotations
 
-import hashlib
 import io
 import os
 from collections.abc import Callable
 from pathlib import Path
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
+from durable.digests import sha256
 from durable.errors import RelayError, SecurityError, TamperedChunk
 from durable.files import open_private
 from keys.fileref import FileRef
 from keys.filestream import CHUNK_BYTES, Opener, chunk_count
+
+if TYPE_CHECKING:
+    import hashlib
 
 __all__ = ["SAVE_EVERY", "DownloadFailed", "Progress", "download", "expected_length", "missing_chunk"]
 
@@ -131,7 +134,7 @@ def _length_reason(ref: FileRef, index: int, got: int) -> str:
 
 def _hash_kept(out: io.BufferedRandom, length: int) -> hashlib._Hash:
     """The sha256 of the first `length` bytes of `out` (there: `_resumable`), read in blocks."""
-    digest = hashlib.sha256()
+    digest = sha256()
     out.seek(0)
     left = length
     while left:

@@ -22,11 +22,11 @@ under a fresh id and key (`follower.send.upload`). The key lives here until the 
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, NamedTuple
 
+from durable.digests import sha256
 from durable.files import ensure_private_dir, erase_file, fsync_dir, read_json, replace_file, write_json
 from follower.send.stall import Stall
 from keys.encoding import b64d, b64e, is_hex32
@@ -149,7 +149,7 @@ def progress_line(summary: dict[str, Any]) -> str:
 
 def command_key(to: str, paths: list[str], text: str) -> str:
     """One string for (recipient, files, text): the same command run again has the same key."""
-    digest = hashlib.sha256()
+    digest = sha256()
     for piece in (to, *paths, text):
         digest.update(len(piece.encode()).to_bytes(8, "big") + piece.encode())
     return digest.hexdigest()

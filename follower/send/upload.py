@@ -20,7 +20,6 @@ count against the owner's quota, not the small one for strangers' tags (`relay.f
 
 from __future__ import annotations
 
-import hashlib
 import os
 import stat
 import time
@@ -32,6 +31,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from nacl.public import PublicKey
 
 from durable.backoff import Backoff
+from durable.digests import sha256
 from durable.errors import MessageTooLarge, RelayError, SourceGone, UserError
 from durable.locks import locked
 from durable.message_ids import short
@@ -96,7 +96,7 @@ def _source(path: str) -> Iterator[int]:
 
 def file_digest(path: str) -> tuple[int, str]:
     """(size, sha256 hex) of a regular file, read in blocks."""
-    digest, size = hashlib.sha256(), 0
+    digest, size = sha256(), 0
     with _source(path) as fd:
         while block := os.read(fd, HASH_BLOCK):
             digest.update(block)

@@ -29,13 +29,13 @@ from __future__ import annotations
 
 import base64
 import contextlib
-import hashlib
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import vodozemac
 
+from durable.digests import blake2b
 from durable.errors import UserError
 from durable.files import read_json, write_json
 from durable.locks import locked
@@ -69,7 +69,7 @@ PICKLE_CONTEXT = b"talk-ratchet-account-pickle-v1"
 
 def pickle_key(identity: Identity) -> bytes:
     """The key the account's pickle is sealed under, derived from the identity's private keys."""
-    return hashlib.blake2b(PICKLE_CONTEXT, key=identity.secret_bytes(), digest_size=32).digest()
+    return blake2b(PICKLE_CONTEXT, key=identity.secret_bytes(), digest_size=32).digest()
 
 
 def _unpadded(text: str) -> bytes:

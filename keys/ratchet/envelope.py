@@ -37,8 +37,6 @@ a quarter of the bytes.
 
 from __future__ import annotations
 
-import hashlib
-import hmac
 import json
 import re
 from typing import Any, NamedTuple
@@ -46,6 +44,7 @@ from typing import Any, NamedTuple
 import vodozemac
 
 from durable.bounded_json import parse_json
+from durable.digests import blake2b, compare_digest
 from durable.errors import TamperedMessage
 from keys import gate
 from keys.encoding import b64d, b64e, canonical_json
@@ -136,7 +135,7 @@ def _bind(outer: Inner) -> bytes:
                 f'"to":"{outer.recipient}","ts":"{outer.ts}","v":{VERSION}}}').encode()
     else:
         text = canonical_json(_fields(outer))
-    return hashlib.blake2b(BIND_CONTEXT + text, digest_size=16).digest()
+    return blake2b(BIND_CONTEXT + text, digest_size=16).digest()
 
 
 def _carried(outer: Inner, data: dict[str, Any]) -> Inner:
@@ -149,7 +148,7 @@ def _carried(outer: Inner, data: dict[str, Any]) -> Inner:
     """
     bind = data.pop(BIND_FIELD)
     try:
-        bound = hmac.compare_digest(b64d(bind, 16), _bind(outer))
+        bound = compare_digest(b64d(bind, 16), _bind(outer))
     except ValueError:
         bound = False
     if not bound:

@@ -41,7 +41,6 @@ from __future__ import annotations
 import base64
 import binascii
 import fcntl
-import hashlib
 import json
 import os
 import re
@@ -54,6 +53,7 @@ from nacl import secret
 from nacl.bindings import crypto_secretbox_easy
 from nacl.exceptions import CryptoError
 
+from durable.digests import blake2b
 from durable.files import open_private, replace_file
 from durable.locks import kept_locked, locked
 from durable.ndjson import append_to, json_lines, read_records
@@ -83,7 +83,7 @@ class Inflight:
                  window: float = RESEND_WINDOW_S) -> None:
         self.path = folder / INFLIGHT_FILE
         self._lock = folder / INFLIGHT_LOCK
-        self._key = hashlib.blake2b(CONTEXT, key=identity.secret_bytes(), digest_size=32).digest()
+        self._key = blake2b(CONTEXT, key=identity.secret_bytes(), digest_size=32).digest()
         self._box = secret.SecretBox(self._key)
         self.keep_bytes = keep_bytes
         self.window = window

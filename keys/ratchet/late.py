@@ -38,11 +38,11 @@ writes (a send's save splices in the text encoded once: `late_text`).
 from __future__ import annotations
 
 import base64
-import hashlib
-import hmac
 import json
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any, NamedTuple
+
+from durable.digests import compare_digest
 
 if TYPE_CHECKING:
     from cryptography.hazmat.primitives.ciphers import Cipher, modes
@@ -74,14 +74,22 @@ class LateChain(NamedTuple):
 
 def _keys(pickle_key: bytes) -> tuple[bytes, bytes, bytes]:
     """HKDF-SHA256 (RFC 5869), salt one zero byte, info "Pickle", 80 bytes: the AES key, the
-    MAC key and the IV. Written on `hmac` so that finding a chain costs no import of
+    MAC key and the IV. Written on HMAC so that finding a chain costs no import of
     `cryptography`, which a `talk` command would otherwise pay at every start."""
-    prk = hmac.digest(b"\x00", pickle_key, "sha256")
+    prk = _hmac_sha256(b"\x00", pickle_key)
     okm, block = b"", b""
     for counter in range(1, 4):  # 3 blocks of 32 bytes cover 80
-        block = hmac.digest(prk, block + b"Pickle" + bytes([counter]), "sha256")
+        block = _hmac_sha256(prk, block + b"Pickle" + bytes([counter]))
         okm += block
     return okm[:32], okm[32:64], okm[64:80]
+
+
+def _hmac_sha256(key: bytes, data: bytes) -> bytes:
+    """HMAC-SHA256, from `hmac`, imported only when a chain is sealed or read: it loads OpenSSL's
+    libcrypto, which finding a chain does not need (`durable.digests`)."""
+    import hmac
+
+    return hmac.digest(key, data, "sha256")
 
 
 def _cbc(aes: bytes, iv: bytes) -> Cipher[modes.CBC]:
@@ -98,7 +106,7 @@ def seal(state: dict[str, Any], pickle_key: bytes) -> str:
     pad = 16 - len(text) % 16  # PKCS#7: always 1 to 16 bytes, each the count
     encryptor = _cbc(aes, iv).encryptor()
     sealed = encryptor.update(text + bytes([pad]) * pad) + encryptor.finalize()
-    tag = hmac.new(mac, sealed, hashlib.sha256).digest()[:MAC_LEN]
+    tag = _hmac_sha256(mac, sealed)[:MAC_LEN]
     return base64.b64encode(sealed + tag).decode().rstrip("=")
 
 
@@ -111,8 +119,8 @@ def unseal(pickle: str, pickle_key: bytes) -> dict[str, Any]:
     aes, mac, iv = _keys(pickle_key)
     raw = base64.b64decode(pickle + "=" * (-len(pickle) % 4), validate=True)
     sealed, tag = raw[:-MAC_LEN], raw[-MAC_LEN:]
-    expected = hmac.new(mac, sealed, hashlib.sha256).digest()[:MAC_LEN]
-    if len(sealed) % 16 or not hmac.compare_digest(expected, tag):
+    expected = _hmac_sha256(mac, sealed)[:MAC_LEN]
+    if len(sealed) % 16 or not compare_digest(expected, tag):
         raise ValueError("not a session pickle sealed under this key")
     decryptor = _cbc(aes, iv).decryptor()
     padded = decryptor.update(sealed) + decryptor.finalize()

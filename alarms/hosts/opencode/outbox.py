@@ -24,13 +24,13 @@ check.
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from alarms.outbox import StateFile, taking
+from durable.digests import blake2b
 from spool_writer import handed as handed_log
 from spool_writer.cursor import CursorReader
 from spool_writer.record import SpoolRecord
@@ -43,7 +43,7 @@ _B62 = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
 def opencode_id(prefix: str, now_ms: int, counter: int, seed: str) -> str:
     """An id opencode accepts and sorts by time: `prefix_` + 12 hex time digits + 14 base62."""
     stamp = (now_ms * 0x1000 + counter) & 0xFFFFFFFFFFFF
-    digest = hashlib.blake2b(f"{prefix}:{seed}".encode(), digest_size=16).digest()
+    digest = blake2b(f"{prefix}:{seed}".encode(), digest_size=16).digest()
     tail = "".join(_B62[b % 62] for b in digest[:14])
     return f"{prefix}_{stamp:012x}{tail}"
 

@@ -15,12 +15,13 @@ last 512) and answers a repeat with its earlier verdict instead of queueing it t
 
 from __future__ import annotations
 
-import hashlib
 import json
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
+
+from durable.digests import blake2b
 
 MSG_V = 1
 MAX_LINE_BYTES = 1024 * 1024  # Qwen drops a connection whose line is longer (it counts UTF-16 units)
@@ -54,7 +55,7 @@ def batch_msg_id(talk_ids: Sequence[str], attempt: int) -> str:
     """The Qwen message id of a batch of talk messages at `attempt` (a new attempt, a new id:
     Qwen repeats a settled id's verdict, so a batch sent again *on purpose* needs a fresh one)."""
     seed = "\n".join(talk_ids) + f"\n#{attempt}"
-    return "talk-" + hashlib.blake2b(seed.encode(), digest_size=20).hexdigest()
+    return "talk-" + blake2b(seed.encode(), digest_size=20).hexdigest()
 
 
 def can_follow(current: str, status: str) -> bool:

@@ -14,7 +14,6 @@ door a peer every Qwen session lists and its model can write to.
 from __future__ import annotations
 
 import contextlib
-import hmac
 import os
 import secrets
 import socket
@@ -25,6 +24,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from alarms.hosts.qwen.frames import MAX_LINE_BYTES, QwenReceipt, parse_auth, parse_receipt
+from durable.digests import compare_digest
 
 MAX_BYTES = 2 * MAX_LINE_BYTES
 DEADLINE_S = 5.0
@@ -53,7 +53,7 @@ def receipts_of(data: bytes, token: str) -> list[QwenReceipt]:
     if not lines:
         return []
     presented = parse_auth(lines[0])
-    if presented is None or not hmac.compare_digest(presented.encode(), token.encode()):
+    if presented is None or not compare_digest(presented.encode(), token.encode()):
         return []
     return [r for r in map(parse_receipt, lines[1:]) if r is not None]
 
