@@ -17,7 +17,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import socket
 import time
 from collections.abc import Callable
 from typing import Any, Protocol, TypeVar
@@ -126,6 +125,8 @@ class _HttpsTransport:
         self._expired = True
         sock = self._conn.sock
         if sock is not None:
+            import socket  # loaded already by http.client, which HTTPS relays need
+
             with contextlib.suppress(OSError):
                 sock.shutdown(socket.SHUT_RDWR)
 
@@ -538,6 +539,6 @@ def _printable(text: str, limit: int = 200) -> str:
 def _reason(exc: BaseException) -> str:
     if isinstance(exc, ConnectionRefusedError):
         return "connection refused"
-    if isinstance(exc, socket.timeout | TimeoutError):
+    if isinstance(exc, TimeoutError):  # socket.timeout is TimeoutError
         return "timed out"
     return exc.strerror if isinstance(exc, OSError) and exc.strerror else type(exc).__name__
