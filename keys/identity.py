@@ -13,14 +13,13 @@ import hashlib
 from typing import Any, NamedTuple
 
 from nacl.exceptions import BadSignatureError
-from nacl.public import PrivateKey, SealedBox
-from nacl.signing import SigningKey, VerifyKey
 
 from durable.errors import PinMismatch, UserError
 from keys.encoding import b64d, b64e, canonical_json, is_hex32
 from keys.hybrid import KEM_SEED, kem_public_key, new_kem_seed
 from keys.kem_card import KemCard, sign_kem_card
 from keys.names import MAX_NAME, check_name
+from keys.sodium import PrivateKey, SealedBox, SigningKey, VerifyKey
 
 __all__ = ["Identity", "KeyBundle", "parse_fingerprint"]
 

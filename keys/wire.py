@@ -24,9 +24,9 @@ import time
 from enum import StrEnum
 
 from nacl.exceptions import BadSignatureError
-from nacl.signing import VerifyKey
 
 from keys.encoding import b64d, b64e, token_hex
+from keys.sodium import VerifyKey
 
 __all__ = [
     "API",
