@@ -30,6 +30,8 @@ NEVER = {
     "follower.daemon.daemon",
     "follower.daemon.state",
 }
+# PyNaCl's wrappers load every binding module it has; talk calls its compiled module (keys.sodium).
+NACL_WRAPPERS = {"nacl.bindings", "nacl.public", "nacl.secret", "nacl.signing", "nacl.utils", "nacl.encoding"}
 # Beside those, what one chat message from a contact never needs.
 NOT_FOR_ONE_MESSAGE = {
     "dataclasses",
@@ -48,10 +50,11 @@ NOT_FOR_ONE_MESSAGE = {
     "keys.fileref",
     "keys.filestream",
     "keys.ratchet.inflight",
+    *NACL_WRAPPERS,
 }
 # What a send of a short text never needs: the machinery of files and long texts.
 NOT_FOR_A_SHORT_TEXT = {"follower.send.upload", "follower.send.transfer", "keys.fileref", "keys.filestream",
-                        "durable.backoff", "random"}
+                        "durable.backoff", "random", *NACL_WRAPPERS}
 
 
 def loaded(agent: Agent, *args: str) -> tuple[str, set[str]]:
