@@ -68,7 +68,7 @@ def _check(rc: int, what: str) -> None:
 
 
 def _out(size: int) -> Any:
-    return ffi.new("unsigned char[]", max(1, size))  # cffi refuses a zero-length array
+    return ffi.new("unsigned char[]", max(1, size))  # never empty: C always gets a real pointer
 
 
 def _read(buf: Any, size: int) -> bytes:
