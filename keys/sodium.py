@@ -1,6 +1,7 @@
 """libsodium's primitives as talk uses them: Curve25519 boxes (`Box`, `SealedBox`), `SecretBox`,
 Ed25519 signatures (`SigningKey`, `VerifyKey`), X25519 (`crypto_scalarmult`) and the secretstream
-that seals files (`SecretStream`). The only module that calls libsodium.
+that seals files (`SecretStream`). The only module that calls libsodium, but for argon2, which
+only a passphrase unlock needs (`keys.keystore` takes it from PyNaCl when it does).
 
 It calls PyNaCl's compiled module directly: PyNaCl's own wrappers (`nacl.public`, `nacl.signing`,
 `nacl.secret`) load every binding module PyNaCl has, which costs a one-message `talk receive`
