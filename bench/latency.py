@@ -47,12 +47,12 @@ from common import (
     pct,
     relay_env,
 )
-from nacl.public import PublicKey
 
 from follower.relay.client import RelayClient
 from keys import keystore
 from keys.contacts import ContactBook
 from keys.envelope import channel_tag, new_message, seal
+from keys.sodium import PublicKey
 
 PUSH_PAUSE_S = 0.05
 

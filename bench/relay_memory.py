@@ -46,12 +46,12 @@ from pathlib import Path
 from typing import Any
 
 from common import BenchError, Deadline, Relay, find_talk, relay_env
-from nacl.public import PublicKey
 from relay_throughput import REDIS_URL, delete_redis_keys
 
 from follower.relay.client import RelayClient
 from keys.envelope import channel_tag, new_message, seal
 from keys.identity import Identity
+from keys.sodium import PublicKey
 
 SMALL = 10
 THREADS = 8

@@ -83,7 +83,6 @@ from common import (
     relay_env,
     stop_process,
 )
-from nacl.public import PublicKey
 
 from follower.receive.inbound import LINGER_S
 from follower.relay.client import RelayClient
@@ -91,6 +90,7 @@ from follower.relay.http11 import Connection
 from keys.encoding import b64d
 from keys.envelope import channel_tag, new_message, seal
 from keys.identity import Identity
+from keys.sodium import PublicKey
 
 REDIS_URL = "redis://127.0.0.1:6379/0"
 POOL = 64  # distinct pre-sealed blobs per sender, reused in turn

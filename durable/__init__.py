@@ -30,7 +30,7 @@ from __future__ import annotations
 
 from durable.faces import face
 
-__all__ = ("backoff", "boot", "bounded_json", "daemon", "digests", "errors", "faces", "files", "held", "home", "locks",
-           "mesh_fields", "message_ids", "ndjson", "parsed_file", "printable", "receipt_states", "settings",
-           "slots", "version")
+__all__ = ("backoff", "boot", "bounded_json", "daemon", "digests", "errors", "faces", "files", "held", "home",
+           "locks", "mesh_fields", "message_ids", "ndjson", "parsed_file", "printable", "receipt_states",
+           "settings", "slots", "version")
 __getattr__ = face(__name__, __all__)

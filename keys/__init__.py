@@ -18,5 +18,6 @@ from __future__ import annotations
 from durable.faces import face
 
 __all__ = ("contacts", "encoding", "envelope", "fileref", "filestream", "gate", "groups", "hybrid",
-           "identity", "invalid", "invites", "kem_card", "keystore", "names", "ratchet", "safety", "wire")
+           "identity", "invalid", "invites", "kem_card", "keystore", "names", "ratchet", "safety", "sodium",
+           "wire")
 __getattr__ = face(__name__, __all__)

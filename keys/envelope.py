@@ -21,7 +21,6 @@ from collections.abc import Callable
 from typing import Any, NamedTuple, TypeVar
 
 from nacl.exceptions import CryptoError
-from nacl.public import Box, PrivateKey, PublicKey, SealedBox
 
 from durable.bounded_json import parse_json
 from durable.digests import blake2b
@@ -29,6 +28,7 @@ from durable.errors import MalformedMessage, MessageTooLarge, TamperedMessage, U
 from keys import gate
 from keys.encoding import token_hex, utc_now_iso
 from keys.hybrid import OUTER, open_outer, seal_outer
+from keys.sodium import Box, PrivateKey, PublicKey, SealedBox
 
 __all__ = [
     "CLASSIC_LENGTHS",

@@ -19,21 +19,19 @@ from __future__ import annotations
 
 import math
 
-from nacl import bindings as sodium
-from nacl._sodium import ffi
 from nacl.exceptions import CryptoError
 
 from durable.errors import TamperedChunk
+from keys.sodium import SecretStream
 
 __all__ = ["ABYTES", "CHUNK_BYTES", "HEADER_BYTES", "KEY_BYTES", "Opener", "Sealer", "chunk_count"]
 
 CHUNK_BYTES = 256 * 1024
-ABYTES: int = sodium.crypto_secretstream_xchacha20poly1305_ABYTES
-HEADER_BYTES: int = sodium.crypto_secretstream_xchacha20poly1305_HEADERBYTES
-KEY_BYTES: int = sodium.crypto_secretstream_xchacha20poly1305_KEYBYTES
-STATE_BYTES: int = sodium.crypto_secretstream_xchacha20poly1305_STATEBYTES
-TAG_MESSAGE: int = sodium.crypto_secretstream_xchacha20poly1305_TAG_MESSAGE
-TAG_FINAL: int = sodium.crypto_secretstream_xchacha20poly1305_TAG_FINAL
+ABYTES = SecretStream.ABYTES
+HEADER_BYTES = SecretStream.HEADER_BYTES
+KEY_BYTES = SecretStream.KEY_BYTES
+TAG_MESSAGE = SecretStream.TAG_MESSAGE
+TAG_FINAL = SecretStream.TAG_FINAL
 
 
 def chunk_count(size: int) -> int:
@@ -41,19 +39,6 @@ def chunk_count(size: int) -> int:
     if size < 0:
         raise ValueError("a file size is never negative")
     return max(1, math.ceil(size / CHUNK_BYTES))
-
-
-def _state(saved: bytes | None) -> sodium.crypto_secretstream_xchacha20poly1305_state:
-    state = sodium.crypto_secretstream_xchacha20poly1305_state()
-    if saved is not None:
-        if len(saved) != STATE_BYTES:
-            raise ValueError(f"a saved stream state is {STATE_BYTES} bytes, not {len(saved)}")
-        ffi.buffer(state.statebuf)[:] = saved
-    return state
-
-
-def _saved(state: sodium.crypto_secretstream_xchacha20poly1305_state) -> bytes:
-    return bytes(ffi.buffer(state.statebuf))
 
 
 def _check_key(key: bytes) -> None:
@@ -66,19 +51,19 @@ class Sealer:
 
     def __init__(self, key: bytes, state: bytes | None = None) -> None:
         _check_key(key)
-        self._state = _state(state)
+        self._stream = SecretStream(state)
         self.header = b""  # a resumed sealer's header is the one recorded when it began
         if state is None:
-            self.header = sodium.crypto_secretstream_xchacha20poly1305_init_push(self._state, key)
+            self.header = self._stream.init_push(key)
 
     def seal(self, plain: bytes, last: bool) -> bytes:
         if len(plain) > CHUNK_BYTES:
             raise ValueError(f"a chunk holds at most {CHUNK_BYTES} bytes")
         tag = TAG_FINAL if last else TAG_MESSAGE
-        return sodium.crypto_secretstream_xchacha20poly1305_push(self._state, plain, None, tag)
+        return self._stream.push(plain, tag)
 
     def state(self) -> bytes:
-        return _saved(self._state)
+        return bytes(self._stream)
 
 
 class Opener:
@@ -88,11 +73,9 @@ class Opener:
         _check_key(key)
         if len(header) != HEADER_BYTES:
             raise TamperedChunk(f"a file's stream header is {HEADER_BYTES} bytes, not {len(header)}")
-        self._state = _state(state)
+        self._stream = SecretStream(state)
         if state is None:
-            sodium.crypto_secretstream_xchacha20poly1305_init_pull(self._state, header, key)
-        else:  # what init_pull would have allocated: pull writes each chunk's tag there
-            self._state.tagbuf = ffi.new("unsigned char *")
+            self._stream.init_pull(header, key)
 
     def open(self, chunk: bytes, last_expected: bool) -> bytes:
         """Raises:
@@ -102,7 +85,7 @@ class Opener:
         if not ABYTES <= len(chunk) <= CHUNK_BYTES + ABYTES:
             raise TamperedChunk(f"a file chunk of {len(chunk)} bytes cannot be one this stream sealed")
         try:
-            plain, tag = sodium.crypto_secretstream_xchacha20poly1305_pull(self._state, chunk, None)
+            plain, tag = self._stream.pull(chunk)
         except CryptoError:
             raise TamperedChunk("a file chunk does not open: altered, out of order or from another "
                                 "file") from None
@@ -110,7 +93,7 @@ class Opener:
             raise TamperedChunk("a file's stream ends before its last chunk: the file was cut or altered")
         if tag != TAG_FINAL and last_expected:
             raise TamperedChunk("a file's last chunk does not end its stream: the file was truncated")
-        return bytes(plain)
+        return plain
 
     def state(self) -> bytes:
-        return _saved(self._state)
+        return bytes(self._stream)

@@ -268,7 +268,8 @@ def usable_box_key(key: bytes) -> bool:
     """Whether an X25519 key agrees on a secret at all: a low-order point (all zeros, say)
     agrees on nothing, so nothing could ever be sealed to it or opened from it."""
     from nacl.exceptions import CryptoError
-    from nacl.public import Box, PrivateKey, PublicKey
+
+    from keys.sodium import Box, PrivateKey, PublicKey
 
     try:
         Box(PrivateKey(b"\x01" * 32), PublicKey(key))

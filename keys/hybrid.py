@@ -24,13 +24,11 @@ import os
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
-from nacl.bindings import crypto_scalarmult
 from nacl.exceptions import CryptoError
-from nacl.public import PrivateKey
-from nacl.secret import SecretBox
 
 from durable.digests import blake2b
 from durable.errors import TamperedMessage
+from keys.sodium import PrivateKey, SecretBox, crypto_scalarmult
 
 if TYPE_CHECKING:
     from cryptography.hazmat.primitives.asymmetric.mlkem import MLKEM768PrivateKey

@@ -12,8 +12,6 @@ from __future__ import annotations
 from typing import Any, NamedTuple
 
 from nacl.exceptions import BadSignatureError
-from nacl.public import PrivateKey, SealedBox
-from nacl.signing import SigningKey, VerifyKey
 
 from durable.digests import blake2b
 from durable.errors import PinMismatch, UserError
@@ -21,6 +19,7 @@ from keys.encoding import b64d, b64e, canonical_json, is_hex32
 from keys.hybrid import KEM_SEED, kem_public_key, new_kem_seed
 from keys.kem_card import KemCard, sign_kem_card
 from keys.names import MAX_NAME, check_name
+from keys.sodium import PrivateKey, SealedBox, SigningKey, VerifyKey
 
 __all__ = ["Identity", "KeyBundle", "parse_fingerprint"]
 

@@ -27,8 +27,6 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from nacl.exceptions import CryptoError
-from nacl.public import Box, PrivateKey, PublicKey
-from nacl.secret import SecretBox
 
 from durable.bounded_json import parse_json
 from durable.digests import blake2b, compare_digest
@@ -40,6 +38,7 @@ from keys.encoding import b64d, b64e
 from keys.envelope import MAX_PADDED, pad, unpad
 from keys.gate import is_hex32
 from keys.identity import KeyBundle
+from keys.sodium import Box, PrivateKey, PublicKey, SecretBox
 
 __all__ = ["InviteBook", "InviteCode", "InviteState", "box_proof", "new_code", "open_request", "parse_code",
            "seal_request", "state_of"]

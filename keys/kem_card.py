@@ -19,10 +19,10 @@ from collections.abc import Callable
 from typing import Any, NamedTuple
 
 from nacl.exceptions import BadSignatureError
-from nacl.signing import VerifyKey
 
 from keys.encoding import b64d, b64e, canonical_json
 from keys.hybrid import KEM_PUBLIC, usable_kem_key
+from keys.sodium import VerifyKey
 
 __all__ = ["ALG", "KEM_CONTEXT", "KemCard", "sign_kem_card"]
 

@@ -16,7 +16,6 @@ import os
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from nacl import secret
 from nacl.exceptions import CryptoError
 
 from durable.errors import NotFound, UserError
@@ -27,6 +26,7 @@ from durable.locks import locked
 from keys.encoding import b64d, b64e
 from keys.identity import Identity, fingerprint
 from keys.names import check_name
+from keys.sodium import SecretBox
 
 __all__ = ["IdentityRecord", "choose_identity", "create", "has_kem", "list_identities", "load",
            "read_passphrase_file", "talk_home", "unlock", "unlock_with_key", "unlocking_key"]
@@ -88,18 +88,18 @@ def _derive(passphrase: bytes, salt: bytes, opslimit: int, memlimit: int) -> byt
     from nacl import pwhash  # only a protected identity's unlock needs it
 
     return bytes(
-        pwhash.argon2id.kdf(secret.SecretBox.KEY_SIZE, passphrase, salt, opslimit, memlimit)
+        pwhash.argon2id.kdf(SecretBox.KEY_SIZE, passphrase, salt, opslimit, memlimit)
     )
 
 
 def protect(secret_bytes: bytes, passphrase: bytes | None) -> dict[str, Any]:
     if passphrase is None:
         return {"protection": "none", "secret": b64e(secret_bytes)}
-    from nacl import pwhash, utils
+    from nacl import pwhash
 
-    salt = utils.random(pwhash.argon2id.SALTBYTES)
+    salt = os.urandom(pwhash.argon2id.SALTBYTES)
     key = _derive(passphrase, salt, OPSLIMIT, MEMLIMIT)
-    sealed = secret.SecretBox(key).encrypt(secret_bytes)
+    sealed = SecretBox(key).encrypt(secret_bytes)
     return {
         "protection": "argon2id-secretbox",
         "opslimit": OPSLIMIT,
@@ -123,7 +123,7 @@ def _reprotected(stored: dict[str, Any], key: bytes | None, secret_bytes: bytes)
     """`stored` holding `secret_bytes` instead, under the same protection and derived key."""
     if key is None:
         return {**stored, "secret": b64e(secret_bytes)}
-    return {**stored, "secret": b64e(bytes(secret.SecretBox(key).encrypt(secret_bytes)))}
+    return {**stored, "secret": b64e(bytes(SecretBox(key).encrypt(secret_bytes)))}
 
 
 def derive_key(stored: dict[str, Any], passphrase: bytes | None, name: str) -> bytes:
@@ -144,7 +144,7 @@ def derive_key(stored: dict[str, Any], passphrase: bytes | None, name: str) -> b
 
 def _open(stored: dict[str, Any], key: bytes, name: str) -> bytes:
     try:
-        return bytes(secret.SecretBox(key).decrypt(b64d(stored["secret"])))
+        return bytes(SecretBox(key).decrypt(b64d(stored["secret"])))
     except CryptoError as exc:
         raise UserError(
             f"wrong passphrase for identity {name!r}: check the file given by "

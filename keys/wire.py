@@ -22,10 +22,10 @@ import time
 from enum import StrEnum
 
 from nacl.exceptions import BadSignatureError
-from nacl.signing import VerifyKey
 
 from durable.digests import blake2b, compare_digest, sha256
 from keys.encoding import b64d, b64e, token_hex
+from keys.sodium import VerifyKey
 
 __all__ = [
     "API",

@@ -47,7 +47,6 @@ from collections import OrderedDict
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
-from nacl.public import PublicKey, SealedBox
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
@@ -61,6 +60,7 @@ from durable.version import version
 from keys.encoding import b64e, is_hex32
 from keys.identity import KeyBundle
 from keys.ratchet.card import RatchetKeyError, verify_publication
+from keys.sodium import PublicKey, SealedBox
 from keys.wire import (
     AUTH_WINDOW_S,
     NONCE_HEADER,

@@ -13,8 +13,6 @@ import sqlite3
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
-from nacl.public import Box, PublicKey, SealedBox
-
 from follower.relay.client import RelayClient
 from follower.send.outbound import checked_bundle
 from keys import keystore
@@ -27,6 +25,7 @@ from keys.ratchet.account import RatchetAccount
 from keys.ratchet.card import verify_card
 from keys.ratchet.envelope import is_ratchet, olm_part, unwrap
 from keys.ratchet.sessions import RatchetSessions
+from keys.sodium import Box, PublicKey, SealedBox
 from spool_writer.record import SpoolRecord
 
 if TYPE_CHECKING:

@@ -26,8 +26,6 @@ from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from nacl.public import PublicKey
-
 from durable.errors import (
     GroupRefused,
     MalformedMessage,
@@ -50,6 +48,7 @@ from keys.ratchet.account import RatchetAccount
 from keys.ratchet.card import RatchetKeyError, verify_card
 from keys.ratchet.envelope import answer_field, answer_of, is_ratchet, olm_part, unwrap
 from keys.ratchet.sessions import Busy, Page, RatchetSessions, Unopened
+from keys.sodium import PublicKey
 
 # What only some mail needs (groups, contact requests, receipts for our own mail, held or
 # refused mail) is imported where it is used: `talk receive` of one chat message, run on every

@@ -22,8 +22,6 @@ from collections.abc import Callable
 from functools import lru_cache
 from typing import Any
 
-from nacl.public import PrivateKey, PublicKey
-
 from durable.errors import TalkError
 from follower.relay.client import RelayClient
 from keys.contacts import Contact
@@ -31,6 +29,7 @@ from keys.envelope import Inner, new_message, receipt_tag, seal
 from keys.gate import MAX_REASON, RECEIPT_STATES, Invalid, check_receipts
 from keys.identity import Identity
 from keys.ratchet.envelope import ANSWER_FIELD
+from keys.sodium import PrivateKey, PublicKey
 
 __all__ = ["ReceiptBatch"]
 

@@ -8,7 +8,6 @@ from pathlib import Path
 from typing import Any
 
 from nacl.exceptions import CryptoError
-from nacl.public import PublicKey
 
 from durable.errors import InviteError, NotFound, PinMismatch, RelayError, UserError
 from follower.policy import PolicyBook
@@ -24,6 +23,7 @@ from keys.envelope import HYBRID_LENGTHS, MAX_BLOB, Inner, channel_tag, new_mess
 from keys.identity import Identity, KeyBundle
 from keys.invites import InviteBook, InviteCode, box_proof, new_code, parse_code, seal_request
 from keys.names import check_name
+from keys.sodium import PublicKey
 
 __all__ = ["Queued", "add_contact", "create_invite", "deposit_again", "join", "resend_due", "retryable",
            "send", "send_again", "send_queued", "verify_contact"]

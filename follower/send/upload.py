@@ -28,8 +28,6 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from nacl.public import PublicKey
-
 from durable.backoff import Backoff
 from durable.digests import sha256
 from durable.errors import MessageTooLarge, RelayError, SourceGone, UserError
@@ -41,6 +39,7 @@ from keys.encoding import token_hex
 from keys.envelope import channel_tag
 from keys.fileref import MAX_BODY, MAX_FILES
 from keys.filestream import CHUNK_BYTES, KEY_BYTES, Sealer
+from keys.sodium import PublicKey
 
 if TYPE_CHECKING:
     from follower.relay.client import RelayClient

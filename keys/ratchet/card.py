@@ -28,9 +28,9 @@ from enum import Enum
 from typing import Any, NamedTuple
 
 from nacl.exceptions import BadSignatureError
-from nacl.signing import VerifyKey
 
 from keys.encoding import b64d, b64e, canonical_json, is_hex32
+from keys.sodium import VerifyKey
 
 __all__ = [
     "CARD_CONTEXT",

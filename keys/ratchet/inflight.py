@@ -49,8 +49,6 @@ from collections.abc import Collection
 from pathlib import Path
 from typing import Any
 
-from nacl import secret
-from nacl.bindings import crypto_secretbox_easy
 from nacl.exceptions import CryptoError
 
 from durable.digests import blake2b
@@ -60,6 +58,7 @@ from durable.ndjson import append_to, json_lines, read_records
 from keys.encoding import is_hex32
 from keys.envelope import Inner
 from keys.identity import Identity
+from keys.sodium import SecretBox, crypto_secretbox_easy
 
 __all__ = ["INFLIGHT_FILE", "KEEP_BYTES", "RESEND_WINDOW_S", "Inflight"]
 
@@ -84,7 +83,7 @@ class Inflight:
         self.path = folder / INFLIGHT_FILE
         self._lock = folder / INFLIGHT_LOCK
         self._key = blake2b(CONTEXT, key=identity.secret_bytes(), digest_size=32).digest()
-        self._box = secret.SecretBox(self._key)
+        self._box = SecretBox(self._key)
         self.keep_bytes = keep_bytes
         self.window = window
 
@@ -95,7 +94,7 @@ class Inflight:
             return
         # The bytes `SecretBox.encrypt` makes, without its wrapping; the line `json_lines` would
         # write, made directly: the id is hex and the box base64, so nothing in it needs escaping.
-        nonce = os.urandom(secret.SecretBox.NONCE_SIZE)
+        nonce = os.urandom(SecretBox.NONCE_SIZE)
         box = base64.b64encode(nonce + crypto_secretbox_easy(plaintext, nonce, self._key))
         line = b'{"at":%.3f,"id":"%s","box":"%s"}\n' % (time.time(), inner.id.encode(), box)
         if len(line) <= self.keep_bytes:

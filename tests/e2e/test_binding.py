@@ -18,9 +18,7 @@ import secrets
 import time
 from pathlib import Path
 
-from nacl.public import PublicKey
 from nacl.secret import SecretBox
-from nacl.signing import SigningKey
 
 from durable.files import read_json, write_json
 from follower.relay.client import RelayClient
@@ -29,6 +27,7 @@ from keys.contacts import Contact, Source, pinned_contact
 from keys.envelope import pad
 from keys.identity import Identity, KeyBundle
 from keys.invites import box_proof, new_code, parse_code, seal_request
+from keys.sodium import PublicKey, SigningKey
 from tests.conftest import Agent, RelayProcess, Result, befriend, make_agent
 
 

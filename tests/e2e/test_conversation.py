@@ -18,7 +18,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from nacl.public import PublicKey
 
 from alarms.framing import frame
 from alarms.mailbox import SessionMail
@@ -28,6 +27,7 @@ from follower.send.outbox import Outbox
 from keys import keystore
 from keys.contacts import ContactBook
 from keys.envelope import receipt_tag
+from keys.sodium import PublicKey
 from spool_writer.record import SpoolRecord
 from tests.conftest import TALK, Agent, RelayProcess, befriend, make_agent, wait_for
 from tests.faults import LossyProxy

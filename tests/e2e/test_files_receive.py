@@ -17,7 +17,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from nacl.public import PublicKey
 
 from durable.errors import RelayError
 from follower.files.parked import Parked
@@ -28,6 +27,7 @@ from keys.envelope import channel_tag
 from keys.fileref import FileRef
 from keys.filestream import CHUNK_BYTES, Sealer, chunk_count
 from keys.identity import Identity
+from keys.sodium import PublicKey
 from tests.conftest import Agent, RelayProcess, befriend, make_agent, wait_for
 from tests.e2e.file_downloads import (
     RssSampler,

@@ -16,7 +16,6 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from nacl.public import PublicKey
 
 from durable.errors import RelayError
 from follower.relay.client import RelayClient
@@ -25,6 +24,7 @@ from keys import keystore
 from keys.contacts import ContactBook
 from keys.envelope import channel_tag, new_message, seal
 from keys.identity import Identity
+from keys.sodium import PublicKey
 from tests.conftest import Agent, RelayProcess, befriend, free_port, make_agent, wait_for
 from tests.e2e.probes import relay_mail_count, spool_ids, status
 

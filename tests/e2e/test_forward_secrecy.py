@@ -23,7 +23,6 @@ import pytest
 import vodozemac
 from nacl import secret
 from nacl.exceptions import CryptoError
-from nacl.public import PublicKey
 
 from durable.errors import TamperedMessage
 from durable.ndjson import json_lines, read_records
@@ -42,6 +41,7 @@ from keys.ratchet.envelope import OLM_FIELD, olm_part, unwrap
 from keys.ratchet.inflight import CONTEXT as INFLIGHT_CONTEXT
 from keys.ratchet.inflight import INFLIGHT_FILE, RESEND_WINDOW_S
 from keys.ratchet.sessions import SESSIONS_DIR, RatchetSessions, Unopened, stored_state
+from keys.sodium import PublicKey
 from tests.conftest import Agent, RelayProcess, befriend, free_port, make_agent, wait_for
 from tests.e2e.probes import sent, spool_ids, texts
 

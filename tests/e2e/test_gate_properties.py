@@ -20,7 +20,6 @@ from typing import Any, cast
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from nacl.public import PublicKey
 from nacl.secret import SecretBox
 
 from alarms.framing import frame
@@ -35,6 +34,7 @@ from keys.encoding import b64e, utc_now_iso
 from keys.envelope import channel_tag, pad
 from keys.identity import Identity
 from keys.invites import InviteBook, box_proof
+from keys.sodium import PublicKey
 from spool_writer.record import SpoolRecord
 from spool_writer.spool import Spool
 from tests.conftest import RelayProcess, free_port

@@ -14,7 +14,6 @@ from typing import Any
 import pytest
 import vodozemac
 from mcp import Client, StdioServerParameters
-from nacl.public import PublicKey
 
 from follower.account import Account
 from follower.receive.receipts import ReceiptBatch
@@ -25,6 +24,7 @@ from keys.envelope import channel_tag
 from keys.groups.sessions import GROUP_SESSIONS_DIR, NO_GROUP_KEY, GroupKeys
 from keys.groups.text import GroupText
 from keys.ratchet.account import RatchetAccount
+from keys.sodium import PublicKey
 from tests.conftest import TALK, Agent, RelayProcess, befriend, make_agent
 from tests.e2e.relay_calls import ack, deposit, waiting
 from tests.e2e.terminal import on_a_terminal

@@ -21,13 +21,13 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from nacl.public import PublicKey
 from websockets.sync.server import ServerConnection, serve
 
 from keys import keystore
 from keys.contacts import ContactBook
 from keys.envelope import channel_tag, new_message, seal
 from keys.identity import Identity
+from keys.sodium import PublicKey
 from tests.conftest import Agent, RelayProcess, Result, wait_for
 from tests.e2e.probes import spool_ids
 from tests.faults import ScriptedServer, read_request

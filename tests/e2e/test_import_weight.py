@@ -30,6 +30,8 @@ NEVER = {
     "follower.daemon.daemon",
     "follower.daemon.state",
 }
+# PyNaCl's wrappers load every binding module it has; talk calls its compiled module (keys.sodium).
+NACL_WRAPPERS = {"nacl.bindings", "nacl.public", "nacl.secret", "nacl.signing", "nacl.utils", "nacl.encoding"}
 # Beside those, what one chat message from a contact never needs.
 NOT_FOR_ONE_MESSAGE = {
     "dataclasses",
@@ -50,13 +52,14 @@ NOT_FOR_ONE_MESSAGE = {
     "keys.ratchet.inflight",
     "socket",  # a plain-HTTP relay is spoken to on the C module (`follower.relay.http11`)
     "selectors",
+    *NACL_WRAPPERS,
 }
 # OpenSSL's libcrypto, through hashlib or hmac: durable.digests has what talk hashes with. Only a
 # session's beginning loads it (reading the new session's chains: `keys.ratchet.late`).
 OPENSSL = {"_hashlib", "hashlib", "hmac"}
 # What a send of a short text never needs: the machinery of files and long texts.
 NOT_FOR_A_SHORT_TEXT = {"follower.send.upload", "follower.send.transfer", "keys.fileref", "keys.filestream",
-                        "durable.backoff", "random", "socket", "selectors"}
+                        "durable.backoff", "random", "socket", "selectors", *NACL_WRAPPERS}
 
 
 def loaded(agent: Agent, *args: str) -> tuple[str, set[str]]:

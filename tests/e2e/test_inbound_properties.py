@@ -23,7 +23,6 @@ from typing import Any, cast
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from nacl.public import PublicKey
 from nacl.secret import SecretBox
 
 from follower.held import HeldBox
@@ -43,6 +42,7 @@ from keys.invites import InviteBook
 from keys.ratchet.account import RatchetAccount, card_for
 from keys.ratchet.envelope import wrap
 from keys.ratchet.sessions import RatchetSessions
+from keys.sodium import PublicKey
 from spool_writer.record import SpoolRecord
 from spool_writer.spool import Spool
 from tests.conftest import Agent, RelayProcess, befriend, free_port, make_agent

@@ -18,7 +18,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from nacl.public import PublicKey
 
 from follower.relay.client import RelayClient
 from follower.send.outbound import send
@@ -29,6 +28,7 @@ from keys.contacts import ContactBook
 from keys.encoding import b64d
 from keys.envelope import Inner, channel_tag, open_blob, seal
 from keys.identity import Identity
+from keys.sodium import PublicKey
 from tests.conftest import TALK, Agent, RelayProcess, wait_for
 
 

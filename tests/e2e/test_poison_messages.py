@@ -8,7 +8,6 @@ from __future__ import annotations
 import secrets
 from pathlib import Path
 
-from nacl.public import PublicKey
 from nacl.secret import SecretBox
 
 from follower.account import Account
@@ -24,6 +23,7 @@ from keys.invites import InviteCode, parse_code
 from keys.ratchet.account import RatchetAccount, card_for
 from keys.ratchet.envelope import wrap
 from keys.ratchet.sessions import RatchetSessions
+from keys.sodium import PublicKey
 from tests.conftest import Agent, RelayProcess, befriend, make_agent, wait_for
 from tests.e2e.relay_calls import assert_error, fetch, new_tag, publish, signed
 from tests.peer_forge import (

@@ -9,12 +9,12 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
-from nacl.public import PublicKey
 
 from follower.relay.client import RelayClient
 from follower.send.upload import MOST_TEXT
 from keys import keystore
 from keys.envelope import new_message, seal
+from keys.sodium import PublicKey
 from tests.conftest import Agent, RelayClock, RelayProcess, befriend, free_port, make_agent, wait_for
 from tests.faults import DyingProxy
 

@@ -8,7 +8,6 @@ import random
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from nacl.public import PrivateKey
 
 from durable.errors import TamperedMessage
 from keys.envelope import (
@@ -24,6 +23,7 @@ from keys.envelope import (
 )
 from keys.hybrid import KEM_CIPHERTEXT, kem_public_key, new_kem_seed, open_outer, seal_outer
 from keys.identity import Identity
+from keys.sodium import PrivateKey
 
 
 def hybrid_to(sender: Identity, recipient: Identity, text: str = "post-quantum hello") -> bytes:
