@@ -91,7 +91,8 @@ local function remove(prefix, fp, id)
   redis.call('ZREM', by_tag, id)
   redis.call('ZREM', prefix .. 'age', fp .. ' ' .. id)
   local tagsize = prefix .. 'tagsize:' .. fp
-  if redis.call('ZCARD', by_tag) == 0 then
+  local left = redis.call('ZCARD', by_tag)
+  if left == 0 then
     redis.call('HDEL', tagsize, tag)
   else
     redis.call('HINCRBY', tagsize, tag, -bytes)
@@ -99,7 +100,7 @@ local function remove(prefix, fp, id)
   if redis.call('SISMEMBER', known, tag) == 0 then
     redis.call('HINCRBY', junk, 'n', -1)
     redis.call('HINCRBY', junk, 'bytes', -bytes)
-    if redis.call('ZCARD', by_tag) == 0 then
+    if left == 0 then
       redis.call('SREM', utags, tag)
     end
   end
@@ -188,7 +189,8 @@ return 'stored'
 # -> {how many acked ids were deleted, then flat: id, created, tag, blob, ...}
 # The acks go first, as in `ack`. Each tag's zset is read in id order, skipping mail created at
 # or before `since` (expired but not yet purged; the purge runs every minute, so there are
-# few); the per-tag heads are merged.
+# few); the per-tag heads are merged. Metadata and blobs are read with one HMGET per batch of ids:
+# a call from Lua costs about as much as the lookup it makes.
 FETCH = _LIB + """
 local prefix, fp, since, limit = ARGV[1], ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4])
 local first_tag = 6 + tonumber(ARGV[5])
@@ -207,8 +209,9 @@ for i = first_tag, #ARGV do
       local ids = redis.call('ZRANGE', prefix .. 'tag:' .. fp .. ':' .. tag, start, start + limit - 1)
       if #ids == 0 then break end
       start = start + #ids
-      for _, id in ipairs(ids) do
-        local row = redis.call('HGET', meta, id)
+      local rows = redis.call('HMGET', meta, unpack(ids))
+      for k, id in ipairs(ids) do
+        local row = rows[k]
         local sep = row and string.find(row, ' ', 1, true)
         if sep and tonumber(string.sub(row, 1, sep - 1)) > since and taken < limit then
           taken = taken + 1
@@ -219,14 +222,18 @@ for i = first_tag, #ARGV do
   end
 end
 table.sort(found, function(a, b) return a[1] < b[1] end)
-local out = {deleted}
+local out, page = {deleted}, {}
 for i = 1, math.min(limit, #found) do
+  page[i] = found[i][2]
+end
+if #page == 0 then return out end
+local blobs = redis.call('HMGET', prefix .. 'blob:' .. fp, unpack(page))
+for i, id in ipairs(page) do
   local m = found[i]
-  local blob = redis.call('HGET', prefix .. 'blob:' .. fp, m[2])
-  out[#out + 1] = m[2]
+  out[#out + 1] = id
   out[#out + 1] = m[3]
   out[#out + 1] = m[4]
-  out[#out + 1] = blob
+  out[#out + 1] = blobs[i]
 end
 return out
 """
