@@ -19,14 +19,14 @@ Per mailbox FP under PREFIX:
 Shared:
     PREFIX seq           string the last mail id handed out (INCR: unique across replicas)
     PREFIX age           zset   "FP ID" scored by creation time (what purge sweeps)
-    PREFIX notify        pub/sub channel of wake-ups, "FP TAG [ID BLOB]" (`relay.redis_hub`)
+    PREFIX notify:FP     pub/sub channel of FP's wake-ups, "FP TAG [ID BLOB]" (`relay.redis_hub`)
 """
 
 from __future__ import annotations
 
 from relay.notify import PUSH_BLOB_MAX
 
-NOTIFY = "notify"  # after the prefix: the channel a deposit under a registered tag is announced on
+NOTIFY = "notify"  # after the prefix, then ":FP": where a deposit under a registered tag is announced
 
 # Shared by the scripts. `deposit` returns the new id and whether the tag is registered, or
 # false and the outcome at a cap.
@@ -145,7 +145,7 @@ if not id then return other end
 if not other then return {id, 0} end
 local told = ARGV[2] .. ' ' .. ARGV[3]
 if #ARGV[4] <= """ + str(PUSH_BLOB_MAX) + """ then told = told .. ' ' .. id .. ' ' .. ARGV[4] end
-redis.call('PUBLISH', ARGV[1] .. '""" + NOTIFY + """', told)
+redis.call('PUBLISH', ARGV[1] .. '""" + NOTIFY + """:' .. ARGV[2], told)
 return {id, 1}
 """
 

@@ -376,7 +376,7 @@ def test_redis_deposit_announces_mail_under_registered_tags_only(
         store = RedisStore(redis_url, prefix)
         fp, mine, junk = hexid(), hexid(), hexid()
         listener = Redis.from_url(redis_url).pubsub(ignore_subscribe_messages=True)  # type: ignore[no-untyped-call, unused-ignore]
-        listener.subscribe(prefix + "notify")
+        listener.subscribe(f"{prefix}notify:{fp}")
         assert listener.get_message(timeout=5) is None  # the confirmation, skipped: now listening
         try:
             run(store.register_tags(fp, [mine], 10))
