@@ -488,6 +488,11 @@ class Relay:
         queue = self.hub.subscribe(fp)
         self.metrics.streams.inc()
         try:
+            try:
+                await self.hub.ready(fp)
+            except StoreUnavailable as exc:
+                await self.deny(ws, self.unavailable(exc))
+                return
             await ws.accept()
             await ws.send_json({"type": "ready"})
             await _pump(ws, queue)

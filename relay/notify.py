@@ -42,6 +42,15 @@ class Hub(Protocol):
 
     def subscribe(self, fp: str) -> asyncio.Queue[Notice]: ...
 
+    async def ready(self, fp: str) -> None:
+        """Return once mail deposited in `fp` from now on, through any replica, reaches the
+        queues `subscribe` gave out here (a stream says "ready" only after this).
+
+        Raises:
+            StoreUnavailable: a shared hub could not listen for `fp` in time.
+        """
+        ...
+
     def unsubscribe(self, fp: str, queue: asyncio.Queue[Notice]) -> None: ...
 
     async def publish(self, fp: str, tag: str, mail_id: str = "", blob: bytes = b"") -> None:
@@ -65,6 +74,9 @@ class LocalHub:
         queue: asyncio.Queue[Notice] = asyncio.Queue(QUEUE_DEPTH)
         self._subs.setdefault(fp, set()).add(queue)
         return queue
+
+    async def ready(self, fp: str) -> None:
+        pass  # one process: `publish` reaches every queue at once
 
     def unsubscribe(self, fp: str, queue: asyncio.Queue[Notice]) -> None:
         subs = self._subs.get(fp)

@@ -21,7 +21,7 @@ from redis.asyncio import Redis
 
 from relay import redis_scripts
 from relay.redis_files import RedisFiles
-from relay.redis_link import connect, guarded, in_batches
+from relay.redis_link import connect, guarded, in_batches, pipelined
 from relay.redis_pipeline import ScriptPipeline
 from relay.store import MOST_TAGS, Claimed, Deposited, DepositOutcome, Mail, RedeemOutcome
 
@@ -79,7 +79,7 @@ class RedisStore:
         value = await self.redis.get(self._key("bundle", fp))
         return None if value is None else _text(value)
 
-    @guarded
+    @pipelined
     async def deposit(
         self, fp: str, tag: str, blob: bytes, now: float, max_messages: int, max_bytes: int,
         max_unknown: int | None = None, max_unknown_bytes: int | None = None,
@@ -108,7 +108,7 @@ class RedisStore:
     async def fetch(self, fp: str, tags: list[str], limit: int, since: float) -> list[Mail]:
         return (await self.next_page(fp, [], tags, limit, since))[1]
 
-    @guarded
+    @pipelined
     async def next_page(
         self, fp: str, ack: list[str], tags: list[str], limit: int, since: float
     ) -> tuple[int, list[Mail]]:

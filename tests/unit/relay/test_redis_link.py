@@ -19,3 +19,23 @@ def test_a_store_call_that_outlasts_the_limit_is_unavailable(monkeypatch: pytest
 
     with pytest.raises(StoreUnavailable, match="timed out"):
         asyncio.run(stuck())
+
+
+def test_a_pipelined_call_turns_an_outage_into_unavailable_and_sets_no_limit_of_its_own(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The pipeline bounds its batches; the method itself runs past COMMAND_TIMEOUT_S unhurried."""
+    monkeypatch.setattr(redis_link, "COMMAND_TIMEOUT_S", 0.01)
+
+    @redis_link.pipelined
+    async def slow() -> str:
+        await asyncio.sleep(0.05)
+        return "answered"
+
+    @redis_link.pipelined
+    async def refused() -> None:
+        raise ConnectionRefusedError("connection refused")
+
+    assert asyncio.run(slow()) == "answered"
+    with pytest.raises(StoreUnavailable, match="connection refused"):
+        asyncio.run(refused())

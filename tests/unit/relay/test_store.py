@@ -6,6 +6,7 @@ Both stores must give the same answers, since any relay replica may serve any re
 from __future__ import annotations
 
 import asyncio
+import math
 import secrets
 import sqlite3
 from pathlib import Path
@@ -376,7 +377,7 @@ def test_redis_deposit_announces_mail_under_registered_tags_only(
         store = RedisStore(redis_url, prefix)
         fp, mine, junk = hexid(), hexid(), hexid()
         listener = Redis.from_url(redis_url).pubsub(ignore_subscribe_messages=True)  # type: ignore[no-untyped-call, unused-ignore]
-        listener.subscribe(prefix + "notify")
+        listener.subscribe(f"{prefix}notify:{fp}")
         assert listener.get_message(timeout=5) is None  # the confirmation, skipped: now listening
         try:
             run(store.register_tags(fp, [mine], 10))
@@ -389,6 +390,30 @@ def test_redis_deposit_announces_mail_under_registered_tags_only(
             assert heard == [f"{fp} {mine} {stored.id} y".encode(), f"{fp} {mine}".encode()]
         finally:
             listener.close()
+            run(store.close())
+
+
+def test_redis_purge_is_exact_to_the_last_digit_and_sweeps_entries_of_earlier_versions(
+    redis_url: str, run: Run[Any]
+) -> None:
+    """The age index holds minus each creation time, written as text so no digit is rounded
+    away; an entry an earlier version scored by the creation time itself is still swept."""
+    from redis import Redis
+
+    with redis_prefix() as prefix:
+        store = RedisStore(redis_url, prefix)
+        fp, tag = hexid(), hexid()
+        created = 1733390000.1234567  # more digits than a Lua number prints
+        exact = put(run, store, fp, tag, b"exact", now=created)
+        legacy = put(run, store, fp, tag, b"legacy", now=created - 5)
+        with Redis.from_url(redis_url) as client:
+            client.zadd(prefix + "age", {f"{fp} {legacy}": created - 5})
+        try:
+            assert run(store.purge(math.nextafter(created, 0), 0)) == 1  # the legacy entry only
+            assert [m.id for m in run(store.fetch(fp, [tag], 10, 0))] == [exact]
+            assert run(store.purge(created, 0)) == 1
+            assert run(store.stored()) == 0
+        finally:
             run(store.close())
 
 
