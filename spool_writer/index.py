@@ -79,11 +79,14 @@ class DeliveredIndex:
         try:
             fd = open_private(self.path, os.O_RDONLY)
         except FileNotFoundError:
-            self._reset(None)
+            if self._inode is not None:  # the file this view was read from is gone
+                self._reset(None)
+                self._reapply_pending()
             return
         try:
             st = os.fstat(fd)
-            if st.st_ino != self._inode or st.st_size < self._pos:
+            reset = st.st_ino != self._inode or st.st_size < self._pos
+            if reset:
                 self._reset(st.st_ino)
             data = lines.read_from(fd, self._pos)
         finally:
@@ -91,7 +94,16 @@ class DeliveredIndex:
         entries, used = parse(data)
         self._pos += used
         self._lines += len(entries)
-        for entry in [*entries, *(self._pending or [])]:  # a batch's own stay known after a reset
+        for entry in entries:
+            self._apply(entry)
+        if reset:
+            self._reapply_pending()
+
+    def _reapply_pending(self) -> None:
+        """A batch's own entries, known again after the view was read anew. Only then: they were
+        applied when added, and applying them on every refresh made a page of N messages cost
+        N² applications."""
+        for entry in self._pending or []:
             self._apply(entry)
 
     def _apply(self, entry: Entry) -> None:

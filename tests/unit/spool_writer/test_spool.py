@@ -257,6 +257,45 @@ def test_a_batch_syncs_each_file_once_and_writes_the_index_last(
     assert len(syncs) == 15  # outside a batch: every line and every id, one by one
 
 
+def test_a_page_costs_each_id_once_not_once_per_later_delivery(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each delivery catches the view up; a batch's ids already in it are not applied again."""
+    spool = Spool(tmp_path / "spool")
+    applied: list[str] = []
+    apply = DeliveredIndex._apply
+
+    def counted(self: DeliveredIndex, entry: tuple[int, str, str | None]) -> None:
+        applied.append(entry[1])
+        apply(self, entry)
+
+    monkeypatch.setattr(DeliveredIndex, "_apply", counted)
+    with spool.batch():
+        for n in range(100):
+            assert spool.deliver(message(f"p{n}"))
+    assert Counter(applied) == Counter(f"p{n}" for n in range(100))
+
+
+@pytest.mark.parametrize("how", ["removed", "compacted"])
+def test_a_batch_keeps_knowing_its_ids_when_the_log_is_read_anew(tmp_path: Path, how: str) -> None:
+    root = tmp_path / "spool"
+    spool = Spool(root)
+    spool.deliver(message("before"))
+    index = root / "delivered.log"
+    with spool.batch():
+        assert spool.deliver(message("b1"))
+        if how == "removed":
+            index.unlink()
+        else:  # another process rewrote it: a new file, the view starts over from it
+            other = DeliveredIndex(index)
+            other.refresh()
+            other.compact()
+        assert not spool.deliver(message("b1"))  # still a repeat inside the page
+        assert spool.deliver(message("b2"))
+    assert spool.knows("b1") and spool.knows("b2")
+    assert [r["id"] for r in all_lines(root / "inbox.ndjson")] == ["before", "b1", "b2"]
+
+
 def test_a_failed_batch_leaves_nothing_marked_and_redelivers_once(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
