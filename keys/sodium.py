@@ -93,22 +93,30 @@ def crypto_scalarmult(n: bytes, p: bytes) -> bytes:
     return _read(q, _POINT)
 
 
-class PublicKey:
-    """A Curve25519 public key."""
+class _PublicBytes:
+    """A public key that is its bytes: checked for length once, compared in constant time."""
 
-    SIZE: ClassVar[int] = _BOX_KEY
+    SIZE: ClassVar[int]
+    WHAT: ClassVar[str]
 
-    def __init__(self, public_key: bytes) -> None:
-        self._key = _exact(public_key, self.SIZE, "a Curve25519 public key")
+    def __init__(self, key: bytes) -> None:
+        self._key = _exact(key, self.SIZE, self.WHAT)
 
     def __bytes__(self) -> bytes:
         return self._key
 
     def __eq__(self, other: object) -> bool:
-        return isinstance(other, PublicKey) and _same(self._key, other._key)
+        return type(other) is type(self) and _same(self._key, other._key)
 
     def __hash__(self) -> int:
         return hash(self._key)
+
+
+class PublicKey(_PublicBytes):
+    """A Curve25519 public key."""
+
+    SIZE: ClassVar[int] = _BOX_KEY
+    WHAT: ClassVar[str] = "a Curve25519 public key"
 
 
 class PrivateKey:
@@ -269,20 +277,11 @@ class SignedMessage(bytes):
         return bytes(self[_SIGNATURE:])
 
 
-class VerifyKey:
+class VerifyKey(_PublicBytes):
     """An Ed25519 public key."""
 
-    def __init__(self, key: bytes) -> None:
-        self._key = _exact(key, _SIGN_KEY, "an Ed25519 public key")
-
-    def __bytes__(self) -> bytes:
-        return self._key
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, VerifyKey) and _same(self._key, other._key)
-
-    def __hash__(self) -> int:
-        return hash(self._key)
+    SIZE: ClassVar[int] = _SIGN_KEY
+    WHAT: ClassVar[str] = "an Ed25519 public key"
 
     def verify(self, smessage: bytes, signature: bytes | None = None) -> bytes:
         """The message, if `signature` (or, when None, the front of `smessage`) signs it.
