@@ -20,6 +20,7 @@ from durable.errors import LocalFileRefused
 
 __all__ = [
     "check_private_dir",
+    "damaged",
     "ensure_private_dir",
     "erase_file",
     "fsync_dir",
@@ -185,5 +186,10 @@ def read_json(path: Path, default: Any) -> Any:
     except FileNotFoundError:
         return default
     except (OSError, ValueError) as exc:
-        raise LocalFileRefused(f"{path.name} in {path.parent} is damaged or unreadable ({exc}); restore it "
-                        "from a backup, or move it aside and run the command again") from exc
+        raise damaged(path, exc) from exc
+
+
+def damaged(path: Path, exc: Exception) -> LocalFileRefused:
+    """The error for a state file that cannot be read or does not parse: what to do about it."""
+    return LocalFileRefused(f"{path.name} in {path.parent} is damaged or unreadable ({exc}); restore it "
+                            "from a backup, or move it aside and run the command again")

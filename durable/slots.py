@@ -43,12 +43,12 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from durable.digests import blake2b
-from durable.files import open_private, read_private, replace_file
+from durable.files import damaged, open_private, read_private, replace_file
 
-__all__ = ["MAGIC", "MIN_SLOT", "Slotted", "holds", "read_slots", "write_slots"]
+__all__ = ["MAGIC", "MIN_SLOT", "Slotted", "holds", "read_slots", "read_slotted_json", "write_slots"]
 
 MAGIC = b"talkslt1"
 MIN_SLOT = 4096
@@ -110,6 +110,24 @@ def read_slots(path: Path) -> Slotted | None:
         if found:
             return max(found, key=lambda s: s.counter)
     raise ValueError(f"neither copy of the state in {path.name} is whole")
+
+
+def read_slotted_json(path: Path, default: Any) -> tuple[Any, Slotted | None]:
+    """The JSON state in `path` (laid out in slots, or whole as an earlier version wrote it) and
+    where it lies, for the next `write_slots` under the same lock; (`default`, None) if there is
+    no such file.
+
+    Raises:
+        LocalFileRefused: neither slot holds a whole state, the state is not JSON, or `path` is a
+            symbolic link.
+    """
+    import json
+
+    try:
+        at = read_slots(path)
+        return (default, None) if at is None else (json.loads(at.payload), at)
+    except (OSError, ValueError) as exc:
+        raise damaged(path, exc) from exc
 
 
 def holds(path: Path, at: Slotted) -> bool:

@@ -1,10 +1,16 @@
 """The sender's own brake: at most N messages a minute to one contact.
 
 An agent stuck in a loop should hit this before its peer's receive limit does. The last
-minute's sends live in `sendrate.json`, under the identity folder's lock, counted per whole
+minute's sends live in `sendrate.state`, under the identity folder's lock, counted per whole
 second: {fingerprint: {"<second>": count}}. So the file holds at most 61 numbers per contact
 whatever the limit (up to 100000 a minute), and a send rewrites that much, never one entry per
 message of the last minute. A second's sends leave the window together, up to a second early.
+
+The file is rewritten in place (`durable.slots`), not replaced: a new file renamed over the old
+one makes the file system flush it, on every send. Not synced: a count a power loss takes back
+lets one more message through, no worse. An earlier version kept the counts whole in
+`sendrate.json`: read once, then removed, so that version, run again, starts from nothing
+rather than from what it left.
 """
 
 from __future__ import annotations
@@ -15,13 +21,15 @@ from pathlib import Path
 from typing import Any
 
 from durable.errors import UserError
-from durable.files import read_json, replace_file
+from durable.files import read_json
 from durable.locks import folder_locked
+from durable.slots import read_slotted_json, write_slots
 from keys.contacts import Contact
 
 __all__ = ["spend", "spend_each"]
 
-SENDRATE_FILE = "sendrate.json"
+SENDRATE_FILE = "sendrate.state"
+EARLIER_FILE = "sendrate.json"
 WINDOW_S = 60
 
 
@@ -40,7 +48,9 @@ def spend_each(folder: Path, limits: list[tuple[Contact, int]], now: float) -> N
     path = folder / SENDRATE_FILE
     second = int(now)
     with folder_locked(folder):
-        raw = read_json(path, {})
+        raw, at = read_slotted_json(path, None)
+        if at is None:
+            raw = read_json(folder / EARLIER_FILE, {})
         counted = {fp: window(seconds, now) for fp, seconds in raw.items()} if isinstance(raw, dict) else {}
         for contact, per_min in limits:
             seconds = counted.get(contact.fingerprint, {})
@@ -54,8 +64,9 @@ def spend_each(folder: Path, limits: list[tuple[Contact, int]], now: float) -> N
             seconds = counted.setdefault(contact.fingerprint, {})
             seconds[second] = seconds.get(second, 0) + 1
         kept = {fp: {str(s): n for s, n in seconds.items()} for fp, seconds in counted.items() if seconds}
-        # Not synced: a count a power loss takes back lets one more message through, no worse.
-        replace_file(path, json.dumps(kept, separators=(",", ":")).encode(), sync=False)
+        write_slots(path, json.dumps(kept, separators=(",", ":")).encode(), at, sync=False)
+        if at is None:
+            (folder / EARLIER_FILE).unlink(missing_ok=True)
 
 
 def window(stored: Any, now: float) -> dict[int, int]:

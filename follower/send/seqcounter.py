@@ -10,11 +10,14 @@ message. The file grows with contacts, never with messages.
 A send that keeps its message in the outbox (`recorded`) writes the count without a sync: the
 outbox's own synced record of the message carries its number (`follower.send.outbox`), and it
 is on disk before the message can leave, so one sync per message holds both. The unsynced copy
-(`sent-seq.live.json`) names the boot it was written in (`durable.boot`): in the same boot it
-is whole, whatever process was killed; after a crash of the machine it may be old or torn, and
-the count is then taken again from `sent-seq.json` (synced whenever it is written) and the
-highest numbers the outbox records, and synced once. So a number that may have left is never
-given again; one that never left may be, which nobody can tell.
+(`sent-seq.live.json`) is rewritten in place (`durable.slots`: one write, where a new file
+renamed over the old one made the file system flush it on every send) and names the boot it
+was written in (`durable.boot`): in the same boot it is whole, whatever process was killed;
+after a crash of the machine it may be old or torn, and the count is then taken again from
+`sent-seq.json` (synced whenever it is written) and the highest numbers the outbox records, and
+synced once. So a number that may have left is never given again; one that never left may be,
+which nobody can tell. An earlier version, finding this file laid out in slots, reads it as
+torn and counts again the same way.
 
 A folder restored from a backup counts from where the backup stood, below numbers its contacts
 have seen. A contact refuses each reused number as a replay and says the highest it has seen
@@ -36,13 +39,14 @@ from typing import TypeGuard
 
 from durable.boot import boot_id
 from durable.errors import LocalFileRefused, UserError
-from durable.files import read_json, replace_file, write_json
+from durable.files import read_json, write_json
 from durable.locks import folder_locked
+from durable.slots import Slotted, read_slotted_json, write_slots
 
 __all__ = ["move_past"]
 
 COUNTER_FILE = "sent-seq.json"
-LIVE_FILE = "sent-seq.live.json"  # {"boot": id, "counts": {...}}, written without a sync
+LIVE_FILE = "sent-seq.live.json"  # {"boot": id, "counts": {...}}, in slots, written without a sync
 LEGACY_DB = "channels.db"
 
 
@@ -57,11 +61,11 @@ def next_seq(folder: Path, peer: str, recorded: bool = False) -> Iterator[int]:
         OSError: it cannot be written (a full disk, say); no number is used.
     """
     with folder_locked(folder):
-        counts = _counts(folder)
+        counts, live = _counts(folder)
         seq = counts.get(peer, 0) + 1
         yield seq
         counts[peer] = seq
-        _save(folder, counts, synced=not recorded)
+        _save(folder, counts, live, synced=not recorded)
 
 
 def move_past(folder: Path, peer: str, highest: int) -> bool:
@@ -73,44 +77,47 @@ def move_past(folder: Path, peer: str, highest: int) -> bool:
         UserError, OSError: as `next_seq`.
     """
     with folder_locked(folder):
-        counts = _counts(folder)
+        counts, live = _counts(folder)
         if counts.get(peer, 0) >= highest:
             return False
         counts[peer] = highest
-        _save(folder, counts, synced=True)
+        _save(folder, counts, live, synced=True)
         return True
 
 
-def _save(folder: Path, counts: dict[str, int], synced: bool) -> None:
-    """Keep `counts`: always in the live file; `synced`, in the synced file first. With no boot id
-    to tell a crash of the machine by, every write is synced."""
+def _save(folder: Path, counts: dict[str, int], live: Slotted | None, synced: bool) -> Slotted | None:
+    """Keep `counts`: always in the live file (after the state `live`, where `_counts` found it;
+    None: laid out anew); `synced`, in the synced file first. With no boot id to tell a crash of
+    the machine by, every write is synced. Where the live file now holds them."""
     boot = boot_id()
     if synced or boot is None:
         write_json(folder / COUNTER_FILE, counts)
-    if boot is not None:
-        live = json.dumps({"boot": boot, "counts": counts}, separators=(",", ":")).encode()
-        replace_file(folder / LIVE_FILE, live, sync=False)
+    if boot is None:
+        return None
+    data = json.dumps({"boot": boot, "counts": counts}, separators=(",", ":")).encode()
+    return write_slots(folder / LIVE_FILE, data, live, sync=False)
 
 
-def _counts(folder: Path) -> dict[str, int]:
-    """The counts, read under the folder's lock (the caller holds it): the live file's when it was
-    written in this boot; else the synced ones raised to what the outbox records, synced again."""
+def _counts(folder: Path) -> tuple[dict[str, int], Slotted | None]:
+    """The counts, read under the folder's lock (the caller holds it), and where the live file
+    holds them: the live file's when it was written in this boot; else the synced ones raised to
+    what the outbox records, synced again."""
     boot = boot_id()
     if boot is None:
-        return _synced_counts(folder)  # every write was synced
+        return _synced_counts(folder), None  # every write was synced
     try:
-        live = read_json(folder / LIVE_FILE, None)
+        live, at = read_slotted_json(folder / LIVE_FILE, None)
     except LocalFileRefused:
-        live = None  # torn by a crash of the machine: what the outbox kept says more
+        live, at = None, None  # torn by a crash of the machine: what the outbox kept says more
     if isinstance(live, dict) and live.get("boot") == boot and _is_counts(live.get("counts")):
-        return dict(live["counts"])
+        return dict(live["counts"]), at
     counts = _synced_counts(folder)
     from follower.send.outbox import Outbox  # once a boot: the numbers the outbox kept
 
     for peer, seq in Outbox(folder).highest_seqs().items():
         counts[peer] = max(counts.get(peer, 0), seq)
-    _save(folder, counts, synced=True)
-    return counts
+    # Laid out anew: nothing the file held, torn or from another boot, is written after.
+    return counts, _save(folder, counts, None, synced=True)
 
 
 def _is_counts(value: object) -> TypeGuard[dict[str, int]]:

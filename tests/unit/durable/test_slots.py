@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from durable.slots import MAGIC, MIN_SLOT, holds, read_slots, write_slots
+from durable.errors import LocalFileRefused
+from durable.slots import MAGIC, MIN_SLOT, holds, read_slots, read_slotted_json, write_slots
 from tests.conftest import wait_for
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -139,3 +140,20 @@ def test_holds_tells_from_the_headers_whether_a_state_is_still_the_newest(tmp_pa
     assert not holds(path, second)
     path.unlink()
     assert not holds(path, second)
+
+
+def test_read_slotted_json_gives_the_state_and_where_it_lies_or_says_what_to_do(tmp_path: Path) -> None:
+    path = tmp_path / "state"
+    assert read_slotted_json(path, {}) == ({}, None)
+    path.write_text('{"whole": 1}')  # as an earlier version wrote it: the next write lays it out
+    state, at = read_slotted_json(path, None)
+    assert state == {"whole": 1} and at is not None and at.slot == -1
+    at = write_slots(path, b'{"n": 2}', at, sync=False)
+    assert read_slotted_json(path, None) == ({"n": 2}, at)
+    write_slots(path, b"not json", at, sync=False)
+    with pytest.raises(LocalFileRefused, match=r"state in .* is damaged or unreadable .*move it aside"):
+        read_slotted_json(path, None)
+    link = tmp_path / "link"
+    link.symlink_to(path)
+    with pytest.raises(LocalFileRefused, match="symbolic link"):
+        read_slotted_json(link, None)

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import json
 import multiprocessing
 import sqlite3
 from pathlib import Path
 
 import pytest
 
+from durable.boot import boot_id
 from durable.errors import UserError
+from durable.slots import MAGIC
 from follower.send import outbox as outbox_mod
 from follower.send.outbox import Outbox
 from follower.send.seqcounter import COUNTER_FILE, LEGACY_DB, LIVE_FILE, move_past, next_seq
@@ -144,6 +147,35 @@ def test_a_torn_live_count_after_a_power_loss_is_read_from_the_outbox(tmp_path: 
     disk.lose_power(folder)
     (folder / LIVE_FILE).write_bytes(b'{"boot": "x", "cou')  # what a crash may leave of it
     assert send_recorded(folder, FP_B) == sent[-1] + 1
+
+
+def test_live_counts_torn_in_both_slots_are_read_from_the_outbox(tmp_path: Path, disk: Disks) -> None:
+    folder = tmp_path / "id"
+    sent = [send_recorded(folder, FP_B) for _ in range(3)]
+    live = folder / LIVE_FILE
+    assert live.read_bytes().startswith(MAGIC)  # laid out in slots, written in place since
+    disk.lose_power(folder)
+    torn = bytearray(live.read_bytes())
+    size = (len(torn) - 12) // 2
+    for slot in (0, 1):
+        torn[12 + slot * size + 30] ^= 0xFF
+    live.write_bytes(bytes(torn))
+    assert send_recorded(folder, FP_B) == sent[-1] + 1
+
+
+def test_the_live_count_is_rewritten_in_place(tmp_path: Path) -> None:
+    """No new file renamed over the old one on every send (the file system flushes such a file)."""
+    send_recorded(tmp_path, FP_B)
+    inode = (tmp_path / LIVE_FILE).stat().st_ino
+    assert [send_recorded(tmp_path, FP_B) for _ in range(5)] == [2, 3, 4, 5, 6]
+    assert (tmp_path / LIVE_FILE).stat().st_ino == inode
+
+
+def test_a_live_count_an_earlier_version_wrote_whole_in_this_boot_is_counted_on(tmp_path: Path) -> None:
+    """Upgraded between two sends, without a reboot: its count is the newest, so it is used."""
+    (tmp_path / LIVE_FILE).write_text(json.dumps({"boot": boot_id(), "counts": {FP_B: 41}}))
+    assert send_recorded(tmp_path, FP_B) == 42
+    assert send_recorded(tmp_path, FP_B) == 43
 
 
 def test_a_compacted_outbox_keeps_the_highest_numbers(
