@@ -174,6 +174,24 @@ def test_a_low_order_public_key_agrees_on_nothing() -> None:
         sodium.crypto_scalarmult(b"\x01" * 32, b"\x00" * 32)
 
 
+def test_agreed_keys_are_kept_for_the_pairs_used_last_and_always_agree_with_pynacl(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(sodium, "AGREED_MOST", 8)
+    monkeypatch.setattr(sodium, "_AGREED", {})
+    pairs = [(bytes([n + 1]) * 32, bytes([n + 101]) * 32) for n in range(20)]
+    for second_pass in (False, True):  # the second pass finds the first pairs evicted: agreed on anew
+        for n, (a, b) in enumerate(pairs):
+            ours = sodium.Box(sodium.PrivateKey(a), sodium.PrivateKey(b).public_key)
+            again = sodium.Box(sodium.PrivateKey(a), sodium.PrivateKey(b).public_key)  # from the cache
+            expected = public.Box(public.PrivateKey(a), public.PrivateKey(b).public_key).shared_key()
+            assert ours.shared_key() == again.shared_key() == expected
+            assert len(sodium._AGREED) == (8 if second_pass else min(8, n + 1))  # never more than the most
+    for _ in range(2):  # a key of low order is refused each time, never kept
+        with pytest.raises(CryptoError):
+            sodium.Box(sodium.PrivateKey(b"\x01" * 32), sodium.PublicKey(b"\x00" * 32))
+    assert all(pk != b"\x00" * 32 for _, pk in sodium._AGREED)
+
+
 def test_a_sealed_box_of_a_public_key_cannot_open() -> None:
     with pytest.raises(TypeError):
         sodium.SealedBox(sodium.PrivateKey.generate().public_key).decrypt(b"\x00" * 64)
