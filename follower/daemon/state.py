@@ -89,8 +89,8 @@ class FollowStatus:
         heartbeat alone once the file is HEARTBEAT_S old, never when nothing changed."""
         if saved is None:
             return True
-        mine, theirs = asdict(self), asdict(saved)
-        changed = {k for k in mine if mine[k] != theirs[k]}
+        # Field by field, not through `asdict`, which copies both deeply: this runs after every drain.
+        changed = {k for k in self.__dataclass_fields__ if getattr(self, k) != getattr(saved, k)}
         if not changed:
             return False
         if not changed <= HEARTBEAT or saved.last_contact is None:
