@@ -161,7 +161,8 @@ def test_the_short_form_leaves_out_what_the_envelope_repeats_and_is_bound_to_it(
 
 @pytest.mark.parametrize(("kind", "ts", "seq"), [
     ("chat", "2026-12-05T04:37:33.123456Z", 7), ("group", "2026-12-05T04:37:33Z", None),
-    ("chät", "2026-12-05T04:37:33Z", 1), ('a "quoted" kind', "2026-12-05\\T04", 2), ("tab\tkind", "x", None)])
+    ("chät", "2026-12-05T04:37:33Z", 1), ('a "quoted" kind', "2026-12-05\\T04", 2), ("tab\tkind", "x", None),
+    ("del\x7fkind", "x", 3), ("line\u2028sep", "x", 4), ("\U0001f600 kind", "x", 5)])
 def test_the_bind_is_the_hash_of_the_envelope_fields_as_canonical_json(
         alice_id: Identity, bob_id: Identity, kind: str, ts: str, seq: int | None) -> None:
     # The wire format peers of every version agree on, whether or not a field needs escaping.
