@@ -23,10 +23,11 @@ Run with the venv's interpreter:
 A table goes to stderr; stdout ends with one JSON line of medians (messages per second):
 
     {"send_per_s": ..., "receive_per_s": ..., "envelope_send_per_s": ...,
-     "envelope_receive_per_s": ..., "send_ratio": ..., "receive_ratio": ..., "messages": N,
-     "runs": R, "load": L}
+     "envelope_receive_per_s": ..., "send_ratio": ..., "send_ratio_quartiles": [Q1, Q3],
+     "receive_ratio": ..., "receive_ratio_quartiles": [Q1, Q3], "messages": N, "runs": R, "load": L}
 
-Target: both ratios (ratchet / envelope, the median of the round-by-round ratios) >= 0.9.
+Target: both ratios (ratchet / envelope, the median of the round-by-round ratios) >= 0.9. The
+quartiles say how far single rounds spread; with them wide, run more rounds (--runs).
 With --profile DIR, each child of the last round writes a cProfile dump there. Only loopback
 traffic; everything is removed afterwards.
 """
@@ -160,8 +161,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
-def ratio(this: list[float], base: list[float]) -> float:
-    return round(statistics.median(a / b for a, b in zip(this, base, strict=True)), 3)
+def ratios(this: list[float], base: list[float]) -> tuple[float, list[float]]:
+    """The median of the round-by-round ratios, and their first and third quartiles: how far
+    the rounds spread (the disk's sync times wander from one round to the next)."""
+    each = [a / b for a, b in zip(this, base, strict=True)]
+    quartiles = statistics.quantiles(each, n=4) if len(each) > 1 else [each[0]] * 3
+    return round(statistics.median(each), 3), [round(quartiles[0], 3), round(quartiles[2], 3)]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -192,13 +197,14 @@ def main(argv: list[str] | None = None) -> int:
     medians = {f"{p.label}_{k}": statistics.median(v) for p in pairs for k, v in p.rates.items()}
     print(f"{'messages/s':<12}{'ratchet':>10}{'envelope':>10}{'ratio':>8}   "
           f"(median of {args.runs} rounds of {args.messages})", file=sys.stderr)
-    result: dict[str, float] = {}
+    result: dict[str, float | list[float]] = {}
     for step in ("send", "receive"):
-        r = ratio(ratchet.rates[step], envelope.rates[step])
-        print(f"{step:<12}{medians[f'ratchet_{step}']:>10.0f}{medians[f'envelope_{step}']:>10.0f}{r:>8.2f}",
-              file=sys.stderr)
+        r, spread = ratios(ratchet.rates[step], envelope.rates[step])
+        print(f"{step:<12}{medians[f'ratchet_{step}']:>10.0f}{medians[f'envelope_{step}']:>10.0f}{r:>8.2f}"
+              f"   (quartiles {spread[0]:.2f}-{spread[1]:.2f})", file=sys.stderr)
         result |= {f"{step}_per_s": round(medians[f"ratchet_{step}"], 1),
-                   f"envelope_{step}_per_s": round(medians[f"envelope_{step}"], 1), f"{step}_ratio": r}
+                   f"envelope_{step}_per_s": round(medians[f"envelope_{step}"], 1), f"{step}_ratio": r,
+                   f"{step}_ratio_quartiles": spread}
     load = os.getloadavg()[0]
     print(f"load average at the end: {load:.2f}", file=sys.stderr)
     print(json.dumps({**result, "messages": args.messages, "runs": args.runs, "load": round(load, 2)}))
