@@ -7,14 +7,20 @@ Two pairs of identities on one real relay on loopback, alike but for forward sec
             longer pre-key messages carrying her card)
   envelope  made and run with TALK_RATCHET=off: today's sealed envelope (the baseline)
 
-Each round, for each pair in turn (the first alternating, so host noise hits both alike):
+Each round:
 
-  send      a child process unlocks alice and sends --messages messages to bob through the
-            library's send path (`Account.send`: send rate, outbox, numbering, sealing, the
-            session step saved, the deposit); the loop alone is timed, not the start-up
-  receive   a child process builds bob's follower and drains them all (`Follower.drain`:
-            fetch pages, open, judge, spool, sync, commit, ack); the drain alone is timed.
-            Then, untimed, its receipts go out and alice takes them, as her follower would.
+  send      one child process unlocks both alices and sends --messages messages from each to
+            her bob through the library's send path (`Account.send`: send rate, outbox,
+            numbering, sealing, the session step saved, the deposit), alternating pair by pair
+            message by message (which goes first alternating too). Each send is timed alone,
+            but not the first of each (it loads the send path) nor the start-up. The disk's
+            sync times wander by tens of percent within a second; taken in turn, they fall on
+            both pairs alike (rounds of 300 sends per pair, one pair after the other, spread
+            from 0.76 to 1.01 in their ratio, the same code)
+  receive   for each pair in turn (the first alternating, so host noise hits both alike), a
+            child process builds bob's follower and drains them all (`Follower.drain`: fetch
+            pages, open, judge, spool, sync, commit, ack); the drain alone is timed. Then,
+            untimed, its receipts go out and alice takes them, as her follower would.
 
 Run with the venv's interpreter:
 
@@ -28,7 +34,7 @@ A table goes to stderr; stdout ends with one JSON line of medians (messages per 
 
 Target: both ratios (ratchet / envelope, the median of the round-by-round ratios) >= 0.9. The
 quartiles say how far single rounds spread; with them wide, run more rounds (--runs).
-With --profile DIR, each child of the last round writes a cProfile dump there. Only loopback
+With --profile DIR, the last round writes cProfile dumps there (each pair's sends, each drain). Only loopback
 traffic; everything is removed afterwards.
 """
 
@@ -74,19 +80,41 @@ def timed(run, profile):
 """
 
 SEND = TIMED + """
+import os
 from talk.context import open_account
-to, count, profile = sys.argv[1], int(sys.argv[2]), sys.argv[3]
-account = open_account(None, None, None)
-account.identity()
+homes, count, profiles = sys.argv[1:3], int(sys.argv[3]), sys.argv[4:6]
+off = {"TALK_RATCHET": "off"}  # the envelope pair runs without forward secrecy, as it was made
 
-queued = []
+def opened(home, env):
+    os.environ.update({"TALK_HOME": home, **env})
+    account = open_account(None, None, None)  # the identity's folder is fixed from here on
+    account.identity()
+    return account
 
-def run():
-    for i in range(count):
-        if account.send(to, f"throughput probe {i}").state != "stored":
-            queued.append(i)
+accounts = [opened(homes[0], {}), opened(homes[1], off)]
+seconds, queued = [0.0, 0.0], [0, 0]
+profilers = [cProfile.Profile() if p else None for p in profiles]
 
-print(json.dumps({"seconds": timed(run, profile), "queued": len(queued)}))
+def send(j, i):
+    os.environ.update(off) if j else os.environ.pop("TALK_RATCHET", None)
+    profiler = profilers[j] if i else None
+    start = time.perf_counter()
+    if profiler:
+        profiler.enable()
+    stored = accounts[j].send("bob", f"throughput probe {i}").state == "stored"
+    if profiler:
+        profiler.disable()
+    if i:  # the first of each is not timed: it loads the send path (whichever pair went first)
+        seconds[j] += time.perf_counter() - start
+    queued[j] += not stored
+
+for i in range(count):
+    for j in ((0, 1) if i % 2 else (1, 0)):
+        send(j, i)
+for profiler, path in zip(profilers, profiles):
+    if profiler:
+        profiler.dump_stats(path)
+print(json.dumps({"seconds": seconds, "queued": queued}))
 """
 
 DRAIN = TIMED + """
@@ -118,18 +146,29 @@ class Pair:
     def dump(self, profile: Path | None, step: str) -> str:
         return str(profile / f"{self.label}-{step}.prof") if profile else ""
 
-    def round(self, count: int, deadline: Deadline, profile: Path | None) -> tuple[float, float]:
-        sent = self.child(self.alice, SEND, ["bob", str(count), self.dump(profile, "send")], deadline)
+    def receive(self, count: int, queued: int, deadline: Deadline, profile: Path | None) -> float:
+        """Bob's drain of the round's `count` messages, timed; then the receipts, untimed."""
         drained = self.child(self.bob, DRAIN, [self.dump(profile, "receive")], deadline)
         if drained["delivered"] != count:
             # A deposit that timed out under load leaves the message queued in alice's outbox
             # (it goes later, by her follower): not lost, but not on the relay for this drain.
             raise BenchError(f"{self.label}: bob's follower delivered {drained['delivered']} of {count}"
-                             f" ({sent['queued']:.0f} left queued in alice's outbox by a failed deposit)")
+                             f" ({queued} left queued in alice's outbox by a failed deposit)")
         # Untimed, as alice's follower would meanwhile: her receipts settle what she sent (the
         # sealed copies a forward-secret send keeps in flight until then go).
         self.alice.ok(deadline, "receive")
-        return count / sent["seconds"], count / drained["seconds"]
+        return count / drained["seconds"]
+
+
+def send_both(pairs: list[Pair], count: int, deadline: Deadline,
+              profile: Path | None) -> tuple[list[float], list[int]]:
+    """Each pair's send rate (messages a second), and how many stayed queued, from one child
+    process sending for both, message by message in turn (see the module's docstring)."""
+    first = pairs[0].alice
+    out = run_checked([sys.executable, "-c", SEND, *(str(p.alice.home) for p in pairs), str(count),
+                       *(p.dump(profile, "send") for p in pairs)], first.env(), deadline, "both alices")
+    sent = json.loads(out.splitlines()[-1])
+    return [(count - 1) / seconds for seconds in sent["seconds"]], [int(n) for n in sent["queued"]]
 
 
 def make_pair(label: str, talk: str, root: Path, relay: Relay, env: dict[str, str],
@@ -154,7 +193,7 @@ def make_pair(label: str, talk: str, root: Path, relay: Relay, env: dict[str, st
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
-    parser.add_argument("--messages", type=int, default=300, help="messages per round (300)")
+    parser.add_argument("--messages", type=int, default=300, help="messages per pair and round (300)")
     parser.add_argument("--runs", type=int, default=5, help="timed rounds (5)")
     parser.add_argument("--timeout", type=float, default=1200.0, help="budget, seconds (1200)")
     parser.add_argument("--profile", type=Path, help="write cProfile dumps of the last round here")
@@ -181,12 +220,13 @@ def main(argv: list[str] | None = None) -> int:
         if args.profile:
             args.profile.mkdir(parents=True, exist_ok=True)
         for i in range(args.runs + 1):  # the first round warms caches and is not counted
-            for pair in pairs if i % 2 else pairs[::-1]:
-                profile = args.profile if i == args.runs else None
-                send, receive = pair.round(args.messages, deadline, profile)
+            profile = args.profile if i == args.runs else None
+            sends, queued = send_both(pairs, args.messages, deadline, profile)
+            for j in (0, 1) if i % 2 else (1, 0):
+                receive = pairs[j].receive(args.messages, queued[j], deadline, profile)
                 if i:
-                    pair.rates["send"].append(send)
-                    pair.rates["receive"].append(receive)
+                    pairs[j].rates["send"].append(sends[j])
+                    pairs[j].rates["receive"].append(receive)
     except BenchError as exc:
         print(f"ratchet_throughput: error: {exc}", file=sys.stderr)
         return 1
