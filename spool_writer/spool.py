@@ -84,13 +84,14 @@ class Spool:
             self.index.drop()
             raise
         written, self._unsynced = self._unsynced, None
-        with flocked(self.layout.lock):
-            try:
+        try:
+            self.layout.ensure()  # a page that delivered nothing may find no folder yet (or none left)
+            with flocked(self.layout.lock):
                 lines.sync_files([p for p in written if p.exists()])  # a gc may have removed one
                 self.index.flush()
-            except BaseException:
-                self.index.drop()
-                raise
+        except BaseException:
+            self.index.drop()
+            raise
 
     def deliver(self, record: SpoolRecord, received: str | None = None) -> bool:
         """Append `record` to every live session's spool (or the inbox); False if it came before.

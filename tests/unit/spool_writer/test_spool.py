@@ -313,6 +313,18 @@ def test_a_failed_batch_leaves_nothing_marked_and_redelivers_once(
     assert spool.knows("x1") and spool.knows("x3")
 
 
+def test_a_batch_that_delivers_nothing_needs_no_spool_folder_yet(tmp_path: Path) -> None:
+    """A page of receipts only, taken before any mail (or after the folder was removed), ends
+    its batch without an error: the next page of mail is not held up by it."""
+    root = tmp_path / "spool"
+    spool = Spool(root)
+    with spool.batch():
+        pass
+    with spool.batch():
+        assert spool.deliver(message("m1"))
+    assert [r["id"] for r in all_lines(root / "inbox.ndjson")] == ["m1"]
+
+
 def test_a_batch_that_rotates_a_file_keeps_every_line(tmp_path: Path) -> None:
     root = tmp_path / "spool"
     spool = Spool(root, max_bytes=1000, generations=100)
