@@ -116,15 +116,13 @@ def _fields(outer: Inner) -> dict[str, Any]:
             "kind": outer.kind}
 
 
-
-
 def _bind(outer: Inner) -> bytes:
     """What a short form's "bind" is: the envelope fields it leaves out (`_fields`), hashed as
     `canonical_json` encodes them. Encoded here directly when no field needs escaping (ids, a
     time, a kind and a number, as every envelope the gate admits holds them): the same bytes,
     without sorting and encoding a dictionary on every message sent and opened."""
     texts = (outer.sender, outer.id, outer.kind, outer.recipient, outer.ts)
-    joined = "".join(texts) if all(type(t) is str for t in texts) else '"'
+    joined = "".join(texts) if all(type(t) is str for t in texts) else '"'  # not text: the slow way
     # Nothing JSON escapes (a quote, a backslash, a control character: none is printable), and
     # `canonical_json` keeps any other character as it is. A text this refuses takes the slow way.
     if ((outer.seq is None or type(outer.seq) is int) and '"' not in joined and "\\" not in joined
