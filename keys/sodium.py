@@ -21,6 +21,7 @@ no short buffer reaches C.
 from __future__ import annotations
 
 import os
+from functools import lru_cache
 from typing import Any, ClassVar
 
 from nacl import exceptions as exc
@@ -187,12 +188,16 @@ def _easy(seal: Any, mac: int, message: bytes, nonce: bytes, key: bytes) -> byte
     return _read(out, size)
 
 
-# The key each pair of keys agreed on, for the pairs used last. A send agrees twice with its
-# contact's key (the inner Box, the channel tags) and every message to or from that contact
-# agrees the same again: an X25519 each time, tens of microseconds, a tenth of opening a message.
-# The process holds the secret keys these come from anyway.
-AGREED_MOST = 256
-_AGREED: dict[tuple[bytes, bytes], bytes] = {}
+# Kept for the pairs used last. A send agrees twice with its contact's key (the inner Box, the
+# channel tags) and every message to or from that contact agrees the same again: an X25519 each
+# time, tens of microseconds, a tenth of opening a message. The process holds the secret keys
+# these come from anyway; a key of low order raises, and nothing is kept.
+@lru_cache(maxsize=256)
+def _agreed(sk: bytes, pk: bytes) -> bytes:
+    """The key the secret key `sk` and the public key `pk` agree on (crypto_box_beforenm)."""
+    shared = _out(_BOX_SHARED)
+    _check(lib.crypto_box_beforenm(shared, pk, sk), "agree on a key with a public key of low order")
+    return _read(shared, _BOX_SHARED)
 
 
 class Box(_NonceBox):
@@ -209,15 +214,7 @@ class Box(_NonceBox):
         """
         pk = _exact(bytes(public_key), _BOX_KEY, "a Curve25519 public key")
         sk = _exact(bytes(private_key), _BOX_SECRET, "a Curve25519 secret key")
-        key = _AGREED.get((sk, pk))
-        if key is None:
-            shared = _out(_BOX_SHARED)
-            _check(lib.crypto_box_beforenm(shared, pk, sk), "agree on a key with a public key of low order")
-            key = _read(shared, _BOX_SHARED)
-            while len(_AGREED) >= AGREED_MOST:  # the pair agreed on longest ago goes
-                _AGREED.pop(next(iter(_AGREED)), None)
-            _AGREED[(sk, pk)] = key
-        self._key = key
+        self._key = _agreed(sk, pk)
 
     def shared_key(self) -> bytes:
         return self._key

@@ -174,22 +174,25 @@ def test_a_low_order_public_key_agrees_on_nothing() -> None:
         sodium.crypto_scalarmult(b"\x01" * 32, b"\x00" * 32)
 
 
-def test_agreed_keys_are_kept_for_the_pairs_used_last_and_always_agree_with_pynacl(
-        monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(sodium, "AGREED_MOST", 8)
-    monkeypatch.setattr(sodium, "_AGREED", {})
-    pairs = [(bytes([n + 1]) * 32, bytes([n + 101]) * 32) for n in range(20)]
+def test_agreed_keys_are_kept_for_the_pairs_used_last_and_always_agree_with_pynacl() -> None:
+    most = sodium._agreed.cache_parameters()["maxsize"]
+    sodium._agreed.cache_clear()
+    pairs = [(n.to_bytes(2, "big") * 16, (n + 1000).to_bytes(2, "big") * 16) for n in range(most + 20)]
     for second_pass in (False, True):  # the second pass finds the first pairs evicted: agreed on anew
         for n, (a, b) in enumerate(pairs):
             ours = sodium.Box(sodium.PrivateKey(a), sodium.PrivateKey(b).public_key)
+            hits = sodium._agreed.cache_info().hits
             again = sodium.Box(sodium.PrivateKey(a), sodium.PrivateKey(b).public_key)  # from the cache
+            assert sodium._agreed.cache_info().hits == hits + 1
             expected = public.Box(public.PrivateKey(a), public.PrivateKey(b).public_key).shared_key()
             assert ours.shared_key() == again.shared_key() == expected
-            assert len(sodium._AGREED) == (8 if second_pass else min(8, n + 1))  # never more than the most
+            kept = sodium._agreed.cache_info().currsize
+            assert kept == (most if second_pass else min(most, n + 1))  # never more than the most
+    sodium._agreed.cache_clear()
     for _ in range(2):  # a key of low order is refused each time, never kept
         with pytest.raises(CryptoError):
             sodium.Box(sodium.PrivateKey(b"\x01" * 32), sodium.PublicKey(b"\x00" * 32))
-    assert all(pk != b"\x00" * 32 for _, pk in sodium._AGREED)
+    assert sodium._agreed.cache_info().currsize == 0
 
 
 def test_a_sealed_box_of_a_public_key_cannot_open() -> None:
