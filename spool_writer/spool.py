@@ -85,7 +85,8 @@ class Spool:
             raise
         written, self._unsynced = self._unsynced, None
         try:
-            self.layout.ensure()  # a page that delivered nothing may find no folder yet (or none left)
+            if not written:  # a delivery made the folder; a page that delivered none may find none
+                self.layout.ensure()
             with flocked(self.layout.lock):
                 lines.sync_files([p for p in written if p.exists()])  # a gc may have removed one
                 self.index.flush()
