@@ -63,9 +63,11 @@ from common import (
     run_checked,
 )
 
-TIMED = """
+HEADER = """
 import cProfile, json, sys, time
+"""
 
+TIMED = HEADER + """
 def timed(run, profile):
     profiler = cProfile.Profile() if profile else None
     start = time.perf_counter()
@@ -79,7 +81,7 @@ def timed(run, profile):
     return seconds
 """
 
-SEND = TIMED + """
+SEND = HEADER + """
 import os
 from talk.context import open_account
 homes, count, profiles = sys.argv[1:3], int(sys.argv[3]), sys.argv[4:6]
@@ -96,7 +98,10 @@ seconds, queued = [0.0, 0.0], [0, 0]
 profilers = [cProfile.Profile() if p else None for p in profiles]
 
 def send(j, i):
-    os.environ.update(off) if j else os.environ.pop("TALK_RATCHET", None)
+    if j:
+        os.environ.update(off)
+    else:
+        os.environ.pop("TALK_RATCHET", None)
     profiler = profilers[j] if i else None
     start = time.perf_counter()
     if profiler:
