@@ -16,6 +16,7 @@ finds them at the ends of their files when the page comes again.
 from __future__ import annotations
 
 import contextlib
+import os
 import re
 import time
 from collections.abc import Iterator
@@ -30,6 +31,7 @@ from spool_writer.record import REQUIRED, SpoolRecord
 
 __all__ = ["Spool", "utc_stamp"]
 
+MAX_TAILS = 256  # spool files remembered (`Spool._tails`): a file per session, and sessions come and go
 _ID = re.compile(r"[^\x00-\x20\x7f]{1,256}")  # it is a word in delivered.log: no blanks
 
 
@@ -45,6 +47,16 @@ def check_record(record: SpoolRecord) -> str:
     if not isinstance(msg_id, str) or not _ID.fullmatch(msg_id):
         raise ValueError(f"spool record id {msg_id!r} must be 1-256 characters without blanks")
     return msg_id
+
+
+def _state(path: Path) -> tuple[int, int, int] | None:
+    """(inode, size, modified in ns) of `path`, None if it is missing: any append, rotation or
+    replacement changes it."""
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return None
+    return st.st_ino, st.st_size, st.st_mtime_ns
 
 
 def received_now() -> str:
@@ -69,19 +81,23 @@ class Spool:
         self.generations = generations
         self.index = DeliveredIndex(self.layout.index)
         self._unsynced: list[Path] | None = None  # inside `batch`: the files written, not synced
+        self._made = False  # inside `batch`: the folder was made (or found) by a delivery
+        # Each spool file as this writer left it, every line in it known to the index: while the
+        # file is still so, no crash left lines at its end since, and `note_tail` need not look.
+        self._tails: dict[Path, tuple[int, int, int]] = {}
         # Read for every message delivered; parsed again only when a door changed it.
         self._sessions = ParsedFile(self.layout.registry, None, partial(registry.records_of, self.layout))
 
     @contextlib.contextmanager
     def batch(self) -> Iterator[None]:
         """Deliveries that become durable together when the block ends (see the module doc)."""
-        self._unsynced = []
+        self._unsynced, self._made = [], False
         self.index.hold()
         try:
             yield
         except BaseException:
             self._unsynced = None
-            self.index.drop()
+            self._forget()
             raise
         written, self._unsynced = self._unsynced, None
         try:
@@ -91,8 +107,14 @@ class Spool:
                 lines.sync_files([p for p in written if p.exists()])  # a gc may have removed one
                 self.index.flush()
         except BaseException:
-            self.index.drop()
+            self._forget()
             raise
+
+    def _forget(self) -> None:
+        """After a failure: the index is read again, and every spool file's end looked at again
+        (lines written may be missing from the index)."""
+        self.index.drop()
+        self._tails.clear()
 
     def deliver(self, record: SpoolRecord, received: str | None = None) -> bool:
         """Append `record` to every live session's spool (or the inbox); False if it came before.
@@ -102,15 +124,25 @@ class Spool:
         kill at any point is repaired by delivering the same record again.
         """
         msg_id = check_record(record)
-        self.layout.ensure()
+        if not self._made:
+            self.layout.ensure()
+            self._made = self._unsynced is not None  # once a batch: it fails whole if one is removed
         with flocked(self.layout.lock):
             self.index.refresh()
             if self.index.delivered(msg_id):
                 return False
             line = lines.encode({**record, "received": received or received_now()})
-            for target in self.targets():
-                self._append_once(target, msg_id, line)
-            self.index.mark_delivered(msg_id)
+            tails = {}
+            try:
+                for target in self.targets():
+                    tails[target] = self._append_once(target, msg_id, line)
+                self.index.mark_delivered(msg_id)
+            except BaseException:
+                self._tails.clear()
+                raise
+            if len(self._tails) > MAX_TAILS:
+                self._tails.clear()
+            self._tails.update((t, end) for t, end in tails.items() if end is not None)
         return True
 
     def knows(self, msg_id: str) -> bool:
@@ -126,16 +158,23 @@ class Spool:
         live = registry.live_sids(self._sessions.get())
         return [self.layout.session_file(sid) for sid in live] or [self.layout.inbox]
 
-    def _append_once(self, target: Path, msg_id: str, line: bytes) -> None:
+    def _append_once(self, target: Path, msg_id: str, line: bytes) -> tuple[int, int, int] | None:
+        """Write `line` to `target` unless a delivery cut short wrote it there; the file as this
+        left it (`_tails`), if it wrote."""
         name = self.layout.target_name(target)
-        self.index.note_tail(target, name)
+        before = _state(target)
+        if before is None or self._tails.get(target) != before:
+            self.index.note_tail(target, name)
         if name in self.index.targets_with(msg_id):
-            return  # a delivery cut short by a crash already wrote it here
+            return None  # a delivery cut short by a crash already wrote it here
+        size = before[1] if before is not None else 0
         unsynced = self._unsynced
-        if unsynced is not None and target in unsynced and lines.size_of(target) >= self.max_bytes:
+        if unsynced is not None and target in unsynced and size >= self.max_bytes:
             lines.sync_files([target])  # about to be renamed away: sync what the batch wrote first
             unsynced.remove(target)
-        lines.rotate_if_full(target, self.max_bytes, self.generations)
+        if size >= self.max_bytes:
+            lines.rotate(target, self.generations)
         lines.append(target, line, sync=unsynced is None)
         if unsynced is not None and target not in unsynced:
             unsynced.append(target)
+        return _state(target)

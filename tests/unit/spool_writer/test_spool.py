@@ -313,6 +313,49 @@ def test_a_failed_batch_leaves_nothing_marked_and_redelivers_once(
     assert spool.knows("x1") and spool.knows("x3")
 
 
+def test_a_delivery_whose_index_write_failed_is_not_written_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The writer remembers each file's end to skip looking at it; a delivery that failed after
+    its line was written (a full disk at the index) must make it look again."""
+    root = tmp_path / "spool"
+    spool = Spool(root)
+    assert spool.deliver(message("f1"))
+
+    def full(msg_id: str) -> None:
+        raise OSError(28, "No space left on device")
+
+    with monkeypatch.context() as patched:
+        patched.setattr(spool.index, "mark_delivered", full)
+        with pytest.raises(OSError):
+            spool.deliver(message("f2"))  # its line is written, the index lacks it
+    assert spool.deliver(message("f2"))  # found at the file's end: completed, not repeated
+    assert spool.deliver(message("f3"))
+    assert [r["id"] for r in all_lines(root / "inbox.ndjson")] == ["f1", "f2", "f3"]
+
+
+@pytest.mark.parametrize("batched", [False, True])
+def test_a_line_another_writer_left_after_ours_is_found(tmp_path: Path, batched: bool) -> None:
+    """A writer killed after its line and before the index, between two of our deliveries:
+    the file no longer ends as we left it, so its end is read, and the line not written twice."""
+    root = tmp_path / "spool"
+    spool = Spool(root)
+    with spool.batch():
+        assert spool.deliver(message("o1"))
+    inbox = root / "inbox.ndjson"
+    with inbox.open("ab") as f:
+        f.write(lines.encode(message("o2")))
+    if batched:
+        with spool.batch():
+            spool.deliver(message("o2"))
+            assert spool.deliver(message("o3"))
+    else:
+        spool.deliver(message("o2"))
+        assert spool.deliver(message("o3"))
+    assert [r["id"] for r in all_lines(inbox)] == ["o1", "o2", "o3"]
+    assert spool.knows("o2")
+
+
 def test_a_batch_that_delivers_nothing_needs_no_spool_folder_yet(tmp_path: Path) -> None:
     """A page of receipts only, taken before any mail (or after the folder was removed), ends
     its batch without an error: the next page of mail is not held up by it."""
