@@ -68,14 +68,26 @@ class DeliveredIndex:
 
     def _reset(self, inode: int | None) -> None:
         self._inode = inode
+        self._read_whole: tuple[int, int, int] | None = None  # the log as last read to its end
         self._pos = 0
         self._lines = 0
         self._oldest = math.inf
         self._done: dict[str, int] = {}
         self._partial: dict[str, dict[str, int]] = {}
 
+    def unchanged(self) -> bool:
+        """Whether the log is still as this view last read it whole (one `stat`): then `refresh`
+        has nothing to read. Any append, compaction or removal changes what this compares."""
+        try:
+            st = os.stat(self.path)
+        except FileNotFoundError:
+            return self._inode is None
+        return self._read_whole == (st.st_ino, st.st_size, st.st_mtime_ns)
+
     def refresh(self) -> None:
         """Read what other processes appended since; start over if the log was compacted."""
+        if self._read_whole is not None and self.unchanged():
+            return
         try:
             fd = open_private(self.path, os.O_RDONLY)
         except FileNotFoundError:
@@ -98,6 +110,8 @@ class DeliveredIndex:
             self._apply(entry)
         if reset:
             self._reapply_pending()
+        if self._pos == st.st_size:  # nothing torn or written since the fstat
+            self._read_whole = (st.st_ino, st.st_size, st.st_mtime_ns)
 
     def _reapply_pending(self) -> None:
         """A batch's own entries, known again after the view was read anew. Only then: they were
@@ -174,6 +188,7 @@ class DeliveredIndex:
 
     def _write(self, entries: list[Entry]) -> None:
         data = b"".join(map(format_entry, entries))
+        self._read_whole = None  # the next refresh reads the log's state anew, this append with it
         at = lines.append(self.path, data)
         if at == self._pos and self._inode is not None:
             self._pos, self._lines = at + len(data), self._lines + len(entries)

@@ -146,8 +146,12 @@ class Spool:
         return True
 
     def knows(self, msg_id: str) -> bool:
-        """Whether `msg_id` was delivered whole (a follower may ack it without opening it again)."""
-        if not self.layout.root.exists():
+        """Whether `msg_id` was delivered whole (a follower may ack it without opening it again).
+        Without the lock while the index is as this writer last read it: a delivery of the same
+        id under way elsewhere is found by `deliver`, which looks again under the lock."""
+        if self.index.delivered(msg_id):
+            return True  # an id leaves the index only when it is days old
+        if self.index.unchanged() or not self.layout.root.exists():
             return False
         with flocked(self.layout.lock, shared=True):
             self.index.refresh()

@@ -356,6 +356,26 @@ def test_a_line_another_writer_left_after_ours_is_found(tmp_path: Path, batched:
     assert spool.knows("o2")
 
 
+def test_knows_sees_what_another_writer_delivered_and_compacted(tmp_path: Path) -> None:
+    """`knows` skips the lock while the index is as this writer last read it; another writer's
+    delivery, or its compaction of the index, must be seen all the same."""
+    root = tmp_path / "spool"
+    mine, other = Spool(root), Spool(root)
+    assert mine.deliver(message("k1"))
+    assert not other.knows("k2") and not mine.knows("k2")
+    assert other.deliver(message("k2"))
+    assert mine.knows("k2")
+    assert not mine.knows("k3")
+    with other.batch():
+        other.deliver(message("k3"))
+        assert not mine.knows("k3")  # not in the index until the batch is durable
+    assert mine.knows("k3")
+    other.index.compact(time.time())  # rewritten whole: a new file in its place
+    assert other.deliver(message("k4"))
+    assert mine.knows("k4") and mine.knows("k1")
+    assert mine.deliver(message("k4")) is False
+
+
 def test_a_batch_that_delivers_nothing_needs_no_spool_folder_yet(tmp_path: Path) -> None:
     """A page of receipts only, taken before any mail (or after the folder was removed), ends
     its batch without an error: the next page of mail is not held up by it."""
