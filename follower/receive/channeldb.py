@@ -69,7 +69,8 @@ def receiving(folder: Path) -> Iterator[None]:
 def _connect(path: Path) -> sqlite3.Connection:
     fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600)
     os.close(fd)  # created 0600 before SQLite opens it; its -wal and -shm files copy the mode
-    db = sqlite3.connect(path, timeout=BUSY_TIMEOUT_S, isolation_level=None)
+    # The follower's loop and its push thread take turns with it (`Follower.turn`), never at once.
+    db = sqlite3.connect(path, timeout=BUSY_TIMEOUT_S, isolation_level=None, check_same_thread=False)
     db.execute("PRAGMA journal_mode=WAL")
     db.execute("PRAGMA synchronous=NORMAL")  # durable across a crash of the process
     return db

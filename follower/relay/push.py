@@ -14,6 +14,7 @@ import logging
 import threading
 from collections import deque
 from collections.abc import Callable
+from typing import Protocol
 from urllib.parse import urlsplit
 
 from durable.bounded_json import parse_json
@@ -73,15 +74,27 @@ class PushedMail:
         return taken
 
 
+class Waker(Protocol):
+    """What a frame sets (a `threading.Event`, or the follower's `DrainAsked`)."""
+
+    def set(self) -> None: ...
+
+
 class PushListener(threading.Thread):
-    def __init__(self, relay: str, signer: Signer, wake: threading.Event,
-                 on_state: Callable[[str], None], mail: PushedMail | None = None) -> None:
+    """`take`, when given, is offered each message the stream carried, on this thread: it takes
+    what waits in `mail` at once when it can (True), so the message is not handed to another
+    thread first; otherwise (False) `wake` is set, as for every other frame."""
+
+    def __init__(self, relay: str, signer: Signer, wake: Waker,
+                 on_state: Callable[[str], None], mail: PushedMail | None = None,
+                 take: Callable[[], bool] | None = None) -> None:
         super().__init__(name="push", daemon=True)
         self.url, self.path = stream_url(relay, signer.fingerprint)
         self.signer = signer
         self.wake = wake
         self.on_state = on_state
         self.mail = mail
+        self.take = take
         self._stop = threading.Event()
         self._ws: object | None = None
 
@@ -126,4 +139,6 @@ class PushListener(threading.Thread):
             item = pushed_mail(frame)
             if item is not None:
                 self.mail.put(item)
+                if self.take is not None and self.take():
+                    return
         self.wake.set()

@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import base64
 import json
+import threading
 
 import pytest
 
-from follower.relay.push import MAX_MESSAGE, PushedMail, pushed_mail
+from follower.relay.push import MAX_MESSAGE, PushedMail, PushListener, pushed_mail
 from keys.envelope import MAX_BLOB
 
 BLOB = base64.b64encode(b"sealed").decode()
@@ -56,3 +57,41 @@ def test_pushed_mail_is_taken_once_and_bounded() -> None:
     for _ in range(3):
         mail.put(item)
     assert len(mail.take()) == 2 and mail.take() == []
+
+
+class _Signer:
+    fingerprint = "ab" * 16
+
+    def sign(self, message: bytes) -> bytes:
+        return b""
+
+
+MAIL_FRAME = json.dumps({"type": "mail", "tag": "ab", "id": "9", "blob": BLOB})
+
+
+@pytest.mark.parametrize("taken", [True, False])
+def test_pushed_mail_is_offered_on_the_push_thread_and_wakes_the_loop_if_not_taken(taken: bool) -> None:
+    wake, mail, offered = threading.Event(), PushedMail(), []
+
+    def take() -> bool:
+        offered.append(len(mail.take()))
+        return taken
+
+    listener = PushListener("http://127.0.0.1:1", _Signer(), wake, lambda state: None, mail, take=take)
+    listener.received(MAIL_FRAME)
+    assert offered == [1]  # the message was waiting when it was offered
+    assert wake.is_set() is not taken
+
+
+@pytest.mark.parametrize("frame", [json.dumps({"type": "ready"}), json.dumps({"type": "mail", "tag": "ab"})])
+def test_a_frame_without_a_message_wakes_the_loop_and_offers_nothing(frame: str) -> None:
+    wake, offered = threading.Event(), []
+
+    def take() -> bool:
+        offered.append(1)
+        return True
+
+    listener = PushListener("http://127.0.0.1:1", _Signer(), wake, lambda state: None, PushedMail(),
+                            take=take)
+    listener.received(frame)
+    assert wake.is_set() and offered == []
