@@ -188,10 +188,14 @@ class DeliveredIndex:
 
     def _write(self, entries: list[Entry]) -> None:
         data = b"".join(map(format_entry, entries))
-        self._read_whole = None  # the next refresh reads the log's state anew, this append with it
+        self._read_whole = None
         at = lines.append(self.path, data)
         if at == self._pos and self._inode is not None:
             self._pos, self._lines = at + len(data), self._lines + len(entries)
+            # Under the spool lock, as every append is: the log is now what this view holds.
+            st = os.stat(self.path)
+            if (st.st_ino, st.st_size) == (self._inode, self._pos):
+                self._read_whole = (st.st_ino, st.st_size, st.st_mtime_ns)
         # else: refresh reads them again and counts them then; applying an entry twice is harmless
 
     def compact(self, now: float | None = None) -> None:
