@@ -60,6 +60,12 @@ def ensure_private_dir(path: Path, what: str = "folder", follow: bool = False) -
     Raises:
         LocalFileRefused: `path` cannot be a folder, or fails `check_private_dir`.
     """
+    try:  # the common case, one look: a real folder of ours, 0700 already, passes every check
+        st = os.stat(path) if follow else os.lstat(path)
+        if stat.S_ISDIR(st.st_mode) and st.st_uid == os.geteuid() and stat.S_IMODE(st.st_mode) == 0o700:
+            return
+    except OSError:
+        pass  # missing, or not reachable: made, or refused with its reason, below
     try:
         path.mkdir(parents=True, exist_ok=True, mode=0o700)
     except FileExistsError as exc:  # a file, or a file where a parent folder should be

@@ -1,13 +1,16 @@
-"""durable.files.erase_file: a file that held keys leaves neither its name nor its bytes."""
+"""durable.files: a file that held keys leaves neither its name nor its bytes (erase_file); a
+private folder is made 0700 and a folder others could write or a link is refused (ensure_private_dir)."""
 
 from __future__ import annotations
 
 import os
+import stat
 from pathlib import Path
 
 import pytest
 
-from durable.files import erase_file
+from durable.errors import LocalFileRefused
+from durable.files import ensure_private_dir, erase_file
 
 
 def test_the_bytes_are_zeroed_before_the_name_goes(tmp_path: Path) -> None:
@@ -34,3 +37,45 @@ def test_a_symbolic_link_is_refused_and_its_target_untouched(tmp_path: Path) -> 
     with pytest.raises(OSError):
         erase_file(link)
     assert target.read_bytes() == b"not ours to erase"
+
+
+def test_ensure_private_dir_makes_a_missing_folder_0700(tmp_path: Path) -> None:
+    folder = tmp_path / "a" / "b"
+    ensure_private_dir(folder)
+    assert folder.is_dir() and stat.S_IMODE(folder.stat().st_mode) == 0o700
+    ensure_private_dir(folder)  # found as made: one look, nothing changed
+    assert stat.S_IMODE(folder.stat().st_mode) == 0o700
+
+
+def test_ensure_private_dir_closes_a_folder_others_could_read(tmp_path: Path) -> None:
+    folder = tmp_path / "open"
+    folder.mkdir(mode=0o755)
+    folder.chmod(0o755)
+    ensure_private_dir(folder)
+    assert stat.S_IMODE(folder.stat().st_mode) == 0o700
+
+
+@pytest.mark.parametrize("mode", [0o770, 0o777, 0o702])
+def test_ensure_private_dir_refuses_a_folder_others_could_write(tmp_path: Path, mode: int) -> None:
+    folder = tmp_path / "shared"
+    folder.mkdir()
+    folder.chmod(mode)
+    with pytest.raises(LocalFileRefused, match="writable by other users"):
+        ensure_private_dir(folder)
+    assert stat.S_IMODE(folder.stat().st_mode) == mode  # refused, not changed behind the user's back
+
+
+def test_ensure_private_dir_refuses_a_link_to_a_private_folder_unless_told_to_follow(tmp_path: Path) -> None:
+    real = tmp_path / "real"
+    ensure_private_dir(real)
+    link = tmp_path / "link"
+    link.symlink_to(real)
+    with pytest.raises(LocalFileRefused, match="symbolic link"):
+        ensure_private_dir(link)
+    ensure_private_dir(link, follow=True)  # a TALK_HOME the user linked elsewhere
+
+
+def test_ensure_private_dir_refuses_a_file_in_its_place(tmp_path: Path) -> None:
+    (tmp_path / "f").write_text("x")
+    with pytest.raises(LocalFileRefused, match="cannot be a folder"):
+        ensure_private_dir(tmp_path / "f")
