@@ -68,7 +68,7 @@ class DeliveredIndex:
 
     def _reset(self, inode: int | None) -> None:
         self._inode = inode
-        self._read_whole: tuple[int, int, int] | None = None  # the log as last read to its end
+        self._read_whole: lines.FileState | None = None  # the log as last read to its end
         self._pos = 0
         self._lines = 0
         self._oldest = math.inf
@@ -78,11 +78,8 @@ class DeliveredIndex:
     def unchanged(self) -> bool:
         """Whether the log is still as this view last read it whole (one `stat`): then `refresh`
         has nothing to read. Any append, compaction or removal changes what this compares."""
-        try:
-            st = os.stat(self.path)
-        except FileNotFoundError:
-            return self._inode is None
-        return self._read_whole == (st.st_ino, st.st_size, st.st_mtime_ns)
+        state = lines.file_state(self.path)
+        return self._inode is None if state is None else self._read_whole == state
 
     def refresh(self) -> None:
         """Read what other processes appended since; start over if the log was compacted."""
@@ -111,7 +108,7 @@ class DeliveredIndex:
         if reset:
             self._reapply_pending()
         if self._pos == st.st_size:  # nothing torn or written since the fstat
-            self._read_whole = (st.st_ino, st.st_size, st.st_mtime_ns)
+            self._read_whole = lines.state_of(st)
 
     def _reapply_pending(self) -> None:
         """A batch's own entries, known again after the view was read anew. Only then: they were
@@ -193,9 +190,9 @@ class DeliveredIndex:
         if at == self._pos and self._inode is not None:
             self._pos, self._lines = at + len(data), self._lines + len(entries)
             # Under the spool lock, as every append is: the log is now what this view holds.
-            st = os.stat(self.path)
-            if (st.st_ino, st.st_size) == (self._inode, self._pos):
-                self._read_whole = (st.st_ino, st.st_size, st.st_mtime_ns)
+            state = lines.file_state(self.path)
+            if state is not None and state[:2] == (self._inode, self._pos):
+                self._read_whole = state
         # else: refresh reads them again and counts them then; applying an entry twice is harmless
 
     def compact(self, now: float | None = None) -> None:

@@ -126,6 +126,23 @@ def read_lines(path: Path) -> list[bytes]:
     return complete_lines(data)[0]
 
 
+FileState = tuple[int, int, int]
+
+
+def state_of(st: os.stat_result) -> FileState:
+    """(inode, size, modified in ns): what any append, rotation or replacement of a file changes.
+    The spool's files and index only grow or are replaced, never rewritten in place."""
+    return st.st_ino, st.st_size, st.st_mtime_ns
+
+
+def file_state(path: Path) -> FileState | None:
+    """`state_of` the file at `path`; None if it is missing."""
+    try:
+        return state_of(os.stat(path))
+    except FileNotFoundError:
+        return None
+
+
 def size_of(path: Path) -> int:
     try:
         return path.stat().st_size
@@ -147,8 +164,9 @@ def rotate(path: Path, generations: int) -> None:
     fsync_dir(path.parent)
 
 
-def rotate_if_full(path: Path, max_bytes: int, generations: int) -> None:
-    if size_of(path) >= max_bytes:
+def rotate_if_full(path: Path, max_bytes: int, generations: int, size: int | None = None) -> None:
+    """Rotate `path` once it holds `max_bytes`; `size`: its size, when the caller just read it."""
+    if (size_of(path) if size is None else size) >= max_bytes:
         rotate(path, generations)
 
 

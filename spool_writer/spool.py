@@ -16,7 +16,6 @@ finds them at the ends of their files when the page comes again.
 from __future__ import annotations
 
 import contextlib
-import os
 import re
 import time
 from collections.abc import Iterator
@@ -49,16 +48,6 @@ def check_record(record: SpoolRecord) -> str:
     return msg_id
 
 
-def _state(path: Path) -> tuple[int, int, int] | None:
-    """(inode, size, modified in ns) of `path`, None if it is missing: any append, rotation or
-    replacement changes it."""
-    try:
-        st = os.stat(path)
-    except FileNotFoundError:
-        return None
-    return st.st_ino, st.st_size, st.st_mtime_ns
-
-
 def received_now() -> str:
     return utc_stamp(time.time())
 
@@ -84,7 +73,7 @@ class Spool:
         self._made = False  # inside `batch`: the folder was made (or found) by a delivery
         # Each spool file as this writer left it, every line in it known to the index: while the
         # file is still so, no crash left lines at its end since, and `note_tail` need not look.
-        self._tails: dict[Path, tuple[int, int, int]] = {}
+        self._tails: dict[Path, lines.FileState] = {}
         # Read for every message delivered; parsed again only when a door changed it.
         self._sessions = ParsedFile(self.layout.registry, None, partial(registry.records_of, self.layout))
 
@@ -162,11 +151,11 @@ class Spool:
         live = registry.live_sids(self._sessions.get())
         return [self.layout.session_file(sid) for sid in live] or [self.layout.inbox]
 
-    def _append_once(self, target: Path, msg_id: str, line: bytes) -> tuple[int, int, int] | None:
+    def _append_once(self, target: Path, msg_id: str, line: bytes) -> lines.FileState | None:
         """Write `line` to `target` unless a delivery cut short wrote it there; the file as this
         left it (`_tails`), if it wrote."""
         name = self.layout.target_name(target)
-        before = _state(target)
+        before = lines.file_state(target)
         if before is None or self._tails.get(target) != before:
             self.index.note_tail(target, name)
         if name in self.index.targets_with(msg_id):
@@ -176,9 +165,8 @@ class Spool:
         if unsynced is not None and target in unsynced and size >= self.max_bytes:
             lines.sync_files([target])  # about to be renamed away: sync what the batch wrote first
             unsynced.remove(target)
-        if size >= self.max_bytes:
-            lines.rotate(target, self.generations)
+        lines.rotate_if_full(target, self.max_bytes, self.generations, size)
         lines.append(target, line, sync=unsynced is None)
         if unsynced is not None and target not in unsynced:
             unsynced.append(target)
-        return _state(target)
+        return lines.file_state(target)
