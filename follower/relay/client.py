@@ -65,8 +65,12 @@ def relay_timeout(default: float) -> float:
 
 class Transport(Protocol):
     def exchange(
-        self, method: str, path: str, body: bytes, headers: dict[str, str]
-    ) -> tuple[int, bytes]: ...
+        self, method: str, path: str, body: bytes, headers: dict[str, str],
+        meanwhile: Callable[[], None] | None = None,
+    ) -> tuple[int, bytes]:
+        """Send one request and read its answer; `meanwhile` runs once the request has left,
+        before the answer is read (see `RelayClient.deposit`)."""
+        ...
 
     def close(self) -> None: ...
 
@@ -87,7 +91,8 @@ class _HttpsTransport:
         self._expired = False
 
     def exchange(
-        self, method: str, path: str, body: bytes, headers: dict[str, str]
+        self, method: str, path: str, body: bytes, headers: dict[str, str],
+        meanwhile: Callable[[], None] | None = None,
     ) -> tuple[int, bytes]:
         import threading
 
@@ -95,7 +100,7 @@ class _HttpsTransport:
         timer = threading.Timer(self._total_s, self._expire)
         timer.start()
         try:
-            return self._exchange(method, path, body, headers)
+            return self._exchange(method, path, body, headers, meanwhile)
         except OSError:
             if self._expired:
                 raise TimeoutError(f"the answer took longer than {self._total_s:g} s") from None
@@ -104,12 +109,15 @@ class _HttpsTransport:
             timer.cancel()
 
     def _exchange(
-        self, method: str, path: str, body: bytes, headers: dict[str, str]
+        self, method: str, path: str, body: bytes, headers: dict[str, str],
+        meanwhile: Callable[[], None] | None,
     ) -> tuple[int, bytes]:
         import http.client
 
         try:
             self._conn.request(method, path, body=body, headers=headers)
+            if meanwhile is not None:
+                meanwhile()
             response = self._conn.getresponse()
             body = response.read(MAX_ANSWER + 1)
         except http.client.RemoteDisconnected as exc:
@@ -226,14 +234,15 @@ class RelayClient:
         return self._anonymous[1]
 
     def _exchange(
-        self, lane: str, method: str, path: str, body: bytes, headers: dict[str, str]
+        self, lane: str, method: str, path: str, body: bytes, headers: dict[str, str],
+        meanwhile: Callable[[], None] | None = None,
     ) -> tuple[int, bytes]:
         # A kept-alive connection the relay has closed fails on first use: retry once on a new one.
         # Every request is safe to repeat: deposits carry message ids the receiver dedups.
         for attempt in (1, 2):
             conn = self._connection(lane)
             try:
-                return conn.exchange(method, self._prefix + path, body, headers)
+                return conn.exchange(method, self._prefix + path, body, headers, meanwhile)
             except OSError as exc:
                 self._drop(lane)
                 dropped = isinstance(exc, BrokenPipeError | ConnectionResetError)
@@ -311,9 +320,10 @@ class RelayClient:
         return session
 
     def _checked(
-        self, lane: str, method: str, path: str, body: bytes, headers: dict[str, str]
+        self, lane: str, method: str, path: str, body: bytes, headers: dict[str, str],
+        meanwhile: Callable[[], None] | None = None,
     ) -> dict[str, Any]:
-        status, raw = self._exchange(lane, method, path, body, headers)
+        status, raw = self._exchange(lane, method, path, body, headers, meanwhile)
         payload = _json_object(raw)
         route = path.split("/")[2] if path.count("/") > 1 else path
         if status >= 400:
@@ -377,9 +387,17 @@ class RelayClient:
         """
         return self.request("GET", f"{API}/ratchet/{fp}/card", lane=f"mailbox {fp}")
 
-    def deposit(self, fp: str, tag: str, blob: bytes) -> str:
-        data = self.request("POST", f"{API}/mail/{fp}/{tag}", blob,
-                            content_type="application/octet-stream", lane=f"mailbox {fp}")
+    def deposit(self, fp: str, tag: str, blob: bytes, meanwhile: Callable[[], None] | None = None) -> str:
+        """Store `blob` in `fp`'s mailbox under `tag`; the id the relay gave it. `meanwhile` is work
+        of the caller's that may run while the relay stores it: it runs once the request has left,
+        before the answer is read (again if the request is sent again on a new connection, so it
+        must do its work once, and it must not raise), or not at all if the request never left.
+
+        Raises:
+            RelayError: unreachable, a refusal (404 not_found: no such mailbox), or a malformed answer.
+        """
+        data = self._checked(f"mailbox {fp}", "POST", f"{API}/mail/{fp}/{tag}", blob,
+                             {"content-type": "application/octet-stream"}, meanwhile)
         mail_id = data.get("id")
         if not isinstance(mail_id, str):
             raise RelayError(f"the relay at {self.url} did not say where it stored the message; "

@@ -32,6 +32,10 @@ from __future__ import annotations
 # every command's start, for a connection this client opens and reads in a few calls.
 import _socket
 import time
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
 
 MAX_LINE = 8 * 1024
 MAX_FIELDS = 100
@@ -101,9 +105,11 @@ class Connection:
         self._buf.clear()
 
     def exchange(
-        self, method: str, path: str, body: bytes, headers: dict[str, str]
+        self, method: str, path: str, body: bytes, headers: dict[str, str],
+        meanwhile: Callable[[], None] | None = None,
     ) -> tuple[int, bytes]:
-        """Send one request and read its answer.
+        """Send one request and read its answer; `meanwhile` runs once the request has left, while
+        the other end works on it, before the answer is read.
 
         Raises:
             ProtocolError: the answer is malformed, cut short, or over a limit.
@@ -117,6 +123,8 @@ class Connection:
         try:
             sock.settimeout(self.timeout)
             sock.sendall(self._request(method, path, body, headers))
+            if meanwhile is not None:
+                meanwhile()
             status, fields = self._read_head()
             payload = self._read_body(status, fields, method)
         except BaseException:

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import contextlib
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from nacl.exceptions import CryptoError
 
@@ -24,6 +25,9 @@ from keys.identity import Identity, KeyBundle
 from keys.invites import InviteBook, InviteCode, box_proof, new_code, parse_code, seal_request
 from keys.names import check_name
 from keys.sodium import PublicKey
+
+if TYPE_CHECKING:
+    from keys.ratchet.inflight import Keeping
 
 __all__ = ["Queued", "add_contact", "create_invite", "deposit_again", "join", "resend_due", "retryable",
            "send", "send_again", "send_queued", "verify_contact"]
@@ -116,7 +120,7 @@ def send(identity: Identity, client: RelayClient, contact: Contact, text: str,
     # With an outbox, the message's synced record there keeps its number (`Outbox.sent`).
     with next_seq(home, contact.fingerprint, recorded=outbox is not None) as seq:
         inner = new_message(identity.fingerprint, contact.fingerprint, text, kind, seq, msg_id, **extra)
-        blob = _sealed(identity, client, contact, home, inner, outbox is not None)
+        blob, keep = _sealed(identity, client, contact, home, inner, outbox is not None)
     tag = channel_tag(identity.box_secret, peer, contact.fingerprint)
     if outbox is None:
         deposit(client, contact.fingerprint, contact.name, tag, blob)
@@ -124,20 +128,25 @@ def send(identity: Identity, client: RelayClient, contact: Contact, text: str,
     preview, noted = shown if shown is not None else (text, {})
     outbox.sent(inner.id, contact.fingerprint, contact.name, kind, preview, tag, b64e(blob), seq=seq,
                 **{k: v for k, v in extra.items() if k in ("task", "hops")}, **noted)
-    _deposit_recorded(client, contact, outbox, inner.id, tag, blob)
+    try:
+        _deposit_recorded(client, contact, outbox, inner.id, tag, blob, keep)
+    finally:
+        if keep is not None:
+            keep()  # kept while the relay stored it, unless the request never left
     return inner
 
 
 def _deposit_recorded(client: RelayClient, contact: Contact, outbox: Outbox, msg_id: str,
-                      tag: str, blob: bytes) -> None:
-    """Deposit a message the outbox already records, and record how that went.
+                      tag: str, blob: bytes, meanwhile: Callable[[], None] | None = None) -> None:
+    """Deposit a message the outbox already records, and record how that went; `meanwhile` as
+    `RelayClient.deposit` runs it.
 
     Raises:
         Queued: the relay could not take it now; it stays queued.
         RelayError, NotFound: the relay refused it for good (the outbox marks it dropped).
     """
     try:
-        deposit(client, contact.fingerprint, contact.name, tag, blob)
+        deposit(client, contact.fingerprint, contact.name, tag, blob, meanwhile)
     except (RelayError, NotFound) as exc:
         if not retryable(exc):
             # Final: nothing is left queued to arrive later, so a caller may send again.
@@ -165,10 +174,12 @@ def send_again(identity: Identity, client: RelayClient, contact: Contact, outbox
     if way is Way.RENUMBERED:
         with next_seq(outbox.folder, contact.fingerprint, recorded=True) as seq:
             inner = inner._replace(seq=seq)
-            blob = _sealed(identity, client, contact, outbox.folder, inner, True)
+            blob, keep = _sealed(identity, client, contact, outbox.folder, inner, True)
         renumbered = (contact.fingerprint, seq)
     else:
-        blob = _sealed(identity, client, contact, outbox.folder, inner, True)
+        blob, keep = _sealed(identity, client, contact, outbox.folder, inner, True)
+    if keep is not None:
+        keep()  # a copy sent again is rare: kept at once
     tag = channel_tag(identity.box_secret, PublicKey(contact.box_key), contact.fingerprint)
     outbox.recovered(inner.id, tag, b64e(blob), sends, way, resent_reason(way, sends), answered,
                      renumbered)
@@ -188,15 +199,15 @@ def deposit_again(client: RelayClient, contact: Contact, outbox: Outbox, msg_id:
 
 
 def _sealed(identity: Identity, client: RelayClient, contact: Contact, home: Path, inner: Inner,
-            recorded: bool) -> bytes:
+            recorded: bool) -> tuple[bytes, Keeping | None]:
     """`inner` sealed to `contact`, in its Olm session when it offers one. The outbox keeps this
     very blob, so a resend repeats it and never takes another ratchet step; a message the outbox
     records (`recorded`) also keeps what it said until it settles, so that if the contact refuses
     it for a reason sending again cures (a lost session, a reused number) it can be sealed anew
-    (`send_again`)."""
+    (`send_again`): the second item keeps that copy, to call before the send returns."""
     sealed = ratchet_inner(identity, client, contact, home, inner, recorded)
-    return seal(inner if sealed is None else sealed, identity.box_secret, PublicKey(contact.box_key),
-                contact.kem_key)
+    envelope, keep = (inner, None) if sealed is None else sealed
+    return seal(envelope, identity.box_secret, PublicKey(contact.box_key), contact.kem_key), keep
 
 
 class Queued(Exception):
@@ -243,9 +254,10 @@ def send_queued(client: RelayClient, outbox: Outbox) -> int:
     return sent
 
 
-def deposit(client: RelayClient, fp: str, name: str, tag: str, blob: bytes) -> None:
+def deposit(client: RelayClient, fp: str, name: str, tag: str, blob: bytes,
+            meanwhile: Callable[[], None] | None = None) -> None:
     try:
-        client.deposit(fp, tag, blob)
+        client.deposit(fp, tag, blob, meanwhile)
     except RelayError as exc:
         if exc.status == 404:
             raise NotFound(

@@ -23,7 +23,7 @@ import functools
 import os
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from durable.errors import NotFound, PinMismatch, RelayError
 from durable.files import ensure_private_dir, read_json, write_json
@@ -37,9 +37,10 @@ from keys.ratchet.envelope import plaintext_of, wrap
 from keys.ratchet.sessions import SESSIONS_DIR, RatchetSessions, has_sessions, session_card
 
 if TYPE_CHECKING:
-    from keys.ratchet.inflight import Inflight
+    from keys.ratchet.inflight import Inflight, Keeping
 
-__all__ = ["RATCHET_ENV", "RECHECK_S", "forward_secret", "ratchet_enabled", "ratchet_inner", "vouched_card"]
+__all__ = ["RATCHET_ENV", "RECHECK_S", "SessionMessage", "forward_secret", "ratchet_enabled", "ratchet_inner",
+           "vouched_card"]
 
 RATCHET_ENV = "TALK_RATCHET"
 RECHECK_S = 3600.0
@@ -78,8 +79,21 @@ def vouched_card(folder: Path, contact: Contact) -> RatchetCard | None:
         ) from exc
 
 
+class SessionMessage(NamedTuple):
+    """A message sealed in an Olm session: the envelope that carries it, and (for a message the
+    outbox records) its copy to keep until it settles, to call while the relay stores it and
+    again before the send returns (`keys.ratchet.inflight.Keeping`)."""
+
+    envelope: Inner
+    keep: Keeping | None
+
+
+class _TooLong(Exception):
+    """The form of a message its peer reads does not fit a session message."""
+
+
 def ratchet_inner(identity: Identity, client: RelayClient, contact: Contact, home: Path,
-                  inner: Inner, recorded: bool = False) -> Inner | None:
+                  inner: Inner, recorded: bool = False) -> SessionMessage | None:
     """`inner` as an Olm message in the session with `contact` (started from a claimed key if
     there is none yet), wrapped for the sealed envelope; None: send today's envelope. A message
     the outbox records (`recorded`) also keeps what it said until it settles
@@ -92,31 +106,50 @@ def ratchet_inner(identity: Identity, client: RelayClient, contact: Contact, hom
     """
     if not ratchet_enabled():
         return None
-    plaintext = plaintext_of(inner)
-    if len(plaintext) > MAX_RATCHET_PLAIN:
-        # The Olm body travels base64 in the inner JSON, so a session message holds about three
-        # quarters of what today's envelope does. A longer message (up to talk's limit, which
-        # must not shrink under the people and agents who rely on it) goes in today's envelope,
-        # sealed to the long-term key: the README says so. Only the sender picks this; a relay
-        # cannot, since it sees only the padded size.
-        return None
-    short = functools.partial(plaintext_of, inner, short=True)  # made only for a peer that reads it
+    made: dict[bool, bytes] = {}
+
+    def form(short: bool) -> bytes:
+        """The plaintext the session encrypts, made once (the short form only for a peer that
+        reads it)."""
+        data = made.get(short)
+        if data is None:
+            data = plaintext_of(inner, short)
+            if len(data) > MAX_RATCHET_PLAIN:
+                # The Olm body travels base64 in the inner JSON, so a session message holds about
+                # three quarters of what today's envelope does. A longer message (up to talk's
+                # limit, which must not shrink under the people and agents who rely on it) goes
+                # in today's envelope, sealed to the long-term key: the README says so. Only the
+                # sender picks this; a relay cannot, since it sees only the padded size.
+                raise _TooLong
+            made[short] = data
+        return data
+
+    full, short = functools.partial(form, False), functools.partial(form, True)
     store, inflight = _sender(home, identity)
     try:
-        message = store.encrypt(contact.fingerprint, plaintext, short)
-    except NotFound:
-        claim = _claim(client, contact, store.folder)
-        if claim is None:
-            return None
-        store.start(contact.fingerprint, claim)
-        message = store.encrypt(contact.fingerprint, plaintext, short)
+        try:
+            message = store.encrypt(contact.fingerprint, full, short)
+        except NotFound:
+            full()  # a new session's peer reads the whole form: too long, and no key is claimed for it
+            claim = _claim(client, contact, store.folder)
+            if claim is None:
+                return None
+            store.start(contact.fingerprint, claim)
+            message = store.encrypt(contact.fingerprint, full, short)
+    except _TooLong:
+        return None
     # Until the peer answers in the session, every message is a pre-key message: each carries
     # the card, so whichever of them arrives first can start the peer's side. The peer's
     # receipts answer soon (`keys.ratchet.envelope`); the card is read without unsealing the account.
     card = store.account.card().to_json() if message.to_pre_key() is not None else None
+    # The copy keeps the whole inner envelope, whichever form went: a message sent again goes in a
+    # new session, whose peer has not said yet that it reads the short form.
+    keep = None
     if recorded:
-        inflight.keep(inner, plaintext)
-    return wrap(inner, message, card)
+        from keys.ratchet.inflight import Keeping
+
+        keep = Keeping(inflight, inner, lambda: made.get(False) or plaintext_of(inner))
+    return SessionMessage(wrap(inner, message, card), keep)
 
 
 # The session store and in-flight log of each identity this process sends as: built once, not

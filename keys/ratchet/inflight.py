@@ -28,6 +28,13 @@ so a copy outlives its window by no more than that while it runs. Bounded too: p
 rewrites hold `ratchet_inflight.lock`, so no append falls into a file a rewrite is replacing; a
 reader reads the old file or the new one.
 
+When. A send keeps its copy while the relay stores the message (`Keeping`, the deposit's
+`meanwhile`, `follower.relay.client`): the request has left, and the sender would otherwise only
+wait for the answer; a request that never left keeps it before the send returns. A copy that
+cannot be written (a full disk) is not kept, like one lost to a power loss: the message has gone
+by then, and the send must not read as failed (the outbox's appends, synced before the message
+leaves, report such a disk). A kill in that instant loses the copy alone, as a power loss does.
+
 Crashes. Nothing here is synced: a line matters only if the machine loses power before the
 message settles and its receiver then loses its session too; a line lost or cut short then
 reads as not kept, and the message stays refused. Syncing it would double what a send waits on
@@ -45,7 +52,7 @@ import json
 import os
 import re
 import time
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 from pathlib import Path
 from typing import Any
 
@@ -60,7 +67,7 @@ from keys.envelope import Inner
 from keys.identity import Identity
 from keys.sodium import SecretBox, crypto_secretbox_easy
 
-__all__ = ["INFLIGHT_FILE", "KEEP_BYTES", "RESEND_WINDOW_S", "Inflight"]
+__all__ = ["INFLIGHT_FILE", "KEEP_BYTES", "RESEND_WINDOW_S", "Inflight", "Keeping"]
 
 INFLIGHT_FILE = "ratchet_inflight.ndjson"
 INFLIGHT_LOCK = "ratchet_inflight.lock"
@@ -173,6 +180,26 @@ class Inflight:
                 break
             kept.append(record)
         replace_file(self.path, json_lines(kept[::-1]), sync=False)
+
+
+class Keeping:
+    """One message's copy, kept (`Inflight.keep`) on the first call and never again: a send calls
+    it while the relay stores the message, and once more before it returns, for a deposit that
+    never left. `plaintext` makes the inner envelope's bytes, if no one made them yet."""
+
+    def __init__(self, inflight: Inflight, inner: Inner, plaintext: Callable[[], bytes]) -> None:
+        self._inflight = inflight
+        self._inner = inner
+        self._plaintext: Callable[[], bytes] | None = plaintext
+
+    def __call__(self) -> None:
+        plaintext, self._plaintext = self._plaintext, None
+        if plaintext is None:
+            return
+        try:
+            self._inflight.keep(self._inner, plaintext())
+        except OSError:
+            return  # not kept: the message has gone (see When, in the module's docstring)
 
 
 # The log's descriptor per path, kept open between appends by the process that opened it: a

@@ -426,12 +426,13 @@ class RatchetSessions:
             self._save(peer, state._replace(sessions=[session, *state.sessions], card=claim.card.to_json(),
                                             started_at=time.time()))
 
-    def encrypt(self, peer: str, plaintext: bytes,
+    def encrypt(self, peer: str, plaintext: bytes | Callable[[], bytes],
                 short: Callable[[], bytes] | None = None) -> vodozemac.AnyOlmMessage:
         """Encrypt with the session used last, saved advanced before the ciphertext is returned:
         what `short` makes (the same message's short form, `keys.ratchet.envelope`) if given and
-        the peer is known to read it, else `plaintext`. Made only then: a peer that has not
-        answered yet costs no second encoding of each message.
+        the peer is known to read it, else `plaintext` (or what it makes). Each form is made only
+        if it is the one sent, so a message costs one encoding; one that raises while it is made
+        leaves the session as it was.
 
         Raises:
             NotFound: no session with `peer` yet (`start` one from a claimed key).
@@ -449,13 +450,21 @@ class RatchetSessions:
             ensure_private_dir(self.folder, "ratchet sessions folder")
             return self._encrypt(peer, plaintext, short)
 
-    def _encrypt(self, peer: str, plaintext: bytes,
+    def _encrypt(self, peer: str, plaintext: bytes | Callable[[], bytes],
                  short: Callable[[], bytes] | None) -> vodozemac.AnyOlmMessage:
         with kept_locked(self._path(peer, ".lock")):
             state, reuse = self._kept(peer)
             if not state.sessions:
                 raise NotFound(f"no ratchet session with {peer} yet")
-            message = state.sessions[0].encrypt(short() if short is not None and state.short else plaintext)
+            try:
+                if short is not None and state.short:
+                    sent = short()
+                else:
+                    sent = plaintext if isinstance(plaintext, bytes) else plaintext()
+            except BaseException:
+                self._remember(peer, state)  # nothing changed it: still as the file holds it
+                raise
+            message = state.sessions[0].encrypt(sent)
             self._remember(peer, self._save(peer, state, sync=False, sent=reuse))
         return message
 

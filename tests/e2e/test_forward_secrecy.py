@@ -39,7 +39,7 @@ from keys.ratchet.account import RatchetAccount, card_for
 from keys.ratchet.card import verify_card
 from keys.ratchet.envelope import OLM_FIELD, olm_part, unwrap
 from keys.ratchet.inflight import CONTEXT as INFLIGHT_CONTEXT
-from keys.ratchet.inflight import INFLIGHT_FILE, RESEND_WINDOW_S
+from keys.ratchet.inflight import INFLIGHT_FILE, RESEND_WINDOW_S, Inflight
 from keys.ratchet.sessions import SESSIONS_DIR, RatchetSessions, Unopened, stored_state
 from keys.sodium import PublicKey
 from tests.conftest import Agent, RelayProcess, befriend, free_port, make_agent, wait_for
@@ -228,6 +228,32 @@ def test_a_receiver_that_lost_its_sessions_gets_the_refused_message_once_in_a_ne
     sent(alice, "alice", "in the new session", "bob")
     assert texts(bob) == ["in the new session"]
     assert_both_see_it_reestablished(alice, bob)
+
+
+@pytest.mark.own_relay
+def test_a_message_queued_while_the_relay_is_away_is_still_kept_to_be_sealed_anew(
+        pair: tuple[Agent, Agent], relay: RelayProcess) -> None:
+    """A send keeps its copy while the relay stores the message; one whose request never left
+    keeps it all the same before the send returns, so if its receiver lost the session by the
+    time it goes, it can still be sealed anew."""
+    alice, bob = pair
+    sent(alice, "alice", "first", "bob")
+    assert texts(bob) == ["first"]
+    sent(bob, "bob", "reply", "alice")
+    assert texts(alice) == ["reply"]
+    relay.stop()
+    r = alice.ok("send", "bob", "while the relay is away", "--json").json()
+    assert r["state"] == "queued"
+    kept = Inflight(alice.home / "alice", unlocked(alice, "alice")).take(r["id"])
+    assert kept is not None and kept.text == "while the relay is away"
+    relay.start()
+    for path in (bob.home / "bob" / SESSIONS_DIR).iterdir():
+        path.unlink()  # bob's session state is lost before the queued message reaches him
+    alice.ok("receive")  # the queued message goes
+    assert texts(bob) == []  # refused: no session
+    alice.ok("receive")  # its refusal brings it back, sealed in a new session
+    assert texts(bob) == ["while the relay is away"]
+    assert texts(bob) == []
 
 
 def assert_both_see_it_reestablished(alice: Agent, bob: Agent) -> None:

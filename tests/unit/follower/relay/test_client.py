@@ -119,3 +119,26 @@ def test_a_progress_answer_out_of_shape_is_malformed(server: OneShotServer) -> N
     with RelayClient(server.url, timeout=5) as client, pytest.raises(RelayError) as err:
         client.file_next("ab" * 16, "cd" * 16)
     assert err.value.code == MALFORMED
+
+
+STORED = b'HTTP/1.1 200 OK\r\ncontent-length: 11\r\n\r\n{"id":"m1"}'
+
+
+@pytest.mark.parametrize("server", [[STORED, STORED]], indirect=True)
+def test_a_deposit_sent_again_on_a_new_connection_runs_its_meanwhile_each_time(server: OneShotServer) -> None:
+    """The caller's work runs once per request that left (so it must do its work once), and the
+    answer is the new connection's."""
+    calls: list[int] = []
+    with RelayClient(server.url, timeout=5) as client:
+        assert client.deposit("a" * 32, "t" * 32, b"one") == "m1"  # on a connection the server then drops
+        assert client.deposit("a" * 32, "t" * 32, b"two", lambda: calls.append(server.requests)) == "m1"
+    assert len(calls) == 2 and server.requests == 2
+
+
+def test_a_deposit_whose_request_never_left_runs_no_meanwhile() -> None:
+    with socket.create_server(("127.0.0.1", 0)) as taken:
+        port = taken.getsockname()[1]
+    calls: list[str] = []
+    with RelayClient(f"http://127.0.0.1:{port}", timeout=5) as client, pytest.raises(RelayError):
+        client.deposit("a" * 32, "t" * 32, b"blob", lambda: calls.append("ran"))
+    assert calls == []

@@ -317,3 +317,31 @@ def test_framing_a_parser_could_read_two_ways_is_a_protocol_error(reply: bytes) 
 
 def test_the_host_field_carries_an_international_name_in_its_ascii_form() -> None:
     assert _host_field("bücher.example", 8080) == "xn--bcher-kva.example:8080"
+
+
+def test_meanwhile_runs_once_the_request_has_left_and_before_the_answer_is_read() -> None:
+    """A send keeps its in-flight copy while the relay stores the message: the server here holds
+    its answer until that work has run, and the work waits until the server has the request."""
+    listener = socket.create_server(("127.0.0.1", 0))
+    got, ran = threading.Event(), threading.Event()
+
+    def run() -> None:
+        conn, _ = listener.accept()
+        listener.close()
+        with conn:
+            read_request(conn)
+            got.set()
+            if ran.wait(10):
+                conn.sendall(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\n{}")
+
+    threading.Thread(target=run, daemon=True).start()
+    order: list[str] = []
+
+    def meanwhile() -> None:
+        order.append("request taken" if got.wait(10) else "request not taken")
+        ran.set()
+
+    conn = Connection("127.0.0.1", listener.getsockname()[1], timeout=5)
+    assert conn.exchange("POST", "/m", b"blob", {}, meanwhile) == (200, b"{}")
+    assert order == ["request taken"]
+    conn.close()

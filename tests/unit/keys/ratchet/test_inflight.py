@@ -8,7 +8,7 @@ from durable.ndjson import json_lines, read_records
 from keys.envelope import Inner, new_message
 from keys.identity import Identity
 from keys.ratchet.envelope import plaintext_of
-from keys.ratchet.inflight import INFLIGHT_FILE, Inflight
+from keys.ratchet.inflight import INFLIGHT_FILE, Inflight, Keeping
 from tests.unit.samples import secret_forms
 
 
@@ -143,3 +143,29 @@ def test_a_log_replaced_or_removed_between_appends_gets_the_next_one(tmp_path: P
     store.keep(third, plaintext_of(third))
     assert [r["id"] for r in read_records(tmp_path / INFLIGHT_FILE)] == [third.id]
     assert Inflight(tmp_path, alice_id).take(third.id) == third
+
+
+def test_keeping_keeps_its_copy_once_however_often_it_is_called(tmp_path: Path, alice_id: Identity) -> None:
+    """A send calls it while the relay stores the message and again before it returns."""
+    inner, made = message(alice_id, "kept once"), []
+
+    def plaintext() -> bytes:
+        made.append(1)
+        return plaintext_of(inner)
+
+    keeping = Keeping(Inflight(tmp_path, alice_id), inner, plaintext)
+    keeping()
+    keeping()
+    assert made == [1] and len(read_records(tmp_path / INFLIGHT_FILE)) == 1
+    assert Inflight(tmp_path, alice_id).take(inner.id) == inner
+
+
+def test_a_copy_that_cannot_be_written_is_not_kept_and_the_send_goes_on(tmp_path: Path,
+                                                                         alice_id: Identity) -> None:
+    """The message has left by then: a disk that refuses the copy must not make the send read as
+    failed (the outbox's synced appends report such a disk)."""
+    (tmp_path / INFLIGHT_FILE).mkdir()  # any write to the log fails
+    inner = message(alice_id, "not kept")
+    Keeping(Inflight(tmp_path, alice_id), inner, lambda: plaintext_of(inner))()
+    (tmp_path / INFLIGHT_FILE).rmdir()  # nothing was written into it
+    assert Inflight(tmp_path, alice_id).take(inner.id) is None

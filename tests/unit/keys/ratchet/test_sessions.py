@@ -75,6 +75,32 @@ def test_a_kill_at_any_step_loses_nothing_and_hands_each_message_over_once(
     assert handed == sent
 
 
+def test_each_form_is_made_only_if_sent_and_one_that_fails_takes_no_ratchet_step(
+        sides: tuple[Side, Side]) -> None:
+    """A send hands over what makes each form of its message (the short form only for a peer that
+    reads it): one that raises while it is made (too long for a session) leaves the file as it
+    was, and the next message is the one the peer opens next."""
+    alice, bob = sides
+    store, made = alice.store(), []
+    path = alice.folder / SESSIONS_DIR / f"{bob.fp}.json"
+    before = path.read_bytes()
+
+    def too_long() -> bytes:
+        made.append("whole")
+        raise OverflowError("too long for a session")
+
+    def short() -> bytes:
+        made.append("short")
+        return b""
+
+    with pytest.raises(OverflowError):
+        store.encrypt(bob.fp, too_long, short)
+    assert made == ["whole"] and path.read_bytes() == before  # bob has not answered: no short form
+    handed: dict[str, bytes] = {}
+    assert receive(bob, alice, "m1", store.encrypt(bob.fp, lambda: b"the next one"), handed)
+    assert handed == {"m1": b"the next one"}
+
+
 def test_a_message_seen_before_is_recognized_before_it_touches_the_ratchet(
     sides: tuple[Side, Side]
 ) -> None:
