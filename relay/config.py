@@ -39,12 +39,13 @@ class HttpLimits:
     header_timeout_s: float = 10.0  # to send a whole request head (408, then closed)
     max_connections: int = 4096  # open connections per process (503 above)
     max_per_peer: int = 512  # open HTTP connections per peer address (503 above); 0: no cap
+    body_timeout_s: float = 30.0  # to send a whole request body, once its head is in (408, then closed)
 
     def __post_init__(self) -> None:
         if min(self.max_header_bytes, self.max_headers, self.max_connections) <= 0 or self.max_per_peer < 0:
             raise ValueError("HTTP limits must be positive")
-        if self.header_timeout_s <= 0:
-            raise ValueError("the header timeout must be positive")
+        if self.header_timeout_s <= 0 or self.body_timeout_s <= 0:
+            raise ValueError("the header and body timeouts must be positive")
 
 
 @dataclass(frozen=True)

@@ -9,6 +9,8 @@ per connection:
 - a cap on the number of headers: 431, then close;
 - a deadline for the whole head, counted from the connection's first byte or from the first
   byte of the next request on a kept-alive connection: 408, then close;
+- a deadline for the whole body, counted from the end of the head: 408, then close (a body
+  trickled in holds a connection, and the request's task, for nothing);
 - a cap on open connections (HTTP and WebSocket) over the whole process: 503, then close;
 - a cap on open HTTP connections from one peer address (off behind a proxy, where every
   connection comes from the proxy): 503 at once, then close, so one address cannot take the
@@ -18,6 +20,11 @@ per connection:
 
 Every refusal is the relay's JSON `{"error", "message"}`. A head is checked after each read,
 so a connection holds at most the cap plus one read buffer.
+
+The two deadlines share one timer per connection, which is not armed and cancelled per request
+(two timer calls on every request were a twentieth of a busy relay's work): a request moves the
+deadline, and the timer, never armed more than the shorter timeout ahead, looks at it when it
+fires: past, 408; to come, armed again; none (between requests), left unarmed until the next.
 """
 
 from __future__ import annotations
@@ -52,7 +59,8 @@ class LimitedHttpProtocol(HttpToolsProtocol):
         self._head_bytes = 0
         self._heads = 0  # request heads completed on this connection
         self._header_count = 0
-        self._head_timer: asyncio.TimerHandle | None = None
+        self._deadline: float | None = None  # when the head or body under way must be whole
+        self._timer: asyncio.TimerHandle | None = None
         super().connection_made(transport)
         most = self.limits.max_per_peer
         if most and self.client:
@@ -62,15 +70,16 @@ class LimitedHttpProtocol(HttpToolsProtocol):
                 self._refuse(503, "busy", f"more than {most} connections from this address; "
                              "close some first")
                 return
-        self._arm_head_timer()
+        self._await(self.limits.header_timeout_s)
 
     def connection_lost(self, exc: Exception | None) -> None:
-        self._cancel_head_timer()
+        self._stop_clock()
         self._release_peer()
         super().connection_lost(exc)
 
     def handle_websocket_upgrade(self) -> None:
         self._release_peer()  # a push stream is capped per mailbox and per handshake rate instead
+        self._stop_clock()  # the connection is the WebSocket protocol's from here
         super().handle_websocket_upgrade()
 
     def _release_peer(self) -> None:
@@ -83,8 +92,8 @@ class LimitedHttpProtocol(HttpToolsProtocol):
     def data_received(self, data: bytes) -> None:
         if self._refused:
             return
-        if self._reading_head:
-            self._arm_head_timer()
+        if self._reading_head and self._deadline is None:  # the first byte of a head
+            self._await(self.limits.header_timeout_s)
         self._unset_keepalive_if_required()
         heads, in_head = self._heads, self._reading_head
         try:
@@ -119,7 +128,7 @@ class LimitedHttpProtocol(HttpToolsProtocol):
     def on_headers_complete(self) -> None:
         self._reading_head = False
         self._heads += 1
-        self._cancel_head_timer()
+        self._await(self.limits.body_timeout_s)
         if len(self.connections) > self.limits.max_connections:
             log.warning("relay: at the connection cap (%d); refusing with 503", self.limits.max_connections)
             self._refuse(503, "busy", "the relay is at its most open connections; retry shortly")
@@ -130,30 +139,51 @@ class LimitedHttpProtocol(HttpToolsProtocol):
         super().on_message_complete()
         self._reading_head = True
         self._head_bytes = 0
+        self._deadline = None  # nothing is awaited until the next request's first byte
 
-    def _arm_head_timer(self) -> None:
-        if self._head_timer is None:
-            self._head_timer = self.loop.call_later(self.limits.header_timeout_s, self._head_timed_out)
+    def _await(self, seconds: float) -> None:
+        """The head or body now under way must be whole within `seconds`."""
+        self._deadline = self.loop.time() + seconds
+        if self._timer is None:
+            self._arm(self._deadline)
 
-    def _cancel_head_timer(self) -> None:
-        if self._head_timer is not None:
-            self._head_timer.cancel()
-            self._head_timer = None
+    def _arm(self, deadline: float) -> None:
+        """The timer, at `deadline` or sooner: never more than the shorter timeout ahead, so a
+        deadline set later (a head after a body) is never before it."""
+        step = min(self.limits.header_timeout_s, self.limits.body_timeout_s)
+        self._timer = self.loop.call_at(min(deadline, self.loop.time() + step), self._check_deadline)
 
-    def _head_timed_out(self) -> None:
-        self._head_timer = None
-        if self._reading_head and not self._refused:
+    def _check_deadline(self) -> None:
+        self._timer = None
+        if self._deadline is None or self._refused:
+            return
+        if self.loop.time() < self._deadline:
+            self._arm(self._deadline)
+        elif self._reading_head:
             self._refuse(408, "timeout",
                          f"request head not complete within {self.limits.header_timeout_s:g} s")
+        else:
+            self._refuse(408, "timeout",
+                         f"request body not complete within {self.limits.body_timeout_s:g} s")
+
+    def _stop_clock(self) -> None:
+        self._deadline = None
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
 
     def _refuse(self, status: int, code: str, message: str) -> None:
         """Answer with the relay's JSON error and close; a response already under way is not
-        interleaved with it: that connection is only closed."""
+        interleaved with it: that connection is only closed. A request whose body is still
+        awaited has its answer here, and its route, which reads the client as gone, writes none."""
         self._refused = True
-        self._cancel_head_timer()
+        self._stop_clock()
         if self.transport.is_closing():
             return
-        if self.cycle is None or self.cycle.response_complete:
+        cycle = self.cycle
+        if cycle is None or cycle.response_complete or not cycle.response_started:
+            if cycle is not None and not cycle.response_complete:
+                cycle.disconnected = True  # as uvicorn marks a request whose client went away
             body = json.dumps({"error": code, "message": message}).encode()
             self.transport.write(b"".join([
                 STATUS_LINE[status], b"content-type: application/json\r\n",

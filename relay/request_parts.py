@@ -1,11 +1,12 @@
 """The parts of a request every relay route reads the same way: path ids, a bounded body, JSON.
 
-Each refuses what it cannot use with an `ApiError` (400, 408 or 413), before any store call.
+Each refuses what it cannot use with an `ApiError` (400 or 413), before any store call. A body
+trickled in too slowly is the HTTP layer's to end (`relay.http_limits`: 408, then closed); the
+route then reads a client gone mid-body.
 """
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any
 
 from starlette.requests import ClientDisconnect, HTTPConnection, Request
@@ -14,9 +15,7 @@ from durable.bounded_json import parse_json
 from keys.encoding import is_hex32
 from relay.errors import ApiError, bad_request
 
-__all__ = ["BODY_TIMEOUT_S", "json_object", "path_hex", "read_body"]
-
-BODY_TIMEOUT_S = 30.0  # a body trickled slower than this holds a connection for nothing
+__all__ = ["json_object", "path_hex", "read_body"]
 
 
 def path_hex(conn: HTTPConnection, name: str) -> str:
@@ -33,16 +32,13 @@ async def read_body(request: Request, limit: int) -> bytes:
         raise ApiError(413, "too_large", f"body of {declared} bytes exceeds the limit of {limit}")
     chunks, size = [], 0
     try:
-        async with asyncio.timeout(BODY_TIMEOUT_S):
-            async for chunk in request.stream():
-                size += len(chunk)
-                if size > limit:
-                    raise ApiError(413, "too_large", f"body exceeds the limit of {limit} bytes")
-                chunks.append(chunk)
-    except ClientDisconnect:  # a client gone mid-body (or a malformed chunk) is no relay fault
+        async for chunk in request.stream():
+            size += len(chunk)
+            if size > limit:
+                raise ApiError(413, "too_large", f"body exceeds the limit of {limit} bytes")
+            chunks.append(chunk)
+    except ClientDisconnect:  # a client gone mid-body (too slow, or a malformed chunk) is no relay fault
         raise bad_request("the body ended early: the client went away or sent a malformed chunk") from None
-    except TimeoutError:
-        raise ApiError(408, "timeout", f"the body took over {BODY_TIMEOUT_S:.0f} s to arrive") from None
     return b"".join(chunks)
 
 

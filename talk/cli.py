@@ -450,6 +450,7 @@ def run_relay(
     max_header_bytes: Annotated[int, option(relay_specs.MAX_HEADER_BYTES)] = 64 * 1024,
     max_headers: Annotated[int, option(relay_specs.MAX_HEADERS)] = 100,
     header_timeout: Annotated[float, option(relay_specs.HEADER_TIMEOUT)] = 10.0,
+    body_timeout: Annotated[float, option(relay_specs.BODY_TIMEOUT)] = 30.0,
     metrics_port: Annotated[int | None, option(relay_specs.METRICS_PORT)] = None,
 ) -> None:
     """Run a relay (SQLite file, or Redis for several replicas) until interrupted."""

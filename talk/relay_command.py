@@ -70,6 +70,7 @@ def relay_settings(params: Mapping[str, Any], env: Mapping[str, str] = os.enviro
         params["header_timeout"],
         params["max_connections"],
         per_peer,
+        params["body_timeout"],
     )
     config = dataclasses.replace(
         config,

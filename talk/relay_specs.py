@@ -75,6 +75,8 @@ MAX_HEADER_BYTES = _number("max_header_bytes", "Bytes of a request line and head
 MAX_HEADERS = _number("max_headers", "Headers per request (431 above).", int, 100, least=1)
 HEADER_TIMEOUT = _number("header_timeout", "Seconds a client has to send a request's headers (408 and closed "
                          "after).", float, 10.0, least=0.1, metavar="SECONDS")
+BODY_TIMEOUT = _number("body_timeout", "Seconds a client has to send a request's body once its headers are "
+                       "in (408 and closed after).", float, 30.0, least=0.1, metavar="SECONDS")
 METRICS_PORT = _number("metrics_port", "Serve Prometheus metrics on 127.0.0.1:PORT (off unless given).", int,
                        None, least=1, most=65535, metavar="PORT")
 
@@ -83,5 +85,5 @@ RELAY = CommandSpec("relay", (), (
     MAX_STREAMS, RATE_PUBLISH, RATE_LOOKUP, RATE_OWNER, RATE_STREAM, MAX_UNKNOWN, MAX_PER_TAG,
     MAX_FILE_BYTES, MAX_MAILBOX_FILE_BYTES, RATE_CHUNKS, BEHIND_PROXY,
     TRUSTED_PROXIES, MAX_CONNECTIONS, MAX_CONNECTIONS_PER_CLIENT, MAX_HEADER_BYTES, MAX_HEADERS,
-    HEADER_TIMEOUT, METRICS_PORT,
+    HEADER_TIMEOUT, BODY_TIMEOUT, METRICS_PORT,
 ))

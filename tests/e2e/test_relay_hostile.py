@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import secrets
 import socket
 import sqlite3
@@ -468,3 +469,53 @@ def test_relay_database_files_are_0600(tmp_path: Path) -> None:
         assert db.stat().st_mode & 0o777 == 0o600
     finally:
         os.umask(old)
+
+
+def test_a_body_trickled_slower_than_the_body_timeout_is_408_and_closed(tmp_path: Path) -> None:
+    with relay_process(tmp_path, "--body-timeout", "1") as relay:
+        path = b"/v1/mail/%s/%s" % (b"a" * 32, b"b" * 32)
+        head = b"POST %s HTTP/1.1\r\nHost: r\r\nContent-Length: 100\r\n\r\n" % path
+        reply = raw_exchange(relay.port, head + b"only part of it")
+        json_error(reply, 408, "timeout")
+        assert b"body" in reply.partition(b"\r\n\r\n")[2]
+        assert call(relay, "GET", "/healthz").status == 200  # still answering
+
+
+def read_answer(s: socket.socket) -> bytes:
+    """One answer on a kept-alive connection: its head and its content-length of body."""
+    answer = b""
+    while b"\r\n\r\n" not in answer:
+        answer += s.recv(65536)
+    found = re.search(rb"content-length: (\d+)", answer.partition(b"\r\n\r\n")[0].lower())
+    assert found is not None, answer
+    while len(answer.partition(b"\r\n\r\n")[2]) < int(found[1]):
+        answer += s.recv(65536)
+    return answer
+
+
+def test_a_kept_alive_connection_answering_in_time_outlives_both_timeouts(tmp_path: Path) -> None:
+    """The deadlines share one timer per connection that is moved, not armed per request: a
+    connection whose requests each come whole in time is never cut, and a head trickled after a
+    body is cut at the head's own deadline, not the body's."""
+    fetch = b"POST /v1/mail/%s/fetch HTTP/1.1\r\nHost: r\r\nContent-Length: 2\r\n\r\n" % (b"a" * 32)
+    with relay_process(tmp_path, "--header-timeout", "1", "--body-timeout", "60") as relay, \
+            socket.create_connection(("127.0.0.1", relay.port), timeout=30) as s:
+        ends = time.monotonic() + 2.5  # past the header timeout, twice
+        answered = 0
+        while time.monotonic() < ends:
+            s.sendall(fetch + b"{}")
+            read_answer(s)
+            answered += 1
+            time.sleep(0.1)  # the pace of a client, not a wait for anything
+        assert answered > 5
+        s.sendall(fetch)  # a body slower than the head's timeout, within its own: answered too
+        time.sleep(1.5)
+        s.sendall(b"{}")
+        assert not read_answer(s).startswith(b"HTTP/1.1 408")
+        started = time.monotonic()
+        s.sendall(b"GET /healthz HTTP/1.1\r\n")  # a head that never ends, after a request with a body
+        reply = b""
+        while chunk := s.recv(65536):
+            reply += chunk
+        json_error(reply, 408, "timeout")
+        assert time.monotonic() - started < 30  # the head's 1 s, with room; the body's would be 60
