@@ -111,17 +111,24 @@ def fsync_dir(path: Path) -> None:
 def erase_file(path: Path) -> bool:
     """Overwrite `path` with zeros, sync, then unlink it: for a file that holds keys, whose bytes
     must go and not only its name (the caller syncs the folder). Whether it was there.
-    A symbolic link is refused, never followed."""
+    A symbolic link is refused, never followed.
+
+    The name goes first: the file is renamed to a temporary name (`replace_file`'s form, so a
+    writer killed midway leaves what `sweep_temp_files` takes), and only then zeroed. A reader
+    looking for it by name meanwhile finds the whole file or none, never the zeros, which
+    would read as a damaged file."""
     try:
         fd = os.open(path, os.O_WRONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
     except FileNotFoundError:
         return False
+    erasing = path.with_name(f".{path.name}.{os.getpid()}.{os.urandom(4).hex()}.tmp")
     try:
+        os.rename(path, erasing)
         os.write(fd, b"\0" * os.fstat(fd).st_size)
         os.fsync(fd)
     finally:
         os.close(fd)
-    path.unlink(missing_ok=True)
+    erasing.unlink(missing_ok=True)
     return True
 
 

@@ -27,7 +27,15 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from durable.digests import sha256
-from durable.files import ensure_private_dir, erase_file, fsync_dir, read_json, replace_file, write_json
+from durable.files import (
+    ensure_private_dir,
+    erase_file,
+    fsync_dir,
+    read_json,
+    replace_file,
+    sweep_temp_files,
+    write_json,
+)
 from follower.send.stall import Stall
 from keys.encoding import b64d, b64e, is_hex32
 from keys.fileref import FileRef
@@ -206,6 +214,7 @@ class TransferBook:
             erase_file(self._path(transfer_id, suffix))
         for tmp in self.folder.glob(f".{transfer_id}.*.tmp"):  # a killed writer's copy holds the key too
             erase_file(tmp)
+        sweep_temp_files(self.folder)  # and what an erase killed midway left of another transfer's
         self._path(transfer_id, "lock").unlink(missing_ok=True)
         if self.folder.is_dir():
             fsync_dir(self.folder)

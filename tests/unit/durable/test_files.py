@@ -25,6 +25,27 @@ def test_the_bytes_are_zeroed_before_the_name_goes(tmp_path: Path) -> None:
         os.close(kept)
 
 
+def test_the_name_is_gone_before_the_zeros_are_written(tmp_path: Path,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """A reader looking the record up by name meanwhile (`talk outbox` listing transfers while the
+    follower finishes one) finds the whole file or none: zeros would read as a damaged file."""
+    path = tmp_path / "record.json"
+    path.write_bytes(b"secret key bytes")
+    seen: list[tuple[bool, list[str]]] = []
+    write = os.write
+
+    def looked_up(fd: int, data: bytes) -> int:
+        seen.append((path.exists(), sorted(p.name for p in tmp_path.iterdir())))
+        return write(fd, data)
+
+    monkeypatch.setattr(os, "write", looked_up)
+    assert erase_file(path) is True
+    [(there, names)] = seen
+    assert not there and len(names) == 1
+    assert names[0].startswith(".record.json.") and names[0].endswith(".tmp")  # `sweep_temp_files`' form
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_a_missing_file_is_no_error(tmp_path: Path) -> None:
     assert erase_file(tmp_path / "gone") is False
 
