@@ -181,10 +181,14 @@ def unwrap(outer: Inner, plaintext: bytes, now: float | None = None) -> Inner:
         data = parse_json(plaintext, MAX_PADDED)
     except ValueError as exc:
         raise gate.Invalid(f"the ratchet message's content is {exc}") from exc
-    short = isinstance(data, dict) and "v" not in data and BIND_FIELD in data
-    inner = _carried(outer, data) if short else Inner.from_json(data, now)
-    if (inner.id, inner.sender, inner.recipient, inner.kind, inner.seq) != (
-            outer.id, outer.sender, outer.recipient, outer.kind, outer.seq) or is_ratchet(inner):
-        raise TamperedMessage("a ratchet message names another id, sender, recipient, kind or number "
-                              "than its envelope and was refused")
+    if isinstance(data, dict) and "v" not in data and BIND_FIELD in data:
+        inner = _carried(outer, data)  # its fields are the envelope's, once its bind names them
+    else:
+        inner = Inner.from_json(data, now)
+        if (inner.id, inner.sender, inner.recipient, inner.kind, inner.seq) != (
+                outer.id, outer.sender, outer.recipient, outer.kind, outer.seq):
+            raise TamperedMessage("a ratchet message names another id, sender, recipient, kind or number "
+                                  "than its envelope and was refused")
+    if is_ratchet(inner):
+        raise TamperedMessage("a ratchet message carries another ratchet message and was refused")
     return inner
