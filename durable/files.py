@@ -25,6 +25,7 @@ __all__ = [
     "erase_file",
     "fsync_dir",
     "open_private",
+    "read_erasable_json",
     "read_json",
     "read_private",
     "replace_file",
@@ -111,24 +112,17 @@ def fsync_dir(path: Path) -> None:
 def erase_file(path: Path) -> bool:
     """Overwrite `path` with zeros, sync, then unlink it: for a file that holds keys, whose bytes
     must go and not only its name (the caller syncs the folder). Whether it was there.
-    A symbolic link is refused, never followed.
-
-    The name goes first: the file is renamed to a temporary name (`replace_file`'s form, so a
-    writer killed midway leaves what `sweep_temp_files` takes), and only then zeroed. A reader
-    looking for it by name meanwhile finds the whole file or none, never the zeros, which
-    would read as a damaged file."""
+    A symbolic link is refused, never followed."""
     try:
         fd = os.open(path, os.O_WRONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
     except FileNotFoundError:
         return False
-    erasing = path.with_name(f".{path.name}.{os.getpid()}.{os.urandom(4).hex()}.tmp")
     try:
-        os.rename(path, erasing)
         os.write(fd, b"\0" * os.fstat(fd).st_size)
         os.fsync(fd)
     finally:
         os.close(fd)
-    erasing.unlink(missing_ok=True)
+    path.unlink(missing_ok=True)
     return True
 
 
@@ -196,6 +190,25 @@ def read_json(path: Path, default: Any) -> Any:
 
     try:
         return json.loads(read_private(path))
+    except FileNotFoundError:
+        return default
+    except (OSError, ValueError) as exc:
+        raise damaged(path, exc) from exc
+
+
+def read_erasable_json(path: Path, default: Any) -> Any:
+    """`read_json` for a record that is erased when done with (`erase_file`): while it is being
+    erased, or if a kill left it erased but not yet unlinked, it holds only zeros, and reads as
+    no file (`default`), not as a damaged one.
+
+    Raises:
+        LocalFileRefused: the file cannot be read or is not JSON (nor zeros).
+    """
+    import json
+
+    try:
+        data = read_private(path)
+        return default if data and not data.strip(b"\0") else json.loads(data)
     except FileNotFoundError:
         return default
     except (OSError, ValueError) as exc:

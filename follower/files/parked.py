@@ -31,7 +31,14 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from durable.errors import LocalFileRefused
-from durable.files import ensure_private_dir, erase_file, fsync_dir, read_json, sweep_temp_files, write_json
+from durable.files import (
+    ensure_private_dir,
+    erase_file,
+    fsync_dir,
+    read_erasable_json,
+    sweep_temp_files,
+    write_json,
+)
 from follower.files.download import Progress
 from keys.fileref import FileRef
 from keys.invalid import Invalid
@@ -123,7 +130,7 @@ class Parked:
             if not is_hex32(msg_id):
                 continue
             try:
-                data = read_json(path, None)
+                data = read_erasable_json(path, None)  # `erase` may be erasing it
             except LocalFileRefused:  # damaged (written whole, so only by the disk): not taken
                 continue
             if isinstance(data, dict):

@@ -31,9 +31,8 @@ from durable.files import (
     ensure_private_dir,
     erase_file,
     fsync_dir,
-    read_json,
+    read_erasable_json,
     replace_file,
-    sweep_temp_files,
     write_json,
 )
 from follower.send.stall import Stall
@@ -192,7 +191,7 @@ class TransferBook:
         write_json(self._path(transfer.id, "json"), transfer.to_json(), compact=True)
 
     def get(self, transfer_id: str) -> Transfer | None:
-        data = read_json(self._path(transfer_id, "json"), None)
+        data = read_erasable_json(self._path(transfer_id, "json"), None)  # `finish` may be erasing it
         return None if data is None else Transfer.from_json(data)
 
     def pending(self) -> Iterator[Transfer]:
@@ -214,7 +213,6 @@ class TransferBook:
             erase_file(self._path(transfer_id, suffix))
         for tmp in self.folder.glob(f".{transfer_id}.*.tmp"):  # a killed writer's copy holds the key too
             erase_file(tmp)
-        sweep_temp_files(self.folder)  # and what an erase killed midway left of another transfer's
         self._path(transfer_id, "lock").unlink(missing_ok=True)
         if self.folder.is_dir():
             fsync_dir(self.folder)

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from durable.errors import LocalFileRefused
-from durable.files import ensure_private_dir, erase_file
+from durable.files import ensure_private_dir, erase_file, read_erasable_json
 
 
 def test_the_bytes_are_zeroed_before_the_name_goes(tmp_path: Path) -> None:
@@ -25,25 +25,28 @@ def test_the_bytes_are_zeroed_before_the_name_goes(tmp_path: Path) -> None:
         os.close(kept)
 
 
-def test_the_name_is_gone_before_the_zeros_are_written(tmp_path: Path,
-                                                       monkeypatch: pytest.MonkeyPatch) -> None:
-    """A reader looking the record up by name meanwhile (`talk outbox` listing transfers while the
-    follower finishes one) finds the whole file or none: zeros would read as a damaged file."""
+def test_a_record_read_while_it_is_erased_reads_as_gone_not_damaged(tmp_path: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """`talk outbox` lists transfers while the follower finishes one: read between the zeros and
+    the unlink, the record is gone, not a damaged file; one that is not JSON still is."""
     path = tmp_path / "record.json"
-    path.write_bytes(b"secret key bytes")
-    seen: list[tuple[bool, list[str]]] = []
-    write = os.write
+    path.write_bytes(b'{"key": "secret key bytes"}')
+    seen: list[object] = []
+    fsync = os.fsync
 
-    def looked_up(fd: int, data: bytes) -> int:
-        seen.append((path.exists(), sorted(p.name for p in tmp_path.iterdir())))
-        return write(fd, data)
+    def read_meanwhile(fd: int) -> None:
+        fsync(fd)
+        seen.append(read_erasable_json(path, "gone"))
 
-    monkeypatch.setattr(os, "write", looked_up)
+    monkeypatch.setattr(os, "fsync", read_meanwhile)
     assert erase_file(path) is True
-    [(there, names)] = seen
-    assert not there and len(names) == 1
-    assert names[0].startswith(".record.json.") and names[0].endswith(".tmp")  # `sweep_temp_files`' form
-    assert list(tmp_path.iterdir()) == []
+    assert seen == ["gone"] and read_erasable_json(path, "gone") == "gone"
+    path.write_bytes(b"\0\0not json")
+    with pytest.raises(LocalFileRefused, match="damaged"):
+        read_erasable_json(path, "gone")
+    path.write_bytes(b"")  # empty is no erased record either
+    with pytest.raises(LocalFileRefused, match="damaged"):
+        read_erasable_json(path, "gone")
 
 
 def test_a_missing_file_is_no_error(tmp_path: Path) -> None:
