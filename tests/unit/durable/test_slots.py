@@ -12,10 +12,16 @@ from pathlib import Path
 import pytest
 
 from durable.errors import LocalFileRefused
-from durable.slots import MAGIC, MIN_SLOT, holds, read_slots, read_slotted_json, write_slots
+from durable.slots import MAGIC, MIN_SLOT, Slotted, holds, read_slots, read_slotted_json, write_slots
 from tests.conftest import wait_for
 
 ROOT = Path(__file__).resolve().parents[3]
+
+
+def where(at: Slotted | None) -> tuple[bytes, int, int, int] | None:
+    """Which state, and where it lies: not how far a write must zero (`Slotted.spans`), which a
+    writer knows of its own writes and a reader does not."""
+    return None if at is None else (at.payload, at.counter, at.slot, at.size)
 
 
 def test_writes_alternate_between_the_slots_and_the_newest_is_read(tmp_path: Path) -> None:
@@ -27,7 +33,7 @@ def test_writes_alternate_between_the_slots_and_the_newest_is_read(tmp_path: Pat
     for n, text in enumerate([b"two", b"three", b"four"], start=2):
         at = write_slots(path, text, at)
         assert at.counter == n and at.slot == (n - 1) % 2
-        assert read_slots(path) == at
+        assert where(read_slots(path)) == where(at)
     assert path.stat().st_size == size and path.stat().st_mode & 0o777 == 0o600  # in place
 
 
@@ -46,7 +52,7 @@ def test_a_torn_write_leaves_the_state_before_it(tmp_path: Path, torn: str) -> N
         with pytest.raises(ValueError, match="neither copy"):
             read_slots(path)
     else:
-        assert read_slots(path) == before
+        assert where(read_slots(path)) == where(before)
 
 
 def test_a_synced_write_leaves_no_byte_of_the_states_before_it(tmp_path: Path) -> None:
@@ -60,13 +66,44 @@ def test_a_synced_write_leaves_no_byte_of_the_states_before_it(tmp_path: Path) -
     at = write_slots(path, b"the third", at)
     data = path.read_bytes()
     assert b"first" not in data and b"second" not in data and b"longer than the rest" not in data
-    assert data.count(b"the third") == 2 and read_slots(path) == at and holds(path, at)
+    assert data.count(b"the third") == 2 and where(read_slots(path)) == where(at) and holds(path, at)
     after = write_slots(path, b"the fourth", at, sync=False)  # over the copy: the third is the fallback
     torn = bytearray(path.read_bytes())
-    assert torn.count(b"the third") == 1 and read_slots(path) == after and not holds(path, at)
+    assert torn.count(b"the third") == 1 and where(read_slots(path)) == where(after) and not holds(path, at)
     torn[len(MAGIC) + 4 + after.slot * after.size + 30] ^= 0xFF
     path.write_bytes(bytes(torn))
-    assert read_slots(path) == at
+    assert where(read_slots(path)) == where(at)
+
+
+def test_a_write_zeroes_only_as_far_as_a_state_before_it_reached(tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """A short state does not rewrite its whole slot, yet no tail of a longer one stays behind:
+    the writer knows how far its own last write there reached, and zeroes the whole slot of a
+    file it only read (another process may have written anything there)."""
+    path = tmp_path / "state"
+    long = b"a long state that holds keys " * 40
+    at = write_slots(path, long, None)
+    at = write_slots(path, long, at)  # both slots hold it now
+    written: list[int] = []
+    pwrite = os.pwrite
+
+    def counted(fd: int, data: bytes, offset: int) -> int:
+        written.append(len(data))
+        return pwrite(fd, data, offset)
+
+    monkeypatch.setattr(os, "pwrite", counted)
+    at = write_slots(path, b"short", at, sync=False)
+    at = write_slots(path, b"short", at)  # and its copy over the other slot
+    assert b"holds keys" not in path.read_bytes()
+    # As far as the long state reached in each slot, not the whole slot; the copy's slot was
+    # zeroed past the short state by the write before.
+    assert written == [len(long) + 28, len(long) + 28, 5 + 28]
+    written.clear()
+    at = write_slots(path, b"short", at, sync=False)
+    assert written == [5 + 28]  # nothing longer was there
+    written.clear()
+    write_slots(path, b"short", read_slots(path), sync=False)  # as read, not as written: the whole slot
+    assert written == [MIN_SLOT]
 
 
 def test_a_state_that_outgrows_its_slot_lays_the_file_out_anew(tmp_path: Path) -> None:
@@ -74,7 +111,7 @@ def test_a_state_that_outgrows_its_slot_lays_the_file_out_anew(tmp_path: Path) -
     at = write_slots(path, b"small", None)
     big = b"x" * (3 * MIN_SLOT)
     at = write_slots(path, big, at)
-    assert at.size > len(big) and read_slots(path) == at and at.counter == 2
+    assert at.size > len(big) and where(read_slots(path)) == where(at) and at.counter == 2
     assert write_slots(path, b"small again", at).size == at.size  # slots never shrink
 
 
@@ -84,7 +121,7 @@ def test_a_file_an_earlier_version_wrote_whole_reads_as_one_state(tmp_path: Path
     old = read_slots(path)
     assert old is not None and (old.payload, old.slot) == (b'{"v": 1}', -1)
     at = write_slots(path, b'{"v": 2}', old)
-    assert path.read_bytes().startswith(MAGIC) and read_slots(path) == at
+    assert path.read_bytes().startswith(MAGIC) and where(read_slots(path)) == where(at)
 
 
 WRITER = """
@@ -135,7 +172,7 @@ def test_holds_tells_from_the_headers_whether_a_state_is_still_the_newest(tmp_pa
     head = len(MAGIC) + 4
     data[head + first.slot * first.size + 7] = 99  # a torn write began in the other slot
     path.write_bytes(bytes(data))
-    assert not holds(path, second) and read_slots(path) == second
+    assert not holds(path, second) and where(read_slots(path)) == where(second)
     path.write_bytes(b'{"v": 1}')  # put in its place whole
     assert not holds(path, second)
     path.unlink()
@@ -149,7 +186,8 @@ def test_read_slotted_json_gives_the_state_and_where_it_lies_or_says_what_to_do(
     state, at = read_slotted_json(path, None)
     assert state == {"whole": 1} and at is not None and at.slot == -1
     at = write_slots(path, b'{"n": 2}', at, sync=False)
-    assert read_slotted_json(path, None) == ({"n": 2}, at)
+    state, read = read_slotted_json(path, None)
+    assert state == {"n": 2} and where(read) == where(at)
     write_slots(path, b"not json", at, sync=False)
     with pytest.raises(LocalFileRefused, match=r"state in .* is damaged or unreadable .*move it aside"):
         read_slotted_json(path, None)
