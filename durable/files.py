@@ -25,7 +25,6 @@ __all__ = [
     "erase_file",
     "fsync_dir",
     "open_private",
-    "read_erasable_json",
     "read_json",
     "read_private",
     "replace_file",
@@ -180,35 +179,19 @@ def write_json(path: Path, obj: Any, compact: bool = False) -> None:
     replace_file(path, text.encode() + b"\n")
 
 
-def read_json(path: Path, default: Any) -> Any:
-    """The JSON in `path`, or `default` if there is no such file.
+def read_json(path: Path, default: Any, erasable: bool = False) -> Any:
+    """The JSON in `path`, or `default` if there is no such file. `erasable`: a record that is
+    erased when done with (`erase_file`); while it is being erased, or if a kill left it erased
+    but not yet unlinked, it holds only zeros, and reads as no file, not as a damaged one.
 
     Raises:
-        LocalFileRefused: the file cannot be read or is not JSON.
-    """
-    import json
-
-    try:
-        return json.loads(read_private(path))
-    except FileNotFoundError:
-        return default
-    except (OSError, ValueError) as exc:
-        raise damaged(path, exc) from exc
-
-
-def read_erasable_json(path: Path, default: Any) -> Any:
-    """`read_json` for a record that is erased when done with (`erase_file`): while it is being
-    erased, or if a kill left it erased but not yet unlinked, it holds only zeros, and reads as
-    no file (`default`), not as a damaged one.
-
-    Raises:
-        LocalFileRefused: the file cannot be read or is not JSON (nor zeros).
+        LocalFileRefused: the file cannot be read or is not JSON (nor, if `erasable`, zeros).
     """
     import json
 
     try:
         data = read_private(path)
-        return default if data and not data.strip(b"\0") else json.loads(data)
+        return default if erasable and data and not data.strip(b"\0") else json.loads(data)
     except FileNotFoundError:
         return default
     except (OSError, ValueError) as exc:

@@ -35,7 +35,7 @@ from durable.files import (
     ensure_private_dir,
     erase_file,
     fsync_dir,
-    read_erasable_json,
+    read_json,
     sweep_temp_files,
     write_json,
 )
@@ -130,7 +130,7 @@ class Parked:
             if not is_hex32(msg_id):
                 continue
             try:
-                data = read_erasable_json(path, None)  # `erase` may be erasing it
+                data = read_json(path, None, erasable=True)  # `erase` may be erasing it
             except LocalFileRefused:  # damaged (written whole, so only by the disk): not taken
                 continue
             if isinstance(data, dict):

@@ -31,7 +31,7 @@ from durable.files import (
     ensure_private_dir,
     erase_file,
     fsync_dir,
-    read_erasable_json,
+    read_json,
     replace_file,
     write_json,
 )
@@ -191,7 +191,7 @@ class TransferBook:
         write_json(self._path(transfer.id, "json"), transfer.to_json(), compact=True)
 
     def get(self, transfer_id: str) -> Transfer | None:
-        data = read_erasable_json(self._path(transfer_id, "json"), None)  # `finish` may be erasing it
+        data = read_json(self._path(transfer_id, "json"), None, erasable=True)  # `finish` may be erasing it
         return None if data is None else Transfer.from_json(data)
 
     def pending(self) -> Iterator[Transfer]:

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from durable.errors import LocalFileRefused
-from durable.files import ensure_private_dir, erase_file, read_erasable_json
+from durable.files import ensure_private_dir, erase_file, read_json
 
 
 def test_the_bytes_are_zeroed_before_the_name_goes(tmp_path: Path) -> None:
@@ -36,17 +36,17 @@ def test_a_record_read_while_it_is_erased_reads_as_gone_not_damaged(tmp_path: Pa
 
     def read_meanwhile(fd: int) -> None:
         fsync(fd)
-        seen.append(read_erasable_json(path, "gone"))
+        seen.append(read_json(path, "gone", erasable=True))
 
     monkeypatch.setattr(os, "fsync", read_meanwhile)
     assert erase_file(path) is True
-    assert seen == ["gone"] and read_erasable_json(path, "gone") == "gone"
+    assert seen == ["gone"] and read_json(path, "gone", erasable=True) == "gone"
     path.write_bytes(b"\0\0not json")
     with pytest.raises(LocalFileRefused, match="damaged"):
-        read_erasable_json(path, "gone")
+        read_json(path, "gone", erasable=True)
     path.write_bytes(b"")  # empty is no erased record either
     with pytest.raises(LocalFileRefused, match="damaged"):
-        read_erasable_json(path, "gone")
+        read_json(path, "gone", erasable=True)
 
 
 def test_a_missing_file_is_no_error(tmp_path: Path) -> None:
