@@ -14,13 +14,16 @@ import logging
 import threading
 from collections import deque
 from collections.abc import Callable
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 from urllib.parse import urlsplit
 
 from durable.bounded_json import parse_json
 from follower.relay.backoff import RETRY
 from follower.relay.client import Fetched, Signer, read_mail
 from keys.wire import API, auth_headers
+
+if TYPE_CHECKING:
+    from follower.relay.stream import Stream
 
 __all__ = ["PushListener", "PushedMail", "pushed_mail"]
 
@@ -29,8 +32,10 @@ log = logging.getLogger("talk.follower")
 # "id" and a base64 "blob" of at most 8 KiB (12 KiB as base64); a bigger frame is hostile, and
 # ends the connection (1009) instead of filling memory.
 MAX_MESSAGE = 16 * 1024
-MAX_QUEUE = 16  # frames buffered before reading stops (each read at once into PushedMail)
 MAX_PUSHED = 256  # messages waiting for the follower; past that the fetch brings the rest
+OPEN_TIMEOUT_S = 10.0
+PING_INTERVAL_S = 20.0  # a ping after this long without a byte from the relay…
+PING_TIMEOUT_S = 20.0  # …and the relay taken for gone if this passes without one
 
 
 def stream_url(relay: str, fp: str) -> tuple[str, str]:
@@ -96,30 +101,32 @@ class PushListener(threading.Thread):
         self.mail = mail
         self.take = take
         self._stop = threading.Event()
-        self._ws: object | None = None
+        self._stream: Stream | None = None
 
     def stop(self) -> None:
-        self._stop.set()
-        ws = self._ws
-        if ws is not None:
-            ws.close()  # type: ignore[attr-defined]
+        self._stop.set()  # before looking for the stream: `run` looks at this once it has one
+        stream = self._stream
+        if stream is not None:
+            stream.close()
 
     def run(self) -> None:
         from websockets.exceptions import InvalidStatus
-        from websockets.sync.client import connect
+
+        from follower.relay.stream import Stream
 
         attempt = 0
         while not self._stop.is_set():
             self.on_state("connecting")
             try:
                 headers = auth_headers(self.signer.sign, "GET", self.path, b"")
-                with connect(self.url, additional_headers=headers, compression=None,
-                             open_timeout=10, ping_interval=20, ping_timeout=20,
-                             max_size=MAX_MESSAGE, max_queue=MAX_QUEUE) as ws:
-                    self._ws = ws
+                with Stream.open(self.url, headers, OPEN_TIMEOUT_S, MAX_MESSAGE,
+                                 PING_INTERVAL_S, PING_TIMEOUT_S) as stream:
+                    self._stream = stream
+                    if self._stop.is_set():
+                        break
                     self.on_state("connected")
                     attempt = 0
-                    for frame in ws:
+                    for frame in stream.messages():  # read on this thread, and taken here too
                         self.received(frame)
             except InvalidStatus as exc:
                 # The relay is up but refused the stream (it lost our keys, say): a fetch now
@@ -129,7 +136,7 @@ class PushListener(threading.Thread):
             except Exception as exc:  # any failure: back off and reconnect, never die
                 log.info("push stream: %s", exc)
             finally:
-                self._ws = None
+                self._stream = None
             attempt += 1
             self._stop.wait(RETRY.delay(attempt))
         self.on_state("off")
