@@ -53,7 +53,7 @@ from starlette.middleware import Middleware
 from starlette.requests import HTTPConnection, Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route, WebSocketRoute
-from starlette.types import ASGIApp
+from starlette.types import ASGIApp, Message
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
 from durable.version import version
@@ -77,7 +77,7 @@ from relay.file_routes import file_routes
 from relay.hotpath import ErrorHandler, HotPath
 from relay.limits import Limiter, WakeThrottle, client_address, retry_after
 from relay.metrics import Meter, Metrics, TimedRoutes
-from relay.notify import Hub, LocalHub, Notice
+from relay.notify import Hub, LocalHub, Notice, Wakeups
 from relay.owner_tokens import OwnerTokens
 from relay.request_parts import json_object, path_hex, read_body
 from relay.store import RETRY_AFTER_S, DepositOutcome, RedeemOutcome, Store, StoreUnavailable
@@ -363,6 +363,10 @@ class Relay:
                 await self.wake(fp, tag, mail_id, blob)
         except StoreUnavailable as exc:  # stored all the same: the owner's next fetch finds it
             log.info("relay: stored mail but could not wake its owner (%s)", exc)
+        if self.hub.tells_at_once and self.hub.streams(fp):
+            # One turn of the loop for the streams just told to write their frames (`Wakeups`):
+            # the owner's follower starts waking before the sender hears this answer.
+            await asyncio.sleep(0)
         return JSONResponse({"id": mail_id}, status_code=201)
 
     async def wake(self, fp: str, tag: str, mail_id: str, blob: bytes) -> None:
@@ -553,23 +557,27 @@ def _refuse(verdict: AuthVerdict) -> None:
         raise ApiError(403, "forbidden", "signature is not the mailbox owner's")
 
 
-async def _pump(ws: WebSocket, queue: asyncio.Queue[Notice]) -> None:
-    """Forward wake-ups until the client goes away (a client never needs to send anything)."""
-    listener = asyncio.ensure_future(ws.receive())
+async def _pump(ws: WebSocket, queue: Wakeups) -> None:
+    """Forward wake-ups until the client goes away (a client never needs to send anything).
+    Whatever the client sends, or its going away, ends the wait as a notice does."""
+    listener = _listen(ws, queue)
     try:
         while True:
-            getter = asyncio.ensure_future(queue.get())
-            done, _ = await asyncio.wait({listener, getter}, return_when=asyncio.FIRST_COMPLETED)
-            if listener in done:
-                getter.cancel()
-                message = listener.result()
-                if message["type"] == "websocket.disconnect":
+            await queue.wait()
+            if listener.done():
+                if listener.result()["type"] == "websocket.disconnect":
                     return
-                listener = asyncio.ensure_future(ws.receive())
-                continue
-            await ws.send_text(_frame(getter.result()))
+                listener = _listen(ws, queue)
+            for told in queue.take():
+                await ws.send_text(_frame(told))
     finally:
         listener.cancel()
+
+
+def _listen(ws: WebSocket, queue: Wakeups) -> asyncio.Future[Message]:
+    listener = asyncio.ensure_future(ws.receive())
+    listener.add_done_callback(lambda _: queue.wake())
+    return listener
 
 
 def _frame(told: Notice) -> str:

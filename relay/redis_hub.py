@@ -26,7 +26,7 @@ from redis.asyncio import Redis
 from redis.asyncio.client import PubSub
 from redis.exceptions import RedisError
 
-from relay.notify import LocalHub, Notice, notice
+from relay.notify import LocalHub, Notice, Wakeups, notice
 from relay.redis_link import connect, guarded
 from relay.redis_scripts import NOTIFY
 
@@ -55,6 +55,8 @@ def parse_message(data: bytes | str) -> tuple[str, Notice] | None:
 
 
 class RedisHub:
+    tells_at_once = False  # a publish reaches even this replica's streams through Redis
+
     def __init__(self, url: str, prefix: str = "talk:") -> None:
         self.channel = prefix + NOTIFY  # always listened to; mailboxes' channels add ":FP"
         self.redis: Redis = connect(url)  # publishes: bounded like the store's requests
@@ -72,7 +74,7 @@ class RedisHub:
         """Where a deposit into `fp` is announced (what `redis_scripts.DEPOSIT` publishes to)."""
         return f"{self.channel}:{fp}".encode()
 
-    def subscribe(self, fp: str) -> asyncio.Queue[Notice]:
+    def subscribe(self, fp: str) -> Wakeups:
         return self._local.subscribe(fp)
 
     @guarded
@@ -94,7 +96,7 @@ class RedisHub:
             confirmed = waiting[-1]
         await asyncio.shield(confirmed)  # a waiter that gives up must not cancel it for the others
 
-    def unsubscribe(self, fp: str, queue: asyncio.Queue[Notice]) -> None:
+    def unsubscribe(self, fp: str, queue: Wakeups) -> None:
         self._local.unsubscribe(fp, queue)
         if not self._local.streams(fp):
             task = asyncio.ensure_future(self._drop(fp))

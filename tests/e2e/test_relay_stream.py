@@ -91,3 +91,25 @@ def test_strangers_stale_and_unknown_are_refused(relay: RelayProcess) -> None:
     ghost = Identity.generate("ghost")
     url, path = stream_url(relay.url, ghost.fingerprint)
     assert _refused(url, auth_headers(ghost.sign, "GET", path, b""))[0] == 404
+
+
+def test_the_push_is_written_before_the_deposit_is_answered(relay: RelayProcess) -> None:
+    """The owner's follower starts waking while the sender reads its answer: on loopback a
+    frame written before the answer is in the stream's socket when the answer is read."""
+    import select
+
+    from follower.relay.stream import Stream
+
+    me = published(relay, "bob")
+    url, path = stream_url(relay.url, me.fingerprint)
+    tag = "ab" * 16
+    with RelayClient(relay.url) as owner:
+        owner.fetch(me, [tag])
+    headers = auth_headers(me.sign, "GET", path, b"")
+    with Stream.open(url, headers, 10, 64 * 1024) as stream, RelayClient(relay.url) as client:
+        frames = stream.messages()
+        assert json.loads(next(frames)) == {"type": "ready"}
+        for n in range(20):
+            mail_id = client.deposit(me.fingerprint, tag, b"sealed %d" % n)
+            assert select.select([stream.fileno()], [], [], 0)[0], f"deposit {n}: answered before its push"
+            assert json.loads(next(frames))["id"] == mail_id

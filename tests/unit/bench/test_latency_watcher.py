@@ -79,3 +79,14 @@ def _readable(fd: int) -> bool:
     import select
 
     return bool(select.select([fd], [], [], 0)[0])
+
+
+def test_each_message_is_timed_from_its_return_and_from_its_start(latency: ModuleType) -> None:
+    S = latency.Sample
+    push = [S(0.0, 0.001, 0.0015), S(1.0, 1.002, 1.0015), S(2.0, 2.001, 2.003)]  # the second: in before
+    poll = [S(0.0, 0.001, 0.401), S(1.0, 1.001, 1.201)]
+    out = latency.summarize(push, poll)
+    assert out["p50_ms"] == 0.5 and out["send_p50_ms"] == 1.5
+    assert out["before_return"] == 0.33  # a line in the spool before its send returned counts 0 ms after
+    assert out["poll_p50_ms"] == 301.0 and out["ratio"] == round(301.0 / 1.5, 1)
+    assert out["messages"] == 3

@@ -13,8 +13,8 @@ def test_a_deposit_wakes_every_stream_of_its_mailbox_and_no_other() -> None:
         a1, a2, b = hub.subscribe("a"), hub.subscribe("a"), hub.subscribe("b")
         assert (hub.streams("a"), hub.streams("b"), hub.streams("c")) == (2, 1, 0)
         await hub.publish("a", "tag1")
-        assert (a1.get_nowait(), a2.get_nowait()) == (Notice("tag1"), Notice("tag1"))
-        assert b.empty()
+        assert (a1.take(), a2.take()) == ([Notice("tag1")], [Notice("tag1")])
+        assert not b
         await hub.publish("nobody", "tag2")  # no stream open: nothing to wake, nothing kept
         assert sorted(hub.mailboxes()) == ["a", "b"]
 
@@ -27,7 +27,7 @@ def test_a_slow_stream_holds_at_most_a_full_queue_of_wake_ups() -> None:
         queue = hub.subscribe("a")
         for i in range(QUEUE_DEPTH + 10):
             await hub.publish("a", f"t{i}")  # never blocks nor raises on a full queue
-        assert queue.qsize() == QUEUE_DEPTH
+        assert len(queue) == QUEUE_DEPTH
 
     asyncio.run(scenario())
 
@@ -43,7 +43,7 @@ def test_unsubscribing_the_last_stream_forgets_the_mailbox() -> None:
         hub.unsubscribe("zzz", one)
         assert hub.streams("a") == 0 and hub.mailboxes() == []
         await hub.publish("a", "late")
-        assert one.empty() and two.empty()
+        assert not one and not two
 
     asyncio.run(scenario())
 
@@ -57,6 +57,43 @@ def test_a_small_blob_rides_along_and_a_big_one_is_left_to_the_fetch() -> None:
         hub = LocalHub()
         queue = hub.subscribe("a")
         await hub.publish("a", "t", "8", b"sealed")
-        assert queue.get_nowait() == Notice("t", "8", b"sealed")
+        assert queue.take() == [Notice("t", "8", b"sealed")]
+
+    asyncio.run(scenario())
+
+
+def test_a_notice_ends_the_streams_wait_in_one_turn_of_the_loop() -> None:
+    """What lets a deposit's answer wait one turn for the push to be written (`Relay.deposit`)."""
+    async def scenario() -> None:
+        hub = LocalHub()
+        queue = hub.subscribe("a")
+        woken: list[list[Notice]] = []
+
+        async def stream() -> None:
+            await queue.wait()
+            woken.append(queue.take())
+
+        task = asyncio.ensure_future(stream())
+        await asyncio.sleep(0)  # the stream waits
+        await hub.publish("a", "t", "9", b"sealed")
+        await asyncio.sleep(0)  # one turn
+        assert woken == [[Notice("t", "9", b"sealed")]]
+        await task
+
+    asyncio.run(scenario())
+
+
+def test_a_wake_without_a_notice_ends_the_wait_with_nothing_to_send() -> None:
+    async def scenario() -> None:
+        queue = LocalHub().subscribe("a")
+        waiting = asyncio.ensure_future(queue.wait())
+        await asyncio.sleep(0)
+        assert not waiting.done()
+        queue.wake()  # the client went away, say
+        await asyncio.wait_for(waiting, 5)
+        assert queue.take() == []
+        queue.tell(Notice("t"))
+        await asyncio.wait_for(queue.wait(), 5)  # a notice already waiting: no wait at all
+        assert queue.take() == [Notice("t")]
 
     asyncio.run(scenario())

@@ -52,8 +52,8 @@ def test_a_stream_hears_its_mailbox_from_ready_on_and_no_replica_hears_the_other
             assert subscribers(hub.mailbox_channel(other)) == 0  # nobody to wake: nobody hears it
             run(store.deposit(other, tag, b"theirs", NOW, BIG, BIG))
             stored = run(store.deposit(mine, tag, b"mine", NOW, BIG, BIG))
-            assert run(asyncio.wait_for(queue.get(), 5)) == Notice(tag, stored.id, b"mine")
-            assert queue.empty()
+            run(asyncio.wait_for(queue.wait(), 5))
+            assert queue.take() == [Notice(tag, stored.id, b"mine")]
         finally:
             run(hub.stop())
             run(store.close())
@@ -73,7 +73,8 @@ def test_the_last_stream_gone_stops_the_listening_and_a_new_one_starts_it_again(
         again = hub.subscribe(fp)  # in the same turn: the drop must not undo this one
         await hub.ready(fp)
         await hub.publish(fp, "t")
-        assert await asyncio.wait_for(again.get(), 5) == Notice("t")
+        await asyncio.wait_for(again.wait(), 5)
+        assert again.take() == [Notice("t")]
         hub.unsubscribe(fp, again)
         for _ in range(100):
             if subscribers(channel) == 0:
