@@ -83,11 +83,14 @@ class Stream:
     def _handshake(self, deadline: float) -> None:
         self._flush()
         while self._protocol.state is State.CONNECTING:
-            self._sock.settimeout(max(0.0, deadline - time.monotonic()))
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise TimeoutError("the relay did not answer the stream's handshake in time")
+            self._sock.settimeout(left)
             self._receive(self._sock.recv(READ_SIZE))
             if self._protocol.handshake_exc is not None:
                 raise self._protocol.handshake_exc
-            self._pending += [e for e in self._protocol.events_received() if isinstance(e, Frame)]
+            self._pending += self._frames()
         self._flush()  # a pong for a ping that came with the answer
 
     def __enter__(self) -> Stream:
@@ -145,7 +148,7 @@ class Stream:
                 continue
             heard, pinged = time.monotonic(), None
             self._receive(data)
-            frames = [e for e in self._protocol.events_received() if isinstance(e, Frame)]
+            frames = self._frames()
             self._flush()  # pongs, and the close frame of a connection the protocol failed
 
     def _await_close(self) -> None:
@@ -158,6 +161,10 @@ class Stream:
                 self._sock.settimeout(left)
                 if not self._sock.recv(READ_SIZE):
                     return
+
+    def _frames(self) -> list[Frame]:
+        """The frames parsed since the last call (the handshake's answer is the other event)."""
+        return [e for e in self._protocol.events_received() if isinstance(e, Frame)]
 
     def _receive(self, data: bytes) -> None:
         if data:
