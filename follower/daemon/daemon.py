@@ -281,8 +281,7 @@ class Follower:
                 self.upkeep_due = False
                 next_upkeep = time.monotonic() + UPKEEP_EVERY_S
                 try:
-                    with self.turn:
-                        self.upkeep.run()
+                    self.run_upkeep()
                 except Exception as exc:  # the same: record it at once and try again later
                     self.record_error(exc)
                 self.save_status()  # a heartbeat held back by the last drain, if any
@@ -291,6 +290,15 @@ class Follower:
             if receipts_due is not None and not self.failures and receipts_due < soonest:
                 soonest, next_upkeep = receipts_due, receipts_due  # a paused receipt is due
             self.wake.wait(max(0.0, soonest - time.monotonic()))
+
+    def run_upkeep(self) -> None:
+        """The upkeep in the follower's turn, then the receipts it sealed deposited outside it:
+        the push thread takes new mail while they travel."""
+        try:
+            with self.turn:
+                self.upkeep.run()
+        finally:
+            self.upkeep.send_sealed()
 
     def record_error(self, exc: Exception) -> None:
         if isinstance(exc, TalkError):

@@ -20,7 +20,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from functools import lru_cache
-from typing import Any
+from typing import Any, NamedTuple
 
 from durable.errors import TalkError
 from follower.relay.client import RelayClient
@@ -31,7 +31,7 @@ from keys.identity import Identity
 from keys.ratchet.envelope import ANSWER_FIELD
 from keys.sodium import PrivateKey, PublicKey
 
-__all__ = ["ReceiptBatch"]
+__all__ = ["ReceiptBatch", "Sealed", "deposit"]
 
 KIND = "receipt"
 STATES = RECEIPT_STATES
@@ -51,15 +51,53 @@ def _tag_to(own: bytes, peer: bytes, peer_fp: str) -> str:
     return receipt_tag(PrivateKey(own), PublicKey(peer), peer_fp)
 
 
-def send_receipts(identity: Identity, client: RelayClient, contact: Contact,
-                  items: list[dict[str, Any]], answer: dict[str, Any] | None = None) -> None:
-    """`answer` (a session's answer, `Answer`) rides the first receipt message."""
+class Sealed(NamedTuple):
+    """A receipt message ready to go to `contact` under `tag`."""
+
+    contact: Contact
+    tag: str
+    blob: bytes
+
+
+def seal_receipts(identity: Identity, contact: Contact, items: list[dict[str, Any]],
+                  answer: dict[str, Any] | None = None) -> list[Sealed]:
+    """`items` as receipt messages to `contact`; `answer` (a session's answer, `Answer`) rides the
+    first."""
     peer = PublicKey(contact.box_key)
     tag = _tag_to(bytes(identity.box_secret), contact.box_key, contact.fingerprint)
+    sealed = []
     for start in range(0, len(items), PER_MESSAGE):
         inner = receipt_message(identity, contact, items[start:start + PER_MESSAGE], answer)
-        client.deposit(contact.fingerprint, tag, seal(inner, identity.box_secret, peer, contact.kem_key))
+        sealed.append(Sealed(contact, tag, seal(inner, identity.box_secret, peer, contact.kem_key)))
         answer = None
+    return sealed
+
+
+def send_receipts(identity: Identity, client: RelayClient, contact: Contact,
+                  items: list[dict[str, Any]], answer: dict[str, Any] | None = None) -> None:
+    """Seal and deposit at once; a failure raises (RelayError)."""
+    for message in seal_receipts(identity, contact, items, answer):
+        client.deposit(contact.fingerprint, message.tag, message.blob)
+
+
+def deposit(client: RelayClient, sealed: list[Sealed]) -> int:
+    """Deposit `sealed` in order; how many peers could not be told (a peer's later messages are not
+    tried once one fails). Touches no session or store: any thread may send what was sealed."""
+    failed: set[str] = set()
+    for message in sealed:
+        contact = message.contact
+        if contact.fingerprint in failed:
+            continue
+        try:
+            client.deposit(contact.fingerprint, message.tag, message.blob)
+        except TalkError as exc:
+            failed.add(contact.fingerprint)
+            # Imported here: logging costs `talk receive` ~5 ms of start-up, and this is its only use.
+            import logging
+
+            logging.getLogger("talk.follower").info(
+                "receipts to %s not sent (%s); their resend will bring them", contact.name, exc)
+    return len(failed)
 
 
 def replay_highest(inner: Inner) -> dict[str, int]:
@@ -90,7 +128,7 @@ Answer = Callable[[Contact], "dict[str, Any] | None"]
 
 class ReceiptBatch:
     """Receipts gathered while taking mail, by peer, sent together by `flush`; with a `delay`
-    (seconds, drawn per flush), `flush` only queues them and `send_due` sends them later.
+    (seconds, drawn per flush), `flush` only queues them and `seal_due` takes them later.
     (A plain class: see `follower`'s docstring.)"""
 
     def __init__(self, delay: Callable[[], float] | None = None, answer: Answer | None = None) -> None:
@@ -123,12 +161,14 @@ class ReceiptBatch:
         self.queued += [(due, contact, items) for contact, items in pending.values()]
         return 0
 
-    def send_due(self, identity: Identity, client: RelayClient, everything: bool = False) -> int:
-        """Send the queued batches whose pause is over (all of them when stopping)."""
+    def seal_due(self, identity: Identity, everything: bool = False) -> list[Sealed]:
+        """The queued batches whose pause is over (all of them when stopping), sealed and taken
+        off the queue: `deposit` sends them. A session answer they owe is made here, so this
+        runs where the sessions may be used; the deposit need not."""
         now = time.monotonic()
         ready = [(c, items) for due, c, items in self.queued if everything or due <= now]
         self.queued = [] if everything else [q for q in self.queued if q[0] > now]
-        return self._send_all(identity, client, ready)
+        return self._seal(identity, ready)
 
     def next_due(self) -> float | None:
         """When the earliest queued batch may go (monotonic), if any waits."""
@@ -145,19 +185,12 @@ class ReceiptBatch:
         self.unanswered.discard(contact.fingerprint)
         return self.answer(contact)
 
-    def _send_all(self, identity: Identity, client: RelayClient, batches: list[tuple[Contact, Items]]) -> int:
-        failed = 0
-        for contact, items in batches:
-            try:
-                send_receipts(identity, client, contact, items, self._answer(contact))
-            except TalkError as exc:
-                failed += 1
-                # Imported here: logging costs `talk receive` ~5 ms of start-up, and this is its only use.
-                import logging
+    def _seal(self, identity: Identity, batches: list[tuple[Contact, Items]]) -> list[Sealed]:
+        return [m for contact, items in batches
+                for m in seal_receipts(identity, contact, items, self._answer(contact))]
 
-                logging.getLogger("talk.follower").info(
-                    "receipts to %s not sent (%s); their resend will bring them", contact.name, exc)
-        return failed
+    def _send_all(self, identity: Identity, client: RelayClient, batches: list[tuple[Contact, Items]]) -> int:
+        return deposit(client, self._seal(identity, batches))
 
 
 def as_json(items: list[tuple[str, str, str]]) -> list[dict[str, Any]]:

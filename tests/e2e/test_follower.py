@@ -9,6 +9,7 @@ import signal
 import sqlite3
 import statistics
 import subprocess
+import sys
 import threading
 import time
 from collections import Counter
@@ -342,3 +343,57 @@ def test_stop_of_a_peer_not_followed_says_so_and_changes_nothing(following: tupl
     assert r.err.strip() == "talk: error: not following carol (following alice); nothing changed"
     st = status(bob, "bob")["follower"]
     assert isinstance(st, dict) and st["running"] and st["pid"] == pid and st["peers"] == ["alice"]
+
+
+RECEIPT_HELD_UP = """
+import json, sys, threading
+from follower.daemon.daemon import Follower
+from talk.context import open_account
+
+follower = Follower(open_account(None, None, None))
+follower.config.every = True
+follower.upkeep.receipts.delay = lambda: 0.0  # due at once
+follower.drain()  # the first message: its receipt is queued
+in_deposit, let_go = threading.Event(), threading.Event()
+deposit = follower.upkeep.sender.deposit
+
+def held_up(*args, **kwargs):
+    in_deposit.set()
+    let_go.wait(60)
+    return deposit(*args, **kwargs)
+
+follower.upkeep.sender.deposit = held_up
+upkeep = threading.Thread(target=follower.run_upkeep)
+upkeep.start()
+assert in_deposit.wait(60), "the receipt never left"
+print(json.dumps({"ready": True}), flush=True)
+sys.stdin.readline()  # the second message is on the relay now
+took = follower.take_pushed()  # as the push thread does: only if the turn is free
+delivered = follower.status.delivered
+let_go.set()
+upkeep.join(60)
+print(json.dumps({"took": took, "delivered": delivered}), flush=True)
+"""
+
+
+def test_a_receipt_on_its_way_does_not_hold_up_the_next_message(pair: tuple[Agent, Agent]) -> None:
+    """The upkeep deposits its receipts outside the follower's turn: while one is held up at
+    the relay, the push thread still takes the next message at once, and the receipt arrives."""
+    alice, bob = pair
+    first = alice.ok("send", "bob", "the first", "--json").json()["id"]
+    child = subprocess.Popen([sys.executable, "-c", RECEIPT_HELD_UP], env=bob.env(), text=True,
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        assert child.stdout is not None and child.stdin is not None
+        assert json.loads(child.stdout.readline() or "{}").get("ready"), child.stderr
+        second = alice.ok("send", "bob", "the second", "--json").json()["id"]
+        child.stdin.write("\n")
+        child.stdin.flush()
+        out, err = child.communicate(timeout=120)
+    finally:
+        child.kill()
+    assert child.returncode == 0, err
+    assert json.loads(out) == {"took": True, "delivered": 2}
+    assert spool_ids(bob, "bob") == Counter({first: 1, second: 1})
+    alice.ok("receive")  # takes bob's receipt
+    assert alice.ok("status", first, "--json").json()["state"] == "spooled"

@@ -124,8 +124,11 @@ def test_a_peer_whose_pre_key_messages_opened_is_answered_once_in_its_next_recei
     import follower.receive.receipts as receipts_mod
 
     went: list[tuple[str, Any]] = []
-    monkeypatch.setattr(receipts_mod, "send_receipts",
-                        lambda identity, client, peer, items, answer=None: went.append((peer.name, answer)))
+    def seal(identity: Identity, peer: Any, items: Any, answer: Any = None) -> list[Any]:
+        went.append((peer.name, answer))
+        return []
+
+    monkeypatch.setattr(receipts_mod, "seal_receipts", seal)
     made: list[str] = []
 
     def answer(peer: Any) -> dict[str, Any]:
@@ -137,13 +140,13 @@ def test_a_peer_whose_pre_key_messages_opened_is_answered_once_in_its_next_recei
     batch.answer_session(bob)
     batch.add(carol, FP_C, "spooled")
     batch.flush(me, None)  # type: ignore[arg-type]
-    batch.send_due(me, None, everything=True)  # type: ignore[arg-type]
+    batch.seal_due(me, everything=True)
     assert went == [("carol", None)] and made == []  # bob's answer waits for a receipt to bob
     batch.add(bob, FP_A, "spooled")
     batch.flush(me, None)  # type: ignore[arg-type]
     assert made == []  # queued: the step is taken as the receipt goes
-    batch.send_due(me, None, everything=True)  # type: ignore[arg-type]
+    batch.seal_due(me, everything=True)
     batch.add(bob, FP_B, "spooled")
     batch.flush(me, None)  # type: ignore[arg-type]
-    batch.send_due(me, None, everything=True)  # type: ignore[arg-type]
+    batch.seal_due(me, everything=True)
     assert went[1:] == [("bob", {"type": 1, "body": "QUJD"}), ("bob", None)] and made == ["bob"]
