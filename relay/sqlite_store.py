@@ -25,6 +25,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
+from relay.checkpoints import BACKSTOP_PAGES, Checkpointer
 from relay.sqlite_files import SqliteFiles
 from relay.store import MOST_TAGS, Claimed, Deposited, DepositOutcome, Mail, RedeemOutcome
 
@@ -93,6 +94,10 @@ class SqliteStore:
         self.db.execute("PRAGMA journal_mode=WAL")
         self.db.execute("PRAGMA synchronous=NORMAL")
         self.db.execute("PRAGMA secure_delete=ON")  # acked ciphertext does not linger in free pages
+        # Checkpoints run on a thread (`relay.checkpoints`); this connection's only past a backstop.
+        self.checkpoints = Checkpointer(self.path) if self.path != ":memory:" else None
+        if self.checkpoints is not None:
+            self.db.execute(f"PRAGMA wal_autocheckpoint={BACKSTOP_PAGES}")
         self.db.executescript(SCHEMA)
         columns = {row[1] for row in self.db.execute("PRAGMA table_info(mail)")}
         if "known" not in columns:  # a file from before tags were registered: all of it unknown
@@ -126,6 +131,8 @@ class SqliteStore:
             elif not group[0][1].done():  # handed to the one caller it belongs to
                 group[0][1].set_exception(exc)
             return
+        if self.checkpoints is not None:
+            self.checkpoints.committed()
         for (_, future), result in zip(group, results, strict=True):
             if not future.done():  # its caller may have gone away (client disconnected)
                 future.set_result(result)
@@ -424,6 +431,8 @@ class SqliteStore:
     async def close(self) -> None:
         if self._pending:  # answer what is queued before the connection goes
             self._commit_group()
+        if self.checkpoints is not None:
+            self.checkpoints.close()
         self.db.close()
 
 
