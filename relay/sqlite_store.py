@@ -95,7 +95,7 @@ class SqliteStore:
         self.db.execute("PRAGMA synchronous=NORMAL")
         self.db.execute("PRAGMA secure_delete=ON")  # acked ciphertext does not linger in free pages
         # Checkpoints run on a thread (`relay.checkpoints`); this connection's only past a backstop.
-        self.checkpoints = Checkpointer(self.path) if self.path != ":memory:" else None
+        self.checkpoints = None if self.path == ":memory:" else Checkpointer(self.path)
         if self.checkpoints is not None:
             self.db.execute(f"PRAGMA wal_autocheckpoint={BACKSTOP_PAGES}")
         self.db.executescript(SCHEMA)

@@ -31,7 +31,7 @@ from keys.identity import Identity
 from keys.ratchet.envelope import ANSWER_FIELD
 from keys.sodium import PrivateKey, PublicKey
 
-__all__ = ["ReceiptBatch", "Sealed", "deposit"]
+__all__ = ["ReceiptBatch", "Sealed", "deposit", "seal_receipts"]
 
 KIND = "receipt"
 STATES = RECEIPT_STATES
@@ -71,13 +71,6 @@ def seal_receipts(identity: Identity, contact: Contact, items: list[dict[str, An
         sealed.append(Sealed(contact, tag, seal(inner, identity.box_secret, peer, contact.kem_key)))
         answer = None
     return sealed
-
-
-def send_receipts(identity: Identity, client: RelayClient, contact: Contact,
-                  items: list[dict[str, Any]], answer: dict[str, Any] | None = None) -> None:
-    """Seal and deposit at once; a failure raises (RelayError)."""
-    for message in seal_receipts(identity, contact, items, answer):
-        client.deposit(contact.fingerprint, message.tag, message.blob)
 
 
 def deposit(client: RelayClient, sealed: list[Sealed]) -> int:

@@ -26,7 +26,7 @@ from nacl.exceptions import CryptoError
 
 from durable.errors import TamperedMessage
 from durable.ndjson import json_lines, read_records
-from follower.receive.receipts import send_receipts
+from follower.receive.receipts import deposit, seal_receipts
 from follower.relay.client import RelayClient
 from follower.send.outbox import Outbox
 from follower.send.resending import Cause
@@ -864,8 +864,8 @@ def test_a_relay_holding_a_stolen_folder_cannot_have_mail_that_arrived_sent_agai
     lost = "no session: no ratchet session with this peer opens the message"
     with RelayClient(relay.url) as client:
         refusals = [{"ref": i, "state": "refused", "reason": lost} for i in (taken, crossed, late, fresh)]
-        send_receipts(thief.me, client, thief.book.get("alice"),
-                      [{"ref": crossed, "state": "delivered", "reason": ""}, *refusals])
+        items = [{"ref": crossed, "state": "delivered", "reason": ""}, *refusals]
+        assert deposit(client, seal_receipts(thief.me, thief.book.get("alice"), items)) == 0
     alice.ok("receive")
     entries = Outbox(alice.home / "alice").entries()
     for arrived in (taken, crossed):

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from follower.receive.receipts import send_receipts
+from follower.receive.receipts import deposit, seal_receipts
 from follower.relay.client import RelayClient
 from follower.send.outbox import Entry, Outbox
 from follower.send.resending import MAX_SENDS, Way
@@ -135,7 +135,8 @@ def refuse(bob: Agent, alice: Agent, msg_id: str, reason: str) -> None:
     me = unlocked(bob, "bob")
     [to_alice] = ContactBook(bob.home / "bob").all()
     with RelayClient(bob.relay_url) as client:
-        send_receipts(me, client, to_alice, [{"ref": msg_id, "state": "refused", "reason": reason}])
+        items = [{"ref": msg_id, "state": "refused", "reason": reason}]
+        assert deposit(client, seal_receipts(me, to_alice, items)) == 0
 
 
 def test_refusals_send_a_message_again_until_the_bound_then_it_is_final_and_bob_has_it_once(
