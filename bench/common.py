@@ -97,14 +97,19 @@ class Relay:
         wait_answering(self.proc, self.url + "/healthz", deadline, self.log_tail)
 
     def log_tail(self) -> str:
-        try:
-            return self.log.read_text(errors="replace")[-2000:].strip() or "(no output)"
-        except OSError:
-            return "(no log)"
+        return tail_of(self.log)
 
     def stop(self) -> None:
         proc, self.proc = self.proc, None
         stop_process(proc)
+
+
+def tail_of(log: Path) -> str:
+    """The end of a server's log, for an error that says why it failed."""
+    try:
+        return log.read_text(errors="replace")[-2000:].strip() or "(no output)"
+    except OSError:
+        return "(no log)"
 
 
 def wait_answering(proc: subprocess.Popen[bytes], url: str, deadline: Deadline,

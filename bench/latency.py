@@ -6,7 +6,11 @@ in-process (so the figure is the pipeline, not a CLI start-up), one at a time; a
 thread tails bob's spool and notes when each id appears. Measured twice in the same run:
 
   push   the follower woken by the relay's WebSocket stream (the default)
-  poll   the follower with push disabled, polling every --poll-interval seconds (the baseline)
+  bare   the floor: the same three hops with none of talk's work (`bench/bare_push.py`: a
+         Starlette relay that stores nothing and pushes talk's frame, a reader on talk's own
+         WebSocket code that appends one line per frame), the same sealed messages sent by
+         the same client; in --rounds blocks interleaved with `push`'s
+  poll   the follower with push disabled, polling every --poll-interval seconds
 
 Each message leaves at a random time: after a pause drawn uniformly from [0, interval), where
 the interval is the poll interval for `poll` (so a message meets the poll cycle at a random
@@ -18,7 +22,9 @@ line was in the spool before: the relay writes the push before it answers the de
 follower may deliver it while the sender still reads the answer) and from the moment the send
 began (send_p50_ms, send_p99_ms: the sender's own round trip included). `before_return` is the
 share of messages in the spool before their send returned; `ratio` compares polling with push
-from the send's start.
+from the send's start. `vs_floor` is push's p50 from the send's start over the bare pipeline's,
+and `over_floor_ms` their difference: the part of a live message's way that is talk's own, the
+rest being what this machine takes to wake three processes and carry a frame between them.
 
 The watcher looks at the spool every 0.2 ms, and so keeps one core of the machine busy: the
 figure is that of a machine at work. With --idle it sleeps until the kernel says the spool
@@ -29,11 +35,12 @@ watcher timed it ("watcher": "poll" or "inotify").
 
 Run with the venv's interpreter:
 
-    .venv/bin/python bench/latency.py [--messages 200] [--poll-messages 40] [--poll-interval 1]
+    .venv/bin/python bench/latency.py [--messages 200] [--rounds 3] [--poll-messages 40] [--poll-interval 1]
 
 It prints a table, then one JSON line:
-    {"p50_ms":…,"p99_ms":…,"send_p50_ms":…,"send_p99_ms":…,"before_return":…,"poll_p50_ms":…,
-     "poll_p99_ms":…,"ratio":…,"messages":N,"load":…,"watcher":"poll"}
+    {"p50_ms":…,"p99_ms":…,"send_p50_ms":…,"send_p99_ms":…,"floor_p50_ms":…,"floor_p99_ms":…,
+     "vs_floor":…,"over_floor_ms":…,"before_return":…,"poll_p50_ms":…,"poll_p99_ms":…,
+     "ratio":…,"messages":N,"load":…,"watcher":"poll"}
 Target: p50 ≤ 1.2 ms and p99 ≤ 3 ms on loopback (the pushed message opened without a fetch),
 from the send's start as well as from its return.
 """
@@ -43,6 +50,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import ctypes
+import itertools
 import json
 import os
 import random
@@ -52,9 +60,11 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import NamedTuple
 
+from bare_push import BarePipeline, line_id
 from common import (
     Agent,
     BenchError,
@@ -166,32 +176,43 @@ class Sample(NamedTuple):
         return (self.seen - self.began) * 1000
 
 
-def measure(alice: Agent, bob: Agent, relay: Relay, count: int, deadline: Deadline,
-            pause: float, idle: bool = False) -> list[Sample]:
-    """Send `count` messages one at a time, each after a random pause in [0, `pause`); when each
-    began, returned and was seen in bob's spool (`idle`: as `SpoolWatcher` says)."""
-    rng = random.Random(20261201)
+Probe = Callable[[int], tuple[str, bytes]]  # message i: the id its spool line will carry, its blob
+
+
+def talk_probes(alice: Agent, bob: Agent) -> tuple[str, str, Probe]:
+    """(bob's fingerprint, alice's tag to him, messages from alice to bob sealed in-process)."""
     me = keystore.unlock(keystore.load(alice.home / "alice"), None)
     bob_contact = ContactBook(alice.home / "alice").get("bob")
     peer = PublicKey(bob_contact.box_key)
-    tag = channel_tag(me.box_secret, peer, bob_contact.fingerprint)
-    watcher = SpoolWatcher(bob.home / "bob" / "spool" / "inbox.ndjson", idle)
+
+    def probe(i: int) -> tuple[str, bytes]:
+        inner = new_message(me.fingerprint, bob_contact.fingerprint, f"latency probe {i}")
+        return inner.id, seal(inner, me.box_secret, peer)
+
+    return bob_contact.fingerprint, channel_tag(me.box_secret, peer, bob_contact.fingerprint), probe
+
+
+def measure(url: str, fp: str, tag: str, probe: Probe, spool: Path, count: int, deadline: Deadline,
+            pause: float, idle: bool = False) -> list[Sample]:
+    """Send `count` messages one at a time, each after a random pause in [0, `pause`); when each
+    began, returned and was seen in `spool` (`idle`: as `SpoolWatcher` says)."""
+    rng = random.Random(20261201)
+    watcher = SpoolWatcher(spool, idle)
     watcher.start()
     samples = []
     try:
-        with RelayClient(relay.url) as client:
+        with RelayClient(url) as client:
             for i in range(count):
                 time.sleep(rng.uniform(0.0, pause))  # a random moment, not just after the last one
-                inner = new_message(me.fingerprint, bob_contact.fingerprint, f"latency probe {i}")
-                blob = seal(inner, me.box_secret, peer)
+                line, blob = probe(i)
                 began = time.perf_counter()
-                client.deposit(bob_contact.fingerprint, tag, blob)
+                client.deposit(fp, tag, blob)
                 returned = time.perf_counter()
                 with watcher.arrived:
-                    while inner.id not in watcher.seen:
+                    while line not in watcher.seen:
                         deadline.timeout()
                         watcher.arrived.wait(0.1)
-                samples.append(Sample(began, returned, watcher.seen[inner.id]))
+                samples.append(Sample(began, returned, watcher.seen[line]))
     finally:
         watcher.stopped.set()
     return samples
@@ -213,6 +234,8 @@ def run(args: argparse.Namespace) -> dict[str, float | str]:
         root = Path(tmp)
         relay = Relay(talk, root / "relay" / "relay.db", root / "relay.log", relay_env())
         relay.start(deadline)
+        (root / "bare").mkdir()
+        bare: BarePipeline | None = None
         try:
             alice = make_agent(talk, root, relay, "alice", None, deadline)
             bob = make_agent(talk, root, relay, "bob", None, deadline)
@@ -221,16 +244,55 @@ def run(args: argparse.Namespace) -> dict[str, float | str]:
             bob.ok(deadline, "policy", "alice", "--receive-rate", "100000", "--yes")
             bob.ok(deadline, "follow", "--peer", "alice")
             wait_push_connected(bob, deadline)
-            push = measure(alice, bob, relay, args.messages, deadline, PUSH_PAUSE_S, args.idle)
+            fp, tag, probe = talk_probes(alice, bob)
+            spool = bob.home / "bob" / "spool" / "inbox.ndjson"
+            bare = BarePipeline(fp, root / "bare" / "lines.ndjson", root / "bare.log")
+            bare.start(deadline)
+            bare_probe = bare_probes(probe)
+            wait_bare_connected(bare, fp, tag, bare_probe, deadline)
+            push: list[Sample] = []
+            floor: list[Sample] = []
+            rounds = max(1, min(args.rounds, args.messages))
+            for r in range(rounds):  # interleaved: a slower minute of the machine falls on both
+                count = args.messages // rounds + (r < args.messages % rounds)
+                push += measure(relay.url, fp, tag, probe, spool, count, deadline, PUSH_PAUSE_S, args.idle)
+                floor += measure(bare.url, fp, tag, bare_probe, bare.out, count, deadline, PUSH_PAUSE_S,
+                                 args.idle)
             bob.ok(deadline, "stop")
             bob.ok(deadline, "follow", "--peer", "alice", "--no-push",
                    "--interval", str(args.poll_interval))
-            poll = measure(alice, bob, relay, args.poll_messages, deadline, args.poll_interval)
+            poll = measure(relay.url, fp, tag, probe, spool, args.poll_messages, deadline, args.poll_interval)
             bob.ok(deadline, "stop")
         finally:
+            if bare is not None:
+                bare.stop()
             bob_stop(root)
             relay.stop()
-    return {**summarize(push, poll), "watcher": "inotify" if args.idle else "poll"}
+    return {**summarize(push, poll, floor), "watcher": "inotify" if args.idle else "poll"}
+
+
+def bare_probes(probe: Probe) -> Probe:
+    """The same sealed messages, waited for under the id the bare follower writes."""
+    def bare(i: int) -> tuple[str, bytes]:
+        blob = probe(i)[1]
+        return line_id(blob), blob
+    return bare
+
+
+def wait_bare_connected(bare: BarePipeline, fp: str, tag: str, probe: Probe, deadline: Deadline) -> None:
+    """Until a message deposited on the bare relay reaches the bare follower's file: a stream not
+    connected yet drops it, so one is sent again every half second."""
+    with RelayClient(bare.url) as client:
+        for i in itertools.count(1_000_000):
+            deadline.timeout()
+            line, blob = probe(i)
+            client.deposit(fp, tag, blob)
+            stop = time.monotonic() + 0.5
+            while time.monotonic() < stop:
+                with contextlib.suppress(FileNotFoundError):
+                    if line in bare.out.read_text():
+                        return
+                time.sleep(0.01)
 
 
 def bob_stop(root: Path) -> None:
@@ -242,14 +304,17 @@ def bob_stop(root: Path) -> None:
                    capture_output=True, timeout=30, check=False)
 
 
-def summarize(push: list[Sample], poll: list[Sample]) -> dict[str, float]:
+def summarize(push: list[Sample], poll: list[Sample], floor: list[Sample]) -> dict[str, float]:
     after = [s.after_return_ms for s in push]
     whole = [s.from_start_ms for s in push]
     poll_whole = [s.from_start_ms for s in poll]
-    send_p50 = statistics.median(whole)
+    floor_whole = [s.from_start_ms for s in floor]
+    send_p50, floor_p50 = statistics.median(whole), statistics.median(floor_whole)
     return {
         "p50_ms": round(statistics.median(after), 2), "p99_ms": round(pct(after, 0.99), 2),
         "send_p50_ms": round(send_p50, 2), "send_p99_ms": round(pct(whole, 0.99), 2),
+        "floor_p50_ms": round(floor_p50, 2), "floor_p99_ms": round(pct(floor_whole, 0.99), 2),
+        "vs_floor": round(send_p50 / floor_p50, 2), "over_floor_ms": round(send_p50 - floor_p50, 2),
         "before_return": round(sum(s.seen <= s.returned for s in push) / len(push), 2),
         "poll_p50_ms": round(statistics.median(poll_whole), 2),
         "poll_p99_ms": round(pct(poll_whole, 0.99), 2),
@@ -263,6 +328,8 @@ def main() -> int:
     parser.add_argument("--messages", type=int, default=200)
     parser.add_argument("--poll-messages", type=int, default=40)
     parser.add_argument("--poll-interval", type=float, default=1.0)
+    parser.add_argument("--rounds", type=int, default=3,
+                        help="talk's pushed messages and the bare pipeline's, in as many interleaved blocks")
     parser.add_argument("--timeout", type=float, default=600.0)
     parser.add_argument("--idle", action="store_true",
                         help="time pushed mail with every process asleep between messages (inotify)")
@@ -275,6 +342,8 @@ def main() -> int:
     print(f"{'from':<24}{'p50 ms':>10}{'p99 ms':>10}", file=sys.stderr)
     print(f"{'push, send returned':<24}{result['p50_ms']:>10}{result['p99_ms']:>10}", file=sys.stderr)
     print(f"{'push, send began':<24}{result['send_p50_ms']:>10}{result['send_p99_ms']:>10}", file=sys.stderr)
+    print(f"{'bare, send began':<24}{result['floor_p50_ms']:>10}{result['floor_p99_ms']:>10}",
+          file=sys.stderr)
     print(f"{'poll, send began':<24}{result['poll_p50_ms']:>10}{result['poll_p99_ms']:>10}", file=sys.stderr)
     print(f"{result['before_return']:.0%} of pushed messages were in the spool before their send "
           f"returned; push is {result['ratio']}x faster than polling every {args.poll_interval} s "
