@@ -292,13 +292,13 @@ class Follower:
             self.wake.wait(max(0.0, soonest - time.monotonic()))
 
     def run_upkeep(self) -> None:
-        """The upkeep in the follower's turn, then the receipts it sealed deposited outside it:
-        the push thread takes new mail while they travel."""
+        """The upkeep in the follower's turn, then the receipts it took sealed and deposited
+        outside it: the push thread takes new mail meanwhile."""
         try:
             with self.turn:
                 self.upkeep.run()
         finally:
-            self.upkeep.send_sealed()
+            self.upkeep.send_due()
 
     def record_error(self, exc: Exception) -> None:
         if isinstance(exc, TalkError):

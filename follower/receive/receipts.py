@@ -31,7 +31,7 @@ from keys.identity import Identity
 from keys.ratchet.envelope import ANSWER_FIELD
 from keys.sodium import PrivateKey, PublicKey
 
-__all__ = ["ReceiptBatch", "Sealed", "deposit", "seal_receipts"]
+__all__ = ["Due", "ReceiptBatch", "Sealed", "deposit", "seal_all", "seal_receipts"]
 
 KIND = "receipt"
 STATES = RECEIPT_STATES
@@ -71,6 +71,20 @@ def seal_receipts(identity: Identity, contact: Contact, items: list[dict[str, An
         sealed.append(Sealed(contact, tag, seal(inner, identity.box_secret, peer, contact.kem_key)))
         answer = None
     return sealed
+
+
+class Due(NamedTuple):
+    """Receipt items owed to `contact`, with the session answer the first carries (None: none)."""
+
+    contact: Contact
+    items: list[dict[str, Any]]
+    answer: dict[str, Any] | None
+
+
+def seal_all(identity: Identity, due: list[Due]) -> list[Sealed]:
+    """`due` as receipt messages; uses no session or store (`ReceiptBatch.take_due` made the
+    answers), so it may run outside the follower's turn."""
+    return [m for d in due for m in seal_receipts(identity, d.contact, d.items, d.answer)]
 
 
 def deposit(client: RelayClient, sealed: list[Sealed]) -> int:
@@ -121,7 +135,7 @@ Answer = Callable[[Contact], "dict[str, Any] | None"]
 
 class ReceiptBatch:
     """Receipts gathered while taking mail, by peer, sent together by `flush`; with a `delay`
-    (seconds, drawn per flush), `flush` only queues them and `seal_due` takes them later.
+    (seconds, drawn per flush), `flush` only queues them and `take_due` takes them later.
     (A plain class: see `follower`'s docstring.)"""
 
     def __init__(self, delay: Callable[[], float] | None = None, answer: Answer | None = None) -> None:
@@ -154,14 +168,19 @@ class ReceiptBatch:
         self.queued += [(due, contact, items) for contact, items in pending.values()]
         return 0
 
-    def seal_due(self, identity: Identity, everything: bool = False) -> list[Sealed]:
-        """The queued batches whose pause is over (all of them when stopping), sealed and taken
-        off the queue: `deposit` sends them. A session answer they owe is made here, so this
-        runs where the sessions may be used; the deposit need not."""
+    def take_due(self, everything: bool = False) -> list[Due]:
+        """The queued batches whose pause is over (all of them when stopping), one per peer in
+        the order they were queued, taken off the queue with the session answer each owes. An
+        answer steps the sessions, so this runs where they may be used; `seal_all` and
+        `deposit`, which use neither, may run anywhere after."""
         now = time.monotonic()
-        ready = [(c, items) for due, c, items in self.queued if everything or due <= now]
-        self.queued = [] if everything else [q for q in self.queued if q[0] > now]
-        return self._seal(identity, ready)
+        ready: dict[str, tuple[Contact, Items]] = {}
+        for due, contact, items in self.queued:
+            if everything or due <= now:
+                ready.setdefault(contact.fingerprint, (contact, []))[1].extend(items)
+        if ready:
+            self.queued = [] if everything else [q for q in self.queued if q[0] > now]
+        return [Due(contact, items, self._answer(contact)) for contact, items in ready.values()]
 
     def next_due(self) -> float | None:
         """When the earliest queued batch may go (monotonic), if any waits."""
@@ -178,12 +197,9 @@ class ReceiptBatch:
         self.unanswered.discard(contact.fingerprint)
         return self.answer(contact)
 
-    def _seal(self, identity: Identity, batches: list[tuple[Contact, Items]]) -> list[Sealed]:
-        return [m for contact, items in batches
-                for m in seal_receipts(identity, contact, items, self._answer(contact))]
-
     def _send_all(self, identity: Identity, client: RelayClient, batches: list[tuple[Contact, Items]]) -> int:
-        return deposit(client, self._seal(identity, batches))
+        due = [Due(contact, items, self._answer(contact)) for contact, items in batches]
+        return deposit(client, seal_all(identity, due))
 
 
 def as_json(items: list[tuple[str, str, str]]) -> list[dict[str, Any]]:

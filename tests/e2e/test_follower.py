@@ -347,6 +347,7 @@ def test_stop_of_a_peer_not_followed_says_so_and_changes_nothing(following: tupl
 
 RECEIPT_HELD_UP = """
 import json, sys, threading
+import follower.daemon.upkeep as upkeep_mod
 from follower.daemon.daemon import Follower
 from talk.context import open_account
 
@@ -354,18 +355,22 @@ follower = Follower(open_account(None, None, None))
 follower.config.every = True
 follower.upkeep.receipts.delay = lambda: 0.0  # due at once
 follower.drain()  # the first message: its receipt is queued
-in_deposit, let_go = threading.Event(), threading.Event()
-deposit = follower.upkeep.sender.deposit
+in_step, let_go = threading.Event(), threading.Event()
 
-def held_up(*args, **kwargs):
-    in_deposit.set()
-    let_go.wait(60)
-    return deposit(*args, **kwargs)
+def held_up(step):
+    def held(*args, **kwargs):
+        in_step.set()
+        let_go.wait(60)
+        return step(*args, **kwargs)
+    return held
 
-follower.upkeep.sender.deposit = held_up
+if sys.argv[1] == "sealing":
+    upkeep_mod.seal_all = held_up(upkeep_mod.seal_all)
+else:
+    follower.upkeep.sender.deposit = held_up(follower.upkeep.sender.deposit)
 upkeep = threading.Thread(target=follower.run_upkeep)
 upkeep.start()
-assert in_deposit.wait(60), "the receipt never left"
+assert in_step.wait(60), "the receipt never left"
 print(json.dumps({"ready": True}), flush=True)
 sys.stdin.readline()  # the second message is on the relay now
 took = follower.take_pushed()  # as the push thread does: only if the turn is free
@@ -376,12 +381,14 @@ print(json.dumps({"took": took, "delivered": delivered}), flush=True)
 """
 
 
-def test_a_receipt_on_its_way_does_not_hold_up_the_next_message(pair: tuple[Agent, Agent]) -> None:
-    """The upkeep deposits its receipts outside the follower's turn: while one is held up at
-    the relay, the push thread still takes the next message at once, and the receipt arrives."""
+@pytest.mark.parametrize("held", ["sealing", "deposit"])
+def test_a_receipt_on_its_way_does_not_hold_up_the_next_message(pair: tuple[Agent, Agent], held: str) -> None:
+    """The upkeep seals and deposits its receipts outside the follower's turn: while one is
+    held up being sealed, or at the relay, the push thread still takes the next message at
+    once, and the receipt arrives."""
     alice, bob = pair
     first = alice.ok("send", "bob", "the first", "--json").json()["id"]
-    child = subprocess.Popen([sys.executable, "-c", RECEIPT_HELD_UP], env=bob.env(), text=True,
+    child = subprocess.Popen([sys.executable, "-c", RECEIPT_HELD_UP, held], env=bob.env(), text=True,
                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     try:
         assert child.stdout is not None and child.stdin is not None

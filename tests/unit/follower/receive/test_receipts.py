@@ -7,7 +7,14 @@ from typing import Any
 
 import pytest
 
-from follower.receive.receipts import STATES, ReceiptBatch, parse_items, receipt_message, replay_highest
+from follower.receive.receipts import (
+    STATES,
+    ReceiptBatch,
+    parse_items,
+    receipt_message,
+    replay_highest,
+    seal_all,
+)
 from keys.envelope import Inner, new_message
 from keys.gate import MAX_REASON, Invalid
 from keys.identity import Identity
@@ -93,6 +100,22 @@ def test_receipt_batch_groups_by_peer_and_counts_items() -> None:
 
 
 
+def test_due_batches_are_taken_one_per_peer_in_order_and_the_rest_wait() -> None:
+    pauses = iter([0.0, 60.0, 0.0])
+    batch = ReceiptBatch(delay=lambda: next(pauses))
+    me, bob, carol = Identity.generate("alice"), contact("bob"), contact("carol")
+    for who, ref in ((bob, FP_A), (carol, FP_B), (bob, FP_C)):
+        batch.add(who, ref, "spooled")
+        batch.flush(me, None)  # type: ignore[arg-type]
+    due = batch.take_due()
+    assert [(d.contact.name, [i["ref"] for i in d.items], d.answer) for d in due] == [
+        ("bob", [FP_A, FP_C], None)]  # carol's pause is not over: hers waits
+    assert batch.take_due() == []
+    assert [(d.contact.name, [i["ref"] for i in d.items]) for d in batch.take_due(everything=True)] == [
+        ("carol", [FP_B])]
+    assert batch.next_due() is None
+
+
 def test_a_refusal_of_a_reused_number_carries_the_highest_seen_through_the_gate() -> None:
     batch = ReceiptBatch()
     bob = contact("bob")
@@ -140,13 +163,13 @@ def test_a_peer_whose_pre_key_messages_opened_is_answered_once_in_its_next_recei
     batch.answer_session(bob)
     batch.add(carol, FP_C, "spooled")
     batch.flush(me, None)  # type: ignore[arg-type]
-    batch.seal_due(me, everything=True)
+    seal_all(me, batch.take_due(everything=True))
     assert went == [("carol", None)] and made == []  # bob's answer waits for a receipt to bob
     batch.add(bob, FP_A, "spooled")
     batch.flush(me, None)  # type: ignore[arg-type]
     assert made == []  # queued: the step is taken as the receipt goes
-    batch.seal_due(me, everything=True)
+    seal_all(me, batch.take_due(everything=True))
     batch.add(bob, FP_B, "spooled")
     batch.flush(me, None)  # type: ignore[arg-type]
-    batch.seal_due(me, everything=True)
+    seal_all(me, batch.take_due(everything=True))
     assert went[1:] == [("bob", {"type": 1, "body": "QUJD"}), ("bob", None)] and made == ["bob"]
