@@ -7,8 +7,8 @@ message leaves the box only after its sender was told, a resend is logged before
 
 The receipts a fetch produces, expiry notices and resends wait a random pause
 (`follower.relay.backoff.deposit_delay`) from the moment they became due, so their timing does not
-point at the fetch that caused them. `delivered` receipts do not: an alarm's hand-over, not a
-fetch, sets their time.
+point at the fetch that caused them (a peer's receipts queued meanwhile go with the first
+that is due). `delivered` receipts do not: an alarm's hand-over, not a fetch, sets their time.
 """
 
 from __future__ import annotations

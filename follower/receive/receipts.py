@@ -12,7 +12,8 @@ opened them is committed, so the session it steps is saved first (`keys.ratchet.
 
 The follower defers its batches (`ReceiptBatch(delay=…)`): a receipt sent the instant a fetch
 returns would tell the relay which mailbox wrote to which, so it leaves a random pause later,
-on the follower's next upkeep tick after it is due.
+on the follower's next upkeep tick after it is due, with whatever was queued for the same peer
+since (a busy stream is answered once per pause, not once per message).
 """
 
 from __future__ import annotations
@@ -169,17 +170,22 @@ class ReceiptBatch:
         return 0
 
     def take_due(self, everything: bool = False) -> list[Due]:
-        """The queued batches whose pause is over (all of them when stopping), one per peer in
-        the order they were queued, taken off the queue with the session answer each owes. An
-        answer steps the sessions, so this runs where they may be used; `seal_all` and
-        `deposit`, which use neither, may run anywhere after."""
+        """The receipts owed to each peer one of whose queued batches has waited out its pause
+        (to every peer when stopping), taken off the queue, one `Due` per peer with the session
+        answer it owes. A peer's later batches go with its first: the deposit's moment is still
+        that batch's random pause after the fetch behind it, and a stream of messages is then
+        answered once per pause, not once per message. An answer steps the sessions, so this
+        runs where they may be used; `seal_all` and `deposit`, which use neither, may run
+        anywhere after."""
         now = time.monotonic()
+        going = {c.fingerprint for due, c, _ in self.queued if everything or due <= now}
+        if not going:
+            return []
         ready: dict[str, tuple[Contact, Items]] = {}
-        for due, contact, items in self.queued:
-            if everything or due <= now:
+        for _, contact, items in self.queued:
+            if contact.fingerprint in going:
                 ready.setdefault(contact.fingerprint, (contact, []))[1].extend(items)
-        if ready:
-            self.queued = [] if everything else [q for q in self.queued if q[0] > now]
+        self.queued = [q for q in self.queued if q[1].fingerprint not in going]
         return [Due(contact, items, self._answer(contact)) for contact, items in ready.values()]
 
     def next_due(self) -> float | None:

@@ -100,17 +100,19 @@ def test_receipt_batch_groups_by_peer_and_counts_items() -> None:
 
 
 
-def test_due_batches_are_taken_one_per_peer_in_order_and_the_rest_wait() -> None:
-    pauses = iter([0.0, 60.0, 0.0])
+def test_a_peer_whose_first_batch_is_due_gets_all_its_receipts_in_one_and_the_others_wait() -> None:
+    pauses = iter([0.0, 60.0, 60.0])
     batch = ReceiptBatch(delay=lambda: next(pauses))
     me, bob, carol = Identity.generate("alice"), contact("bob"), contact("carol")
     for who, ref in ((bob, FP_A), (carol, FP_B), (bob, FP_C)):
         batch.add(who, ref, "spooled")
         batch.flush(me, None)  # type: ignore[arg-type]
     due = batch.take_due()
+    # bob's second batch rides with his first; carol's pause is not over: hers waits.
     assert [(d.contact.name, [i["ref"] for i in d.items], d.answer) for d in due] == [
-        ("bob", [FP_A, FP_C], None)]  # carol's pause is not over: hers waits
+        ("bob", [FP_A, FP_C], None)]
     assert batch.take_due() == []
+    assert batch.next_due() is not None
     assert [(d.contact.name, [i["ref"] for i in d.items]) for d in batch.take_due(everything=True)] == [
         ("carol", [FP_B])]
     assert batch.next_due() is None
