@@ -34,10 +34,6 @@ from typing import Any
 
 from common import Deadline, base_env, free_port, stop_process, tail_of, wait_answering
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-if os.path.dirname(HERE) not in sys.path:  # run as a script: talk's packages beside bench/
-    sys.path.insert(0, os.path.dirname(HERE))
-
 
 def line_id(blob: bytes) -> str:
     """What the bare follower writes for a blob, and the sender waits for."""

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import sys
+from pathlib import Path
 from types import ModuleType
 
 from tests.conftest import REPO
@@ -13,6 +14,7 @@ BENCH = REPO / "bench"
 
 def load_bench(name: str) -> ModuleType:
     """bench/NAME.py as a module; its `from common import ...` finds bench/common.py."""
+    before = set(sys.modules)
     sys.path.insert(0, str(BENCH))
     try:
         spec = importlib.util.spec_from_file_location(name, BENCH / f"{name}.py")
@@ -23,5 +25,8 @@ def load_bench(name: str) -> ModuleType:
         return module
     finally:
         sys.path.remove(str(BENCH))
-        for bare in (name, "common"):  # names bound already; leave no bare top-level modules
-            sys.modules.pop(bare, None)
+        # Names bound already: leave no bare top-level module of bench/ behind (common, and
+        # any script this one imports).
+        for bare in set(sys.modules) - before:
+            if Path(getattr(sys.modules[bare], "__file__", None) or "/").parent == BENCH:
+                del sys.modules[bare]

@@ -85,8 +85,10 @@ def test_each_message_is_timed_from_its_return_and_from_its_start(latency: Modul
     S = latency.Sample
     push = [S(0.0, 0.001, 0.0015), S(1.0, 1.002, 1.0015), S(2.0, 2.001, 2.003)]  # the second: in before
     poll = [S(0.0, 0.001, 0.401), S(1.0, 1.001, 1.201)]
-    out = latency.summarize(push, poll)
+    floor = [S(0.0, 0.0004, 0.0005), S(1.0, 1.0004, 1.0006), S(2.0, 2.0004, 2.0007)]
+    out = latency.summarize(push, poll, floor)
     assert out["p50_ms"] == 0.5 and out["send_p50_ms"] == 1.5
+    assert out["floor_p50_ms"] == 0.6 and out["vs_floor"] == 2.5 and out["over_floor_ms"] == 0.9
     assert out["before_return"] == 0.33  # a line in the spool before its send returned counts 0 ms after
     assert out["poll_p50_ms"] == 301.0 and out["ratio"] == round(301.0 / 1.5, 1)
     assert out["messages"] == 3
