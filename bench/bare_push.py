@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import os
 import subprocess
 import sys
@@ -47,7 +46,6 @@ def relay_app() -> Any:
     from starlette.routing import Route, WebSocketRoute
     from starlette.websockets import WebSocket
 
-    from keys.encoding import b64e
     from relay.notify import Wakeups, notice
 
     streams: dict[str, set[Wakeups]] = {}
@@ -74,8 +72,7 @@ def relay_app() -> Any:
             while True:
                 await queue.wait()
                 for told in queue.take():
-                    await ws.send_text(json.dumps({"type": "mail", "tag": told.tag, "id": told.mail_id,
-                                                   "blob": b64e(told.blob)}, separators=(",", ":")))
+                    await ws.send_text(told.frame())  # the relay's own frame
         finally:
             streams[fp].discard(queue)
 

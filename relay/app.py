@@ -77,7 +77,7 @@ from relay.file_routes import file_routes
 from relay.hotpath import ErrorHandler, HotPath
 from relay.limits import Limiter, WakeThrottle, client_address, retry_after
 from relay.metrics import Meter, Metrics, TimedRoutes
-from relay.notify import Hub, LocalHub, Notice, Wakeups
+from relay.notify import Hub, LocalHub, Wakeups
 from relay.owner_tokens import OwnerTokens
 from relay.request_parts import json_object, path_hex, read_body
 from relay.store import RETRY_AFTER_S, DepositOutcome, RedeemOutcome, Store, StoreUnavailable
@@ -569,7 +569,7 @@ async def _pump(ws: WebSocket, queue: Wakeups) -> None:
                     return
                 listener = _listen(ws, queue)
             for told in queue.take():
-                await ws.send_text(_frame(told))
+                await ws.send_text(told.frame())
     finally:
         listener.cancel()
 
@@ -578,13 +578,6 @@ def _listen(ws: WebSocket, queue: Wakeups) -> asyncio.Future[Message]:
     listener = asyncio.ensure_future(ws.receive())
     listener.add_done_callback(lambda _: queue.wake())
     return listener
-
-
-def _frame(told: Notice) -> str:
-    frame = {"type": "mail", "tag": told.tag}
-    if told.mail_id:
-        frame |= {"id": told.mail_id, "blob": b64e(told.blob)}
-    return json.dumps(frame, separators=(",", ":"))
 
 
 def _error_response(

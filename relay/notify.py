@@ -10,8 +10,11 @@ notification costs a fetch, never a message.
 from __future__ import annotations
 
 import asyncio
+import json
 from collections import deque
 from typing import NamedTuple, Protocol
+
+from keys.encoding import b64e
 
 # Queued notices per stream: a slow stream holds at most QUEUE_DEPTH * PUSH_BLOB_MAX bytes
 # (512 KiB), and a full queue already holds a wake-up, so dropping more loses nothing.
@@ -27,6 +30,14 @@ class Notice(NamedTuple):
     tag: str
     mail_id: str = ""
     blob: bytes = b""
+
+    def frame(self) -> str:
+        """The stream's text frame for it: {"type": "mail", "tag": …}, with "id" and a base64
+        "blob" when the blob rides along (`follower.relay.push` reads it)."""
+        frame = {"type": "mail", "tag": self.tag}
+        if self.mail_id:
+            frame |= {"id": self.mail_id, "blob": b64e(self.blob)}
+        return json.dumps(frame, separators=(",", ":"))
 
 
 def notice(tag: str, mail_id: str, blob: bytes) -> Notice:

@@ -97,3 +97,14 @@ def test_a_wake_without_a_notice_ends_the_wait_with_nothing_to_send() -> None:
         assert queue.take() == [Notice("t")]
 
     asyncio.run(scenario())
+
+
+def test_a_notice_frame_is_what_the_follower_reads_as_pushed_mail_or_a_bare_wake_up() -> None:
+    from follower.relay.push import pushed_mail
+
+    blob = bytes(range(256)) * 3
+    item = pushed_mail(notice("ab" * 16, "42", blob).frame())
+    assert item is not None and (item.id, item.tag, item.blob) == ("42", "ab" * 16, blob)
+    too_big = notice("ab" * 16, "43", b"x" * (PUSH_BLOB_MAX + 1))  # left to the fetch
+    assert pushed_mail(too_big.frame()) is None
+    assert pushed_mail(Notice("ab" * 16).frame()) is None
