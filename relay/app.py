@@ -342,9 +342,14 @@ class Relay:
         if await self.sign_key(fp) is None:
             raise unknown_mailbox("the recipient has not published keys on this relay")
         config = self.config
+
+        async def announce(mail_id: str) -> None:
+            await self.tell_owner(fp, tag, mail_id, blob)
+
         outcome, mail_id, woken = await self.store.deposit(
             fp, tag, blob, self.clock(), config.max_mailbox_messages, config.max_mailbox_bytes,
             config.max_unknown_messages, config.max_unknown_bytes, config.tag_messages, config.tag_bytes,
+            announce=announce,
         )
         if outcome is DepositOutcome.TAG_FULL:
             raise ApiError(507, "mailbox_full",
@@ -358,16 +363,21 @@ class Relay:
                            "the recipient's mailbox holds its most mail on channels it has not read "
                            "yet; retry later (the recipient's next fetch opens this channel)")
         self.count_deposit(blob)
-        try:
-            if not woken:  # a shared store may have announced it in the same step
-                await self.wake(fp, tag, mail_id, blob)
-        except StoreUnavailable as exc:  # stored all the same: the owner's next fetch finds it
-            log.info("relay: stored mail but could not wake its owner (%s)", exc)
-        if self.hub.tells_at_once and self.hub.streams(fp):
-            # One turn of the loop for the streams just told to write their frames (`Wakeups`):
-            # the owner's follower starts waking before the sender hears this answer.
-            await asyncio.sleep(0)
+        if not woken:  # told neither by the store's own step nor while it wrote the mail
+            await self.tell_owner(fp, tag, mail_id, blob)
+            if self.hub.tells_at_once and self.hub.streams(fp):
+                # One turn of the loop for the streams just told to write their frames (`Wakeups`):
+                # the owner's follower starts waking before the sender hears this answer.
+                await asyncio.sleep(0)
         return JSONResponse({"id": mail_id}, status_code=201)
+
+    async def tell_owner(self, fp: str, tag: str, mail_id: str, blob: bytes) -> None:
+        """`wake`, where a hub that cannot be reached costs only the push: the owner's next fetch
+        finds the mail."""
+        try:
+            await self.wake(fp, tag, mail_id, blob)
+        except StoreUnavailable as exc:
+            log.info("relay: could not wake a mailbox's owner (%s); its next fetch finds the mail", exc)
 
     async def wake(self, fp: str, tag: str, mail_id: str, blob: bytes) -> None:
         """Tell the owner's streams, with the blob when it is small; under a tag the owner never

@@ -15,6 +15,7 @@ Redis behind the store's back would leave the mailbox's count, byte total and in
 from __future__ import annotations
 
 import math
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from redis.asyncio import Redis
@@ -84,7 +85,10 @@ class RedisStore:
         self, fp: str, tag: str, blob: bytes, now: float, max_messages: int, max_bytes: int,
         max_unknown: int | None = None, max_unknown_bytes: int | None = None,
         max_tag: int | None = None, max_tag_bytes: int | None = None,
+        announce: Callable[[str], Awaitable[None]] | None = None,
     ) -> Deposited:
+        # `announce` goes unused: the script stores the mail and, under a registered tag, tells the
+        # replicas in the same step (`woken`); the relay wakes the owner for the rest itself.
         args: list[Any] = [self.prefix, fp, tag, blob, _num(now), max_messages, max_bytes,
                            max_unknown or max_messages, max_unknown_bytes or max_bytes,
                            max_tag or 0, max_tag_bytes or 0]

@@ -9,25 +9,34 @@ Deposits and acks are group-committed: the ones that arrive in the same turn of 
 loop share one transaction (its BEGIN and COMMIT cost more than the rows), and each caller
 is answered only after that commit.
 
-Each mail row says whether its tag was registered (`known`); `boxes` keeps per-mailbox totals
-for both kinds, and `channels` per-tag totals, so a deposit checks its quota and its tag's
-share with one lookup each (see `relay.store`).
-The file, and the -wal and -shm files SQLite creates with the file's mode, are 0600.
+A deposit is decided before its row is written: the quotas are running totals in memory
+(`relay.totals`, rebuilt from the mail at every start), and the id is the next of a counter
+this process owns (one relay process per file: `relay.sqlite_files` takes the file's lock), so
+the relay can announce the mail to its owner's streams while the group commits (`deposit`'s
+`announce`). The announcement is a copy, as every push is: should the commit fail, the sender
+is answered with an error and sends the same message again, which the owner's follower knows.
+
+Each mail row says whether its tag was registered (`known`). The file, and the -wal and -shm
+files SQLite creates with the file's mode, are 0600.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import sqlite3
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
 
+from durable.errors import UserError
+from durable.locks import hold_for_life
 from relay.checkpoints import BACKSTOP_PAGES, Checkpointer
 from relay.sqlite_files import SqliteFiles
 from relay.store import MOST_TAGS, Claimed, Deposited, DepositOutcome, Mail, RedeemOutcome
+from relay.totals import Hold, MailboxTotals
 
 T = TypeVar("T")
 
@@ -56,19 +65,8 @@ CREATE TABLE IF NOT EXISTS invites (
     tag TEXT PRIMARY KEY, fp TEXT NOT NULL, expires REAL NOT NULL, used INTEGER NOT NULL DEFAULT 0
 );
 """
-# Rebuilt from `mail` at every start, so its shape can change between versions.
-BOXES = """
-DROP TABLE IF EXISTS boxes;
-CREATE TABLE boxes (
-    fp TEXT PRIMARY KEY, count INTEGER NOT NULL, bytes INTEGER NOT NULL,
-    junk INTEGER NOT NULL, junk_bytes INTEGER NOT NULL
-);
-DROP TABLE IF EXISTS channels;
-CREATE TABLE channels (
-    fp TEXT NOT NULL, tag TEXT NOT NULL, count INTEGER NOT NULL, bytes INTEGER NOT NULL,
-    PRIMARY KEY (fp, tag)
-) WITHOUT ROWID;
-"""
+# Where relays before the totals moved to memory (`relay.totals`) kept them.
+OLD_TOTALS = "DROP TABLE IF EXISTS boxes; DROP TABLE IF EXISTS channels;"
 PRIVATE = 0o600
 log = logging.getLogger("talk.relay")
 
@@ -85,11 +83,26 @@ def _private_file(path: Path) -> None:
                 log.warning("relay: cannot make %s private (%s); run chmod 600 on it", each, exc)
 
 
+def _only_relay(path: Path) -> int:
+    """The file's lock, held while this store is open: the id counter is this process's.
+
+    Raises:
+        UserError: another relay process serves the file.
+    """
+    fd = hold_for_life(path.with_name(path.name + ".lock"))
+    if fd is None:
+        raise UserError(f"another relay process serves {path}; stop it, or give this relay a "
+                        "database of its own")
+    return fd
+
+
 class SqliteStore:
     def __init__(self, path: Path | str) -> None:
         self.path = str(path)
+        self._lock: int | None = None
         if self.path != ":memory:":
             _private_file(Path(self.path))
+            self._lock = _only_relay(Path(self.path))
         self.db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
         self.db.execute("PRAGMA journal_mode=WAL")
         self.db.execute("PRAGMA synchronous=NORMAL")
@@ -102,7 +115,11 @@ class SqliteStore:
         columns = {row[1] for row in self.db.execute("PRAGMA table_info(mail)")}
         if "known" not in columns:  # a file from before tags were registered: all of it unknown
             self.db.execute("ALTER TABLE mail ADD COLUMN known INTEGER NOT NULL DEFAULT 0")
+        self.totals = MailboxTotals()
         self._recount()
+        # The last id given out: AUTOINCREMENT's, which never goes back, even past deleted rows.
+        row = self.db.execute("SELECT seq FROM sqlite_sequence WHERE name = 'mail'").fetchone()
+        self._last_id = int(row[0]) if row else 0
         self._pending: list[tuple[Callable[[], Any], asyncio.Future[Any]]] = []
         self.files = SqliteFiles(self.db, self._grouped)
 
@@ -112,6 +129,7 @@ class SqliteStore:
         future: asyncio.Future[T] = loop.create_future()
         self._pending.append((op, future))
         if len(self._pending) == 1:
+            # Behind whatever the loop has ready: a stream told of a deposit writes its frame first.
             loop.call_soon(self._commit_group)
         return await future
 
@@ -119,10 +137,21 @@ class SqliteStore:
         group, self._pending = self._pending, []
         self._commit(group)
 
-    def _commit(self, group: list[tuple[Callable[[], Any], asyncio.Future[Any]]]) -> None:
+    @contextlib.contextmanager
+    def _transaction(self) -> Iterator[None]:
+        """One write transaction; the totals it moved stay only if it commits."""
         try:
             with self.db:
                 self.db.execute("BEGIN IMMEDIATE")
+                yield
+        except BaseException:
+            self.totals.undo()
+            raise
+        self.totals.keep()
+
+    def _commit(self, group: list[tuple[Callable[[], Any], asyncio.Future[Any]]]) -> None:
+        try:
+            with self._transaction():
                 results = [op() for op, _ in group]
         except Exception as exc:
             if len(group) != 1:  # one bad op must not fail the others: run each alone
@@ -138,25 +167,16 @@ class SqliteStore:
                 future.set_result(result)
 
     def _recount(self) -> None:
-        """Rebuild the per-mailbox totals from the mail itself, once per start.
-
-        Caps are checked on every deposit; summing a mailbox's rows there cost ~270 µs at a
-        hundred waiting messages, so `boxes` keeps running totals, updated in the same
-        transaction as every insert and delete. Rebuilding at start makes them exact whatever
-        an older relay or a crash left behind.
-        """
-        self.db.executescript(BOXES)
-        with self.db:
-            self.db.execute("BEGIN IMMEDIATE")
-            self.db.execute(
-                "INSERT INTO boxes (fp, count, bytes, junk, junk_bytes) SELECT fp, SUM(known), "
-                "SUM(known * LENGTH(blob)), SUM(1 - known), SUM((1 - known) * LENGTH(blob)) "
-                "FROM mail GROUP BY fp"
-            )
-            self.db.execute(
-                "INSERT INTO channels (fp, tag, count, bytes) SELECT fp, tag, COUNT(*), "
-                "SUM(LENGTH(blob)) FROM mail GROUP BY fp, tag"
-            )
+        """Rebuild the running totals from the mail itself, once per start: exact, whatever an
+        older relay or a crash left behind (caps are checked on every deposit; summing a
+        mailbox's rows there cost ~270 µs at a hundred waiting messages)."""
+        self.db.executescript(OLD_TOTALS)
+        self.totals.load(
+            self.db.execute("SELECT fp, SUM(known), SUM(known * LENGTH(blob)), SUM(1 - known), "
+                            "SUM((1 - known) * LENGTH(blob)) FROM mail GROUP BY fp").fetchall(),
+            self.db.execute("SELECT fp, tag, COUNT(*), SUM(LENGTH(blob)) FROM mail "
+                            "GROUP BY fp, tag").fetchall(),
+        )
 
     async def put_bundle(self, fp: str, bundle: str) -> None:
         self.db.execute("INSERT OR REPLACE INTO bundles (fp, bundle) VALUES (?, ?)", (fp, bundle))
@@ -169,54 +189,51 @@ class SqliteStore:
         row = self.db.execute("SELECT 1 FROM known WHERE fp = ? AND tag = ?", (fp, tag)).fetchone()
         return row is not None
 
-    def _room(self, fp: str, known: bool, size: int, messages: int, total: int) -> bool:
-        """Whether `size` more bytes fit the quota of their kind (`messages`, `total` bytes)."""
-        row = self.db.execute(
-            "SELECT count, bytes, junk, junk_bytes FROM boxes WHERE fp = ?", (fp,)
-        ).fetchone()
-        if row is None:
-            count, used = 0, 0
-        else:
-            count, used = (row[0], row[1]) if known else (row[2], row[3])
-        return bool(count < messages and used + size <= total)
-
-    def _tag_room(self, fp: str, tag: str, size: int, messages: int | None, total: int | None) -> bool:
-        """Whether `size` more bytes fit one tag's share (`messages`, `total` bytes; None: no cap)."""
-        if messages is None and total is None:
-            return True
-        row = self.db.execute(
-            "SELECT count, bytes FROM channels WHERE fp = ? AND tag = ?", (fp, tag)
-        ).fetchone()
-        count, used = (0, 0) if row is None else (row[0], row[1])
-        return (messages is None or count < messages) and (total is None or used + size <= total)
-
-    def _insert(self, fp: str, tag: str, blob: bytes, now: float, known: bool) -> str:
-        cur = self.db.execute(
-            "INSERT INTO mail (fp, tag, blob, created, known) VALUES (?, ?, ?, ?, ?)",
-            (fp, tag, blob, now, int(known)),
+    def _insert(self, fp: str, tag: str, blob: bytes, now: float, known: bool,
+                mail_id: int | None = None) -> str:
+        """Write a row under `mail_id`, else the counter's next: never AUTOINCREMENT's own, which
+        could take the id of a deposit decided and not yet written."""
+        if mail_id is None:
+            self._last_id += 1
+            mail_id = self._last_id
+        self.db.execute(
+            "INSERT INTO mail (id, fp, tag, blob, created, known) VALUES (?, ?, ?, ?, ?, ?)",
+            (mail_id, fp, tag, blob, now, int(known)),
         )
-        self._count(fp, known, 1, len(blob))
-        self._count_tag(fp, tag, 1, len(blob))
-        return str(cur.lastrowid)
+        self.totals.count(fp, tag, known, 1, len(blob))
+        return str(mail_id)
 
     async def deposit(
         self, fp: str, tag: str, blob: bytes, now: float, max_messages: int, max_bytes: int,
         max_unknown: int | None = None, max_unknown_bytes: int | None = None,
         max_tag: int | None = None, max_tag_bytes: int | None = None,
+        announce: Callable[[str], Awaitable[None]] | None = None,
     ) -> Deposited:
-        def op() -> Deposited:
-            known = self._known(fp, tag)
-            if known and not self._tag_room(fp, tag, len(blob), max_tag, max_tag_bytes):
-                return Deposited(DepositOutcome.TAG_FULL, "")
-            if known and not self._room(fp, True, len(blob), max_messages, max_bytes):
-                return Deposited(DepositOutcome.MAILBOX_FULL, "")
-            if not known and not self._room(
-                fp, False, len(blob), max_unknown or max_messages, max_unknown_bytes or max_bytes
-            ):
-                return Deposited(DepositOutcome.UNKNOWN_FULL, "")
-            return Deposited(DepositOutcome.STORED, self._insert(fp, tag, blob, now, known))
+        known = self._known(fp, tag)
+        totals, size = self.totals, len(blob)
+        if known and not totals.tag_room(fp, tag, size, max_tag, max_tag_bytes):
+            return Deposited(DepositOutcome.TAG_FULL, "")
+        if known and not totals.room(fp, True, size, max_messages, max_bytes):
+            return Deposited(DepositOutcome.MAILBOX_FULL, "")
+        if not known and not totals.room(fp, False, size, max_unknown or max_messages,
+                                         max_unknown_bytes or max_bytes):
+            return Deposited(DepositOutcome.UNKNOWN_FULL, "")
+        hold = totals.hold(fp, tag, known, size)  # counted now: the next deposit sees it
+        self._last_id += 1
+        mail_id = self._last_id
+        if announce is not None:
+            try:
+                await announce(str(mail_id))  # before the op is queued: its frame goes first
+            except BaseException:
+                totals.release(hold)
+                raise
+        # Registered or not as the group finds it: a registration queued first moves it too.
+        await self._grouped(lambda: self._write(hold, blob, now, mail_id))
+        return Deposited(DepositOutcome.STORED, str(mail_id), woken=announce is not None)
 
-        return await self._grouped(op)
+    def _write(self, hold: Hold, blob: bytes, now: float, mail_id: int) -> None:
+        self.totals.release(hold)
+        self._insert(hold.fp, hold.tag, blob, now, self._known(hold.fp, hold.tag), mail_id)
 
     async def register_tags(self, fp: str, tags: list[str], most: int) -> None:
         await self._grouped(lambda: self._register(fp, tags, most))
@@ -237,8 +254,8 @@ class SqliteStore:
             ).fetchall()
             if sizes:
                 moved = sum(size for (size,) in sizes)
-                self._count(fp, False, -len(sizes), -moved)
-                self._count(fp, True, len(sizes), moved)
+                self.totals.count(fp, None, False, -len(sizes), -moved)  # each tag's stay as they were
+                self.totals.count(fp, None, True, len(sizes), moved)
 
     async def is_registered(self, fp: str, tag: str) -> bool:
         return self._known(fp, tag)
@@ -248,10 +265,8 @@ class SqliteStore:
             rows = self.db.execute(
                 "DELETE FROM mail WHERE fp = ? AND known = 0 RETURNING tag, LENGTH(blob)", (fp,)
             ).fetchall()
-            if rows:
-                self._count(fp, False, -len(rows), -sum(size for _, size in rows))
             for tag, (messages, size) in _totals(rows).items():
-                self._count_tag(fp, tag, -messages, -size)
+                self.totals.count(fp, tag, False, -messages, -size)
             return len(rows)
 
         return await self._grouped(op)
@@ -276,10 +291,8 @@ class SqliteStore:
                 f"DELETE FROM mail WHERE fp = ? AND id IN ({marks}) RETURNING known, tag, LENGTH(blob)",
                 (fp, *numeric),
             ).fetchall()
-            for known, (messages, size) in _totals([(known, size) for known, _, size in rows]).items():
-                self._count(fp, bool(known), -messages, -size)
-            for tag, (messages, size) in _totals([(tag, size) for _, tag, size in rows]).items():
-                self._count_tag(fp, tag, -messages, -size)
+            for (known, tag), (messages, size) in _totals([((k, t), n) for k, t, n in rows]).items():
+                self.totals.count(fp, tag, bool(known), -messages, -size)
             return len(rows)
 
         return await self._grouped(op)
@@ -289,25 +302,6 @@ class SqliteStore:
     ) -> tuple[int, list[Mail]]:
         deleted = await self.ack(fp, ack) if ack else 0
         return deleted, await self.fetch(fp, tags, limit, since)
-
-    def _count(self, fp: str, known: bool, messages: int, size: int) -> None:
-        """Move a mailbox's running totals of one kind (inside the caller's transaction)."""
-        values = (messages, size, 0, 0) if known else (0, 0, messages, size)
-        self.db.execute(
-            "INSERT INTO boxes (fp, count, bytes, junk, junk_bytes) VALUES (?, ?, ?, ?, ?) "
-            "ON CONFLICT (fp) DO UPDATE SET count = count + excluded.count, "
-            "bytes = bytes + excluded.bytes, junk = junk + excluded.junk, "
-            "junk_bytes = junk_bytes + excluded.junk_bytes",
-            (fp, *values),
-        )
-
-    def _count_tag(self, fp: str, tag: str, messages: int, size: int) -> None:
-        """Move one tag's running totals (inside the caller's transaction)."""
-        self.db.execute(
-            "INSERT INTO channels (fp, tag, count, bytes) VALUES (?, ?, ?, ?) ON CONFLICT (fp, tag) "
-            "DO UPDATE SET count = count + excluded.count, bytes = bytes + excluded.bytes",
-            (fp, tag, messages, size),
-        )
 
     async def remember_nonce(self, fp: str, nonce: str, now: float, window: float) -> bool:
         def op() -> bool:
@@ -340,8 +334,7 @@ class SqliteStore:
     async def redeem_invite(
         self, tag: str, blob: bytes, now: float, max_messages: int, max_bytes: int
     ) -> RedeemOutcome:
-        with self.db:
-            self.db.execute("BEGIN IMMEDIATE")
+        with self._transaction():
             row = self.db.execute(
                 "SELECT fp, expires, used FROM invites WHERE tag = ?", (tag,)
             ).fetchone()
@@ -353,7 +346,7 @@ class SqliteStore:
             if now >= expires:
                 return RedeemOutcome.EXPIRED
             known = self._known(fp, tag)  # registered with the slot, unless the owner was at its most
-            if not self._room(fp, known, len(blob), max_messages, max_bytes):
+            if not self.totals.room(fp, known, len(blob), max_messages, max_bytes):
                 return RedeemOutcome.MAILBOX_FULL
             self.db.execute("UPDATE invites SET used = 1 WHERE tag = ?", (tag,))
             self._insert(fp, tag, blob, now, known)
@@ -401,21 +394,14 @@ class SqliteStore:
         return await self._grouped(op)
 
     async def purge(self, now: float, ttl: float) -> int:
-        with self.db:
-            self.db.execute("BEGIN IMMEDIATE")
+        with self._transaction():
             expired = self.db.execute(
                 "DELETE FROM mail WHERE created <= ? RETURNING fp, known, tag, LENGTH(blob)", (now - ttl,)
             ).fetchall()
-            for (fp, known), (messages, size) in _totals(
-                [((fp, known), size) for fp, known, _, size in expired]
+            for (fp, known, tag), (messages, size) in _totals(
+                [((fp, known, tag), size) for fp, known, tag, size in expired]
             ).items():
-                self._count(fp, bool(known), -messages, -size)
-            for (fp, tag), (messages, size) in _totals(
-                [((fp, tag), size) for fp, _, tag, size in expired]
-            ).items():
-                self._count_tag(fp, tag, -messages, -size)
-            self.db.execute("DELETE FROM boxes WHERE count <= 0 AND junk <= 0")
-            self.db.execute("DELETE FROM channels WHERE count <= 0")
+                self.totals.count(fp, tag, bool(known), -messages, -size)
             gone = len(expired)
             self.db.execute("DELETE FROM nonces WHERE seen <= ?", (now - 600,))
             # A used slot is kept until expiry so a reused code gets "already used", not "unknown".
@@ -423,7 +409,7 @@ class SqliteStore:
         return gone
 
     async def stored(self) -> int:
-        return int(self.db.execute("SELECT COALESCE(SUM(count + junk), 0) FROM boxes").fetchone()[0])
+        return self.totals.stored()
 
     async def ping(self) -> None:
         self.db.execute("SELECT 1").fetchone()
@@ -434,6 +420,9 @@ class SqliteStore:
         if self.checkpoints is not None:
             self.checkpoints.close()
         self.db.close()
+        if self._lock is not None:
+            os.close(self._lock)  # another relay may serve the file now
+            self._lock = None
 
 
 K = TypeVar("K")

@@ -20,6 +20,7 @@ never of the request, so the client keeps what it sent and tries again.
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import NamedTuple, Protocol
@@ -87,6 +88,7 @@ class Store(Protocol):
         self, fp: str, tag: str, blob: bytes, now: float, max_messages: int, max_bytes: int,
         max_unknown: int | None = None, max_unknown_bytes: int | None = None,
         max_tag: int | None = None, max_tag_bytes: int | None = None,
+        announce: Callable[[str], Awaitable[None]] | None = None,
     ) -> Deposited:
         """Store a blob unless its quota is full; return the outcome and the new id.
 
@@ -94,7 +96,10 @@ class Store(Protocol):
         against `max_tag`/`max_tag_bytes` (none by default); any other tag's against
         `max_unknown`/`max_unknown_bytes` (by default the same numbers, kept apart).
         A networked store whose hub it shares may announce mail under a registered tag in the
-        same round trip (`woken`); the relay then publishes nothing more.
+        same round trip (`woken`); the relay then publishes nothing more. A store that decides
+        a deposit before writing it may call `announce` with the id in between (`woken` too):
+        the owner hears of the mail while it is being written, and, should the write fail, the
+        sender is answered with the error and sends it again (the owner's follower knows it).
         """
         ...
 

@@ -79,6 +79,30 @@ def wakeups(pid: int) -> int:
 
 
 @pytest.mark.own_relay
+def test_mail_pushed_while_its_write_failed_is_sent_again_and_shown_once(
+    following: tuple[Agent, Agent, int], relay: RelayProcess
+) -> None:
+    """The relay tells the owner's stream while it writes the mail (`relay.sqlite_store`). When
+    that write fails, the sender hears an error and keeps the message queued; its follower had
+    the pushed copy already, and the copy sent again once the relay writes is shown once."""
+    alice, bob, _ = following
+    bob_fp = bob.ok("id", "--json").json()["fingerprint"]
+    with sqlite3.connect(relay.db) as db:  # the relay's writes for bob fail as on a full disk
+        db.execute(f"CREATE TRIGGER full BEFORE INSERT ON mail WHEN NEW.fp = '{bob_fp}' "
+                   "BEGIN SELECT RAISE(ABORT, 'database or disk is full'); END")
+    first = alice.ok("send", "bob", "pushed, then not written", "--json").json()
+    assert first["state"] == "queued"
+    wait_for(lambda: spool_ids(bob, "bob")[first["id"]] == 1 or None, 10, "the pushed copy")
+    with sqlite3.connect(relay.db) as db:
+        db.execute("DROP TRIGGER full")
+    after = alice.ok("send", "bob", "written", "--json").json()["id"]  # the queued one goes first
+    wait_for(lambda: after in spool_ids(bob, "bob") or None, 10, "the next message")
+    wait_for(lambda: relay_mail_count(relay, bob) == 0 or None, 10, "both copies acked")
+    assert spool_ids(bob, "bob") == Counter([first["id"], after])
+    assert bob.ok("quarantine", "--json").lines() == []
+
+
+@pytest.mark.own_relay
 def test_an_idle_follower_wakes_at_most_once_a_second(
     following: tuple[Agent, Agent, int], relay: RelayProcess
 ) -> None:

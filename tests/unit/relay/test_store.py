@@ -276,6 +276,86 @@ def test_sqlite_one_failing_call_in_a_group_fails_alone(tmp_path: Path, run: Run
         run(store.close())
 
 
+def test_sqlite_announces_a_deposit_before_its_row_is_written(tmp_path: Path, run: Run[Any]) -> None:
+    """The relay tells the owner's streams while the group commits: the id it announces is the
+    row's, and the row is not there yet when it does."""
+    store = SqliteStore(tmp_path / "relay.db")
+    fp, tag = hexid(), hexid()
+    heard: list[tuple[str, bool]] = []
+
+    async def announce(mail_id: str) -> None:
+        written = store.db.execute("SELECT 1 FROM mail WHERE id = ?", (int(mail_id),)).fetchone()
+        heard.append((mail_id, written is not None))
+
+    try:
+        first = put(run, store, fp, tag, b"before")
+        outcome, mail_id, woken = run(store.deposit(fp, tag, b"blob", NOW, BIG, BIG, announce=announce))
+        assert (outcome, woken) == (DepositOutcome.STORED, True)
+        assert heard == [(mail_id, False)] and int(mail_id) > int(first)
+        assert [(m.id, m.blob) for m in run(store.fetch(fp, [tag], 10, 0))] == [(first, b"before"),
+                                                                                 (mail_id, b"blob")]
+    finally:
+        run(store.close())
+
+
+def test_sqlite_a_write_failing_after_its_announcement_fails_the_deposit_and_counts_nothing(
+        tmp_path: Path, run: Run[Any]) -> None:
+    """The sender hears the error (and sends again: the owner's follower knows the copy it was
+    pushed); the quota holds nothing of it, and its id is never given to other mail."""
+    store = SqliteStore(tmp_path / "relay.db")
+    fp, tag = hexid(), hexid()
+    heard: list[str] = []
+
+    async def announce(mail_id: str) -> None:
+        heard.append(mail_id)
+
+    store.db.execute("CREATE TRIGGER full BEFORE INSERT ON mail BEGIN SELECT RAISE(ABORT, 'disk full'); END")
+    try:
+        with pytest.raises(sqlite3.IntegrityError, match="disk full"):
+            run(store.deposit(fp, tag, b"lost", NOW, 1, BIG, announce=announce))
+        assert len(heard) == 1 and run(store.stored()) == 0
+        store.db.execute("DROP TRIGGER full")
+        outcome, mail_id, _ = run(store.deposit(fp, tag, b"kept", NOW, 1, BIG))  # a quota of one: free
+        assert outcome is DepositOutcome.STORED and int(mail_id) > int(heard[0])
+        assert [m.blob for m in run(store.fetch(fp, [tag], 10, 0))] == [b"kept"]
+    finally:
+        run(store.close())
+
+
+def test_sqlite_a_deposit_decided_before_a_registration_commits_is_counted_as_registered(
+        tmp_path: Path, run: Run[Any]) -> None:
+    store = SqliteStore(tmp_path / "relay.db")
+    fp, tag = hexid(), hexid()
+
+    async def both() -> Deposited:
+        registering = asyncio.ensure_future(store.register_tags(fp, [tag], 10))
+        await asyncio.sleep(0)  # its op is queued, not yet committed: the deposit reads it unknown
+        deposited = await store.deposit(fp, tag, b"mail", NOW, BIG, BIG)
+        await registering
+        return deposited
+
+    try:
+        assert run(both()).outcome is DepositOutcome.STORED
+        assert store.db.execute("SELECT known FROM mail WHERE fp = ?", (fp,)).fetchall() == [(1,)]
+        assert store.totals.box(fp) == (1, 4, 0, 0)
+        assert run(store.purge_unknown(fp)) == 0
+    finally:
+        run(store.close())
+
+
+def test_sqlite_a_second_relay_on_the_same_file_is_refused(tmp_path: Path, run: Run[Any]) -> None:
+    """Ids are given out by the process that serves the file: two would give the same one."""
+    from durable.errors import UserError
+
+    store = SqliteStore(tmp_path / "relay.db")
+    try:
+        with pytest.raises(UserError, match="another relay process serves"):
+            SqliteStore(tmp_path / "relay.db")
+    finally:
+        run(store.close())
+    run(SqliteStore(tmp_path / "relay.db").close())  # once the first is closed
+
+
 def test_ack_deletes_only_the_owners_ids(store: Store, run: Run[Any]) -> None:
     alice, mallory, tag = hexid(), hexid(), hexid()
     mine = [put(run, store, alice, tag, b"a1"), put(run, store, alice, tag, b"a2")]
@@ -439,16 +519,14 @@ def test_sqlite_running_totals_follow_acks_purges_and_restarts(tmp_path: Path) -
 
     path = tmp_path / "totals.db"
 
-    def totals() -> dict[str, tuple[int, int]]:
+    def totals(store: SqliteStore) -> dict[str, tuple[int, int]]:
         with sqlite3.connect(path) as db:
-            kept = db.execute("SELECT fp, count, bytes FROM boxes WHERE count > 0").fetchall()
-            assert not db.execute("SELECT 1 FROM boxes WHERE junk != 0").fetchall()
             real = db.execute("SELECT fp, COUNT(*), SUM(LENGTH(blob)) FROM mail GROUP BY fp").fetchall()
-            per_tag = db.execute("SELECT fp, tag, count, bytes FROM channels WHERE count > 0").fetchall()
             real_tags = db.execute("SELECT fp, tag, COUNT(*), SUM(LENGTH(blob)) FROM mail GROUP BY fp, tag")
-            assert sorted(per_tag) == sorted(real_tags.fetchall())  # each tag's share, likewise
-        assert sorted(kept) == sorted(real)
-        return {fp: (n, b) for fp, n, b in kept}
+            for fp, tag, count, size in real_tags.fetchall():  # each tag's share, likewise
+                assert store.totals.channel(fp, tag) == (count, size)
+        assert all(store.totals.box(fp) == (count, size, 0, 0) for fp, count, size in real)
+        return {fp: (n, b) for fp, n, b in real}
 
     async def scenario() -> None:
         store = SqliteStore(path)
@@ -460,15 +538,15 @@ def test_sqlite_running_totals_follow_acks_purges_and_restarts(tmp_path: Path) -
             assert outcome is DepositOutcome.STORED
             ids.append(mail_id)
         assert (await store.deposit(fp, tag, b"y", 200.0, 5, 10**6))[0] is DepositOutcome.MAILBOX_FULL
-        assert totals() == {fp: (5, 60)}
+        assert totals(store) == {fp: (5, 60)}
         assert await store.ack(fp, ids[:2]) == 2
-        assert totals() == {fp: (3, 39)}
+        assert totals(store) == {fp: (3, 39)}
         assert (await store.deposit(fp, tag, b"z" * 7, 300.0, 5, 10**6))[0] is DepositOutcome.STORED
         assert await store.purge(now=103.5, ttl=0.0) == 2  # the deposits at 102 and 103 expire
-        assert totals() == {fp: (2, 21)}
+        assert totals(store) == {fp: (2, 21)}
         await store.close()
         reopened = SqliteStore(path)  # a restart rebuilds the totals from the mail
-        assert totals() == {fp: (2, 21)}
+        assert totals(reopened) == {fp: (2, 21)}
         await reopened.close()
 
     asyncio.run(scenario())
