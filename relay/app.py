@@ -349,7 +349,7 @@ class Relay:
         outcome, mail_id, woken = await self.store.deposit(
             fp, tag, blob, self.clock(), config.max_mailbox_messages, config.max_mailbox_bytes,
             config.max_unknown_messages, config.max_unknown_bytes, config.tag_messages, config.tag_bytes,
-            announce=announce,
+            announce=announce, registered=fp + tag in self._known,
         )
         if outcome is DepositOutcome.TAG_FULL:
             raise ApiError(507, "mailbox_full",

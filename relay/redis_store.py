@@ -85,10 +85,11 @@ class RedisStore:
         self, fp: str, tag: str, blob: bytes, now: float, max_messages: int, max_bytes: int,
         max_unknown: int | None = None, max_unknown_bytes: int | None = None,
         max_tag: int | None = None, max_tag_bytes: int | None = None,
-        announce: Callable[[str], Awaitable[None]] | None = None,
+        announce: Callable[[str], Awaitable[None]] | None = None, registered: bool = False,
     ) -> Deposited:
-        # `announce` goes unused: the script stores the mail and, under a registered tag, tells the
-        # replicas in the same step (`woken`); the relay wakes the owner for the rest itself.
+        # `announce` and `registered` go unused: the script looks the tag up, stores the mail and,
+        # under a registered tag, tells the replicas in the same step (`woken`), all in one round
+        # trip; the relay wakes the owner for the rest itself.
         args: list[Any] = [self.prefix, fp, tag, blob, _num(now), max_messages, max_bytes,
                            max_unknown or max_messages, max_unknown_bytes or max_bytes,
                            max_tag or 0, max_tag_bytes or 0]

@@ -207,9 +207,9 @@ class SqliteStore:
         self, fp: str, tag: str, blob: bytes, now: float, max_messages: int, max_bytes: int,
         max_unknown: int | None = None, max_unknown_bytes: int | None = None,
         max_tag: int | None = None, max_tag_bytes: int | None = None,
-        announce: Callable[[str], Awaitable[None]] | None = None,
+        announce: Callable[[str], Awaitable[None]] | None = None, registered: bool = False,
     ) -> Deposited:
-        known = self._known(fp, tag)
+        known = registered or self._known(fp, tag)
         totals, size = self.totals, len(blob)
         if known and not totals.tag_room(fp, tag, size, max_tag, max_tag_bytes):
             return Deposited(DepositOutcome.TAG_FULL, "")
@@ -233,7 +233,8 @@ class SqliteStore:
 
     def _write(self, hold: Hold, blob: bytes, now: float, mail_id: int) -> None:
         self.totals.release(hold)
-        self._insert(hold.fp, hold.tag, blob, now, self._known(hold.fp, hold.tag), mail_id)
+        known = hold.known or self._known(hold.fp, hold.tag)  # a tag never stops being registered
+        self._insert(hold.fp, hold.tag, blob, now, known, mail_id)
 
     async def register_tags(self, fp: str, tags: list[str], most: int) -> None:
         await self._grouped(lambda: self._register(fp, tags, most))

@@ -88,7 +88,7 @@ class Store(Protocol):
         self, fp: str, tag: str, blob: bytes, now: float, max_messages: int, max_bytes: int,
         max_unknown: int | None = None, max_unknown_bytes: int | None = None,
         max_tag: int | None = None, max_tag_bytes: int | None = None,
-        announce: Callable[[str], Awaitable[None]] | None = None,
+        announce: Callable[[str], Awaitable[None]] | None = None, registered: bool = False,
     ) -> Deposited:
         """Store a blob unless its quota is full; return the outcome and the new id.
 
@@ -100,6 +100,8 @@ class Store(Protocol):
         a deposit before writing it may call `announce` with the id in between (`woken` too):
         the owner hears of the mail while it is being written, and, should the write fail, the
         sender is answered with the error and sends it again (the owner's follower knows it).
+        `registered`: the caller knows the tag registered (no tag ever stops being), so a store
+        may take it as such without looking.
         """
         ...
 
