@@ -15,7 +15,6 @@ Redis behind the store's back would leave the mailbox's count, byte total and in
 from __future__ import annotations
 
 import math
-from collections.abc import Awaitable, Callable
 from typing import Any
 
 from redis.asyncio import Redis
@@ -24,7 +23,7 @@ from relay import redis_scripts
 from relay.redis_files import RedisFiles
 from relay.redis_link import connect, guarded, in_batches, pipelined
 from relay.redis_pipeline import ScriptPipeline
-from relay.store import MOST_TAGS, Claimed, Deposited, DepositOutcome, Mail, RedeemOutcome
+from relay.store import MOST_TAGS, Announce, Claimed, Deposited, DepositOutcome, Mail, RedeemOutcome
 
 PURGE_BATCH = 500  # blobs per purge script call, so one sweep never blocks Redis for long
 INVITE_GRACE_S = 86400  # a used or expired slot answers "used"/"expired" this long, as in SQLite
@@ -85,7 +84,7 @@ class RedisStore:
         self, fp: str, tag: str, blob: bytes, now: float, max_messages: int, max_bytes: int,
         max_unknown: int | None = None, max_unknown_bytes: int | None = None,
         max_tag: int | None = None, max_tag_bytes: int | None = None,
-        announce: Callable[[str], Awaitable[None]] | None = None, registered: bool = False,
+        announce: Announce | None = None, registered: bool = False,
     ) -> Deposited:
         # `announce` and `registered` go unused: the script looks the tag up, stores the mail and,
         # under a registered tag, tells the replicas in the same step (`woken`), all in one round

@@ -11,7 +11,7 @@ is answered only after that commit.
 
 A deposit is decided before its row is written: the quotas are running totals in memory
 (`relay.totals`, rebuilt from the mail at every start), and the id is the next of a counter
-this process owns (one relay process per file: `relay.sqlite_files` takes the file's lock), so
+this process owns (one relay process per file: `_only_relay` holds a lock beside it), so
 the relay can announce the mail to its owner's streams while the group commits (`deposit`'s
 `announce`). The announcement is a copy, as every push is: should the commit fail, the sender
 is answered with an error and sends the same message again, which the owner's follower knows.
@@ -27,7 +27,7 @@ import contextlib
 import logging
 import os
 import sqlite3
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -35,7 +35,7 @@ from durable.errors import UserError
 from durable.locks import hold_for_life
 from relay.checkpoints import BACKSTOP_PAGES, Checkpointer
 from relay.sqlite_files import SqliteFiles
-from relay.store import MOST_TAGS, Claimed, Deposited, DepositOutcome, Mail, RedeemOutcome
+from relay.store import MOST_TAGS, Announce, Claimed, Deposited, DepositOutcome, Mail, RedeemOutcome
 from relay.totals import Hold, MailboxTotals
 
 T = TypeVar("T")
@@ -194,8 +194,7 @@ class SqliteStore:
         """Write a row under `mail_id`, else the counter's next: never AUTOINCREMENT's own, which
         could take the id of a deposit decided and not yet written."""
         if mail_id is None:
-            self._last_id += 1
-            mail_id = self._last_id
+            mail_id = self._next_id()
         self.db.execute(
             "INSERT INTO mail (id, fp, tag, blob, created, known) VALUES (?, ?, ?, ?, ?, ?)",
             (mail_id, fp, tag, blob, now, int(known)),
@@ -203,11 +202,15 @@ class SqliteStore:
         self.totals.count(fp, tag, known, 1, len(blob))
         return str(mail_id)
 
+    def _next_id(self) -> int:
+        self._last_id += 1
+        return self._last_id
+
     async def deposit(
         self, fp: str, tag: str, blob: bytes, now: float, max_messages: int, max_bytes: int,
         max_unknown: int | None = None, max_unknown_bytes: int | None = None,
         max_tag: int | None = None, max_tag_bytes: int | None = None,
-        announce: Callable[[str], Awaitable[None]] | None = None, registered: bool = False,
+        announce: Announce | None = None, registered: bool = False,
     ) -> Deposited:
         known = registered or self._known(fp, tag)
         totals, size = self.totals, len(blob)
@@ -219,8 +222,7 @@ class SqliteStore:
                                          max_unknown_bytes or max_bytes):
             return Deposited(DepositOutcome.UNKNOWN_FULL, "")
         hold = totals.hold(fp, tag, known, size)  # counted now: the next deposit sees it
-        self._last_id += 1
-        mail_id = self._last_id
+        mail_id = self._next_id()
         if announce is not None:
             try:
                 await announce(str(mail_id))  # before the op is queued: its frame goes first

@@ -31,6 +31,8 @@ MOST_TAGS = 10_000  # registered tags per mailbox, unless the relay is configure
 
 
 RETRY_AFTER_S = 2  # what a 503 store_unavailable tells the client to wait
+# Tells a deposit's owner of it, by the id it is stored under (`Store.deposit`).
+Announce = Callable[[str], Awaitable[None]]
 
 
 class StoreUnavailable(Exception):
@@ -88,7 +90,7 @@ class Store(Protocol):
         self, fp: str, tag: str, blob: bytes, now: float, max_messages: int, max_bytes: int,
         max_unknown: int | None = None, max_unknown_bytes: int | None = None,
         max_tag: int | None = None, max_tag_bytes: int | None = None,
-        announce: Callable[[str], Awaitable[None]] | None = None, registered: bool = False,
+        announce: Announce | None = None, registered: bool = False,
     ) -> Deposited:
         """Store a blob unless its quota is full; return the outcome and the new id.
 

@@ -13,7 +13,7 @@ written (held). Entries that fall to zero go, so memory follows the mail waiting
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 __all__ = ["Hold", "MailboxTotals"]
 
@@ -29,7 +29,7 @@ class Hold:
     tag: str
     known: bool
     size: int
-    held: bool = field(default=True)
+    held: bool = True
 
 
 class MailboxTotals:
