@@ -172,8 +172,11 @@ def test_lost_receipts_and_a_sender_restart_converge_without_duplicates(
         os.kill(pid, signal.SIGKILL)  # the sender dies mid-way ...
         sent += [alice.ok("send", "bob", f"m{i}", "--json").json()["id"] for i in range(6, 9)]
         alice.ok("follow", "--peer", "bob")  # ... and comes back
-        wait_for(lambda: all(outbox_state(alice, m) in ("spooled", "delivered") for m in sent), 60,
-                 "every message to be confirmed")
+        # bob's receipts go one message per peer (follower.receive.receipts), so each lost one
+        # can cost a round of resends, whose backoff doubles from 1 s: six rounds take up to
+        # 1 + 2 + 4 + 8 + 16 + 32 s, then the answers' own pauses.
+        wait_for(lambda: all(outbox_state(alice, m) in ("spooled", "delivered") for m in sent),
+                 sum(2 ** k for k in range(6)) + 60, "every message to be confirmed")
         assert len(proxy.lost) == 6
         counts = Counter(r["id"] for r in spool_records(bob, "bob"))
         assert counts == Counter(sent)  # each once, none lost
