@@ -23,7 +23,7 @@ from pathlib import Path
 
 from durable.errors import UserError
 from durable.files import check_private_dir, ensure_private_dir
-from durable.locks import FOLDER_LOCK, locked
+from durable.locks import FOLDER_LOCK, kept_locked, locked
 from spool_writer.handed import HANDED_FILE
 from spool_writer.peek import CURSOR_SUFFIX, INDEX_FILE, SESSIONS, SPOOL_SUFFIX, safe_sid
 
@@ -140,4 +140,13 @@ def flocked(path: Path, shared: bool = False) -> Iterator[int]:
     """Hold an flock on `path` (created 0600) in a private folder; yields the lock's descriptor."""
     check_private_dir(path.parent, "spool folder")  # every change and read starts here
     with locked(path, shared) as fd:
+        yield fd
+
+
+@contextlib.contextmanager
+def kept_flocked(path: Path) -> Iterator[int]:
+    """`flocked`, exclusive, for a writer that takes it for every message it delivers: the lock
+    file stays open between holds (`durable.locks.kept_locked`), so a hold costs no open."""
+    check_private_dir(path.parent, "spool folder")
+    with kept_locked(path) as fd:
         yield fd

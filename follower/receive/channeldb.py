@@ -29,7 +29,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from durable.errors import TalkError
-from durable.locks import locked
+from durable.locks import kept_locked
 from follower.receive.sequence import (
     KEEP_IDS_S,
     Channel,
@@ -61,8 +61,9 @@ CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 @contextlib.contextmanager
 def receiving(folder: Path) -> Iterator[None]:
     """Hold the identity's receive lock: one reader at a time takes its mail. (The identity
-    folder was checked private when the session opened it.)"""
-    with locked(folder / LOCK_FILE):
+    folder was checked private when the session opened it.) Its file stays open between holds
+    (`kept_locked`): a follower takes it for every message it is pushed."""
+    with kept_locked(folder / LOCK_FILE):
         yield
 
 
