@@ -20,7 +20,6 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager
-from dataclasses import replace
 from pathlib import Path
 from types import FrameType
 from typing import Any, Protocol, cast
@@ -28,7 +27,7 @@ from typing import Any, Protocol, cast
 from durable.errors import TalkError
 from durable.files import sweep_temp_files
 from follower.daemon.files import FileThread
-from follower.daemon.state import FollowConfig, FollowStatus, following
+from follower.daemon.state import FollowConfig, FollowStatus, StatusFile, following
 from follower.daemon.upkeep import Upkeep, follower_delay
 from follower.receive.channeldb import ChannelDB, SpoolDedup, receiving
 from follower.receive.inbound import LINGER_S, Dedup, Receiver
@@ -117,13 +116,12 @@ class Follower:
         self.turn = threading.Lock()
         self.pushed = PushedMail()
         self.upkeep_due = True
-        self.status_lock = threading.Lock()  # the push thread saves the status too
         self.stopping = False
         self.failures = 0  # drains failed in a row: the loop backs off, the push thread waits for it
         self.reload = True
         self.config = FollowConfig()
         self.status = FollowStatus(pid=os.getpid(), relay=relay, since=time.time())
-        self.saved: tuple[FollowStatus, float] | None = None  # what the file holds, and since when
+        self.status_file = StatusFile(folder)  # the push thread saves the status too
 
     @contextlib.contextmanager
     def page(self) -> Iterator[None]:
@@ -207,18 +205,12 @@ class Follower:
         Never fatal: a full disk or a lost folder must not stop the follower (nothing is acked
         that is not on disk, so mail waits on the relay); the error is logged and kept in memory,
         and saved with the status once there is room."""
-        with self.status_lock:
-            if self.client.republished_at is not None:
-                self.status.republished_at = self.client.republished_at
-            now = time.monotonic()
-            saved, saved_at = self.saved or (None, 0.0)
-            if not (self.status.due(saved, saved_at, now) or (final and saved != self.status)):
-                return
-            try:
-                self.status.save(self.folder)
-                self.saved = (replace(self.status, peers=list(self.status.peers)), now)
-            except OSError as exc:
-                log.warning("cannot save the follower's status: %s", exc)
+        if self.client.republished_at is not None:
+            self.status.republished_at = self.client.republished_at
+        try:
+            self.status_file.save(self.status, final)
+        except OSError as exc:
+            log.warning("cannot save the follower's status: %s", exc)
 
     def run(self) -> None:
         for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGUSR1):

@@ -10,7 +10,10 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +21,7 @@ from durable import daemon
 from durable.files import read_json, write_json
 from follower.daemon.liveness import STATUS_FILE, hold_lock, running_pid
 
-__all__ = ["LOG_FILE", "FollowConfig", "FollowStatus", "following", "hold_lock", "running_pid"]
+__all__ = ["LOG_FILE", "FollowConfig", "FollowStatus", "StatusFile", "following", "hold_lock", "running_pid"]
 
 CONFIG_FILE = "follower.json"
 LOG_FILE = "follower.log"
@@ -97,3 +100,31 @@ class FollowStatus:
             return True
         return now - saved_at >= HEARTBEAT_S
 
+
+class StatusFile:
+    """A follower's status file, written from either of its threads when what it says changed
+    (`FollowStatus.due`). What is written and what is then taken to be in the file are one copy,
+    made before the write: the other thread may change the status while the file is written (its
+    sync takes milliseconds), and that change must still read as not written, or `talk status`
+    would not show it until some other field changed."""
+
+    def __init__(self, folder: Path, clock: Callable[[], float] = time.monotonic) -> None:
+        self.folder = folder
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._saved: tuple[FollowStatus, float] | None = None  # what the file holds, and since when
+
+    def save(self, status: FollowStatus, final: bool = False) -> None:
+        """Write `status` if it is due (`final`: if anything changed at all).
+
+        Raises:
+            OSError: it could not be written; the next save tries again.
+        """
+        with self._lock:
+            now = self._clock()
+            saved, saved_at = self._saved or (None, 0.0)
+            if not (status.due(saved, saved_at, now) or (final and saved != status)):
+                return
+            shown = replace(status, peers=list(status.peers))
+            shown.save(self.folder)
+            self._saved = (shown, now)
