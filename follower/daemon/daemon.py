@@ -122,6 +122,7 @@ class Follower:
         self.config = FollowConfig()
         self.status = FollowStatus(pid=os.getpid(), relay=relay, since=time.time())
         self.status_file = StatusFile(folder)  # the push thread saves the status too
+        self.counting = threading.Lock()
 
     @contextlib.contextmanager
     def page(self) -> Iterator[None]:
@@ -138,7 +139,8 @@ class Follower:
             self.count_delivered()
 
     def count_delivered(self) -> None:
-        self.status.delivered += 1
+        with self.counting:  # from the file thread too, while a drain counts its own
+            self.status.delivered += 1
 
     def peers(self) -> list[Contact] | None:
         """The contacts to take mail from; None: every contact, as the contact book holds them now."""
