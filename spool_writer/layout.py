@@ -136,17 +136,12 @@ def private_dir(path: Path) -> None:
 
 
 @contextlib.contextmanager
-def flocked(path: Path, shared: bool = False) -> Iterator[int]:
-    """Hold an flock on `path` (created 0600) in a private folder; yields the lock's descriptor."""
-    check_private_dir(path.parent, "spool folder")  # every change and read starts here
-    with locked(path, shared) as fd:
-        yield fd
-
-
-@contextlib.contextmanager
-def kept_flocked(path: Path) -> Iterator[int]:
-    """`flocked`, exclusive, for a writer that takes it for every message it delivers: the lock
+def flocked(path: Path, shared: bool = False, kept: bool = False) -> Iterator[int]:
+    """Hold an flock on `path` (created 0600) in a private folder; yields the lock's descriptor.
+    `kept` (exclusive only): for a writer that takes it for every message it delivers, the lock
     file stays open between holds (`durable.locks.kept_locked`), so a hold costs no open."""
-    check_private_dir(path.parent, "spool folder")
-    with kept_locked(path) as fd:
+    check_private_dir(path.parent, "spool folder")  # every change and read starts here
+    if kept and shared:
+        raise ValueError("a kept lock is exclusive")
+    with kept_locked(path) if kept else locked(path, shared) as fd:
         yield fd

@@ -25,7 +25,7 @@ from pathlib import Path
 from durable.parsed_file import ParsedFile
 from spool_writer import lines, registry
 from spool_writer.index import DeliveredIndex
-from spool_writer.layout import DEFAULT_GENERATIONS, DEFAULT_MAX_BYTES, SpoolLayout, flocked, kept_flocked
+from spool_writer.layout import DEFAULT_GENERATIONS, DEFAULT_MAX_BYTES, SpoolLayout, flocked
 from spool_writer.record import REQUIRED, SpoolRecord
 
 __all__ = ["Spool", "utc_stamp"]
@@ -92,7 +92,7 @@ class Spool:
         try:
             if not written:  # a delivery made the folder; a page that delivered none may find none
                 self.layout.ensure()
-            with kept_flocked(self.layout.lock):
+            with flocked(self.layout.lock, kept=True):
                 lines.sync_files([p for p in written if p.exists()])  # a gc may have removed one
                 self.index.flush()
         except BaseException:
@@ -116,7 +116,7 @@ class Spool:
         if not self._made:
             self.layout.ensure()
             self._made = self._unsynced is not None  # once a batch: it fails whole if one is removed
-        with kept_flocked(self.layout.lock):
+        with flocked(self.layout.lock, kept=True):
             self.index.refresh()
             if self.index.delivered(msg_id):
                 return False
