@@ -28,6 +28,10 @@ __all__ = [
 ]
 
 LIFE_LOCK_PATIENCE_S = 2.0
+# Lock files `kept_locked` keeps open at once. One is kept per peer written to in an Olm session,
+# so without a bound a long-lived follower would keep one open for every contact it ever answered,
+# toward the process's limit of open files (1,024 by default), past which nothing opens at all.
+KEPT_MOST = 64
 
 
 @contextlib.contextmanager
@@ -65,6 +69,8 @@ class _KeptLock:
     def __enter__(self) -> int:
         self.turn.acquire()
         try:
+            if self.fd < 0:  # closed to make room (`_close_idle`) after `kept_locked` handed it out
+                self.fd = open_private(self.path, os.O_RDWR | os.O_CREAT)
             fcntl.flock(self.fd, fcntl.LOCK_EX)
             if os.fstat(self.fd).st_nlink == 0:
                 os.close(self.fd)
@@ -81,8 +87,25 @@ class _KeptLock:
     def __exit__(self, *exc: object) -> None:
         try:
             fcntl.flock(self.fd, fcntl.LOCK_UN)
+            if _KEPT.get(self.path) is not self:  # made room for others meanwhile: not kept open
+                self._close()
         finally:
             self.turn.release()
+
+    def close_if_idle(self) -> bool:
+        """Close the file unless a thread holds the lock or waits for it; whether it was closed."""
+        if not self.turn.acquire(blocking=False):
+            return False
+        try:
+            self._close()
+        finally:
+            self.turn.release()
+        return True
+
+    def _close(self) -> None:
+        if self.fd >= 0:
+            fd, self.fd = self.fd, -1
+            os.close(fd)
 
 
 def kept_locked(path: Path) -> _KeptLock:
@@ -99,8 +122,21 @@ def kept_locked(path: Path) -> _KeptLock:
     """
     kept = _KEPT.get(path)
     if kept is None or kept.pid != os.getpid():
+        if len(_KEPT) >= KEPT_MOST:
+            _close_idle()
         kept = _KEPT[path] = _KeptLock(path)
     return kept
+
+
+def _close_idle() -> None:
+    """Make room in `_KEPT`: close the kept locks opened first that no thread holds, until one
+    fewer than `KEPT_MOST` are left (a lock still in use stays, above the bound if need be)."""
+    for path, kept in list(_KEPT.items()):
+        if len(_KEPT) < KEPT_MOST:
+            return
+        # One a parent process opened too: this process's copy of it is what is closed.
+        if kept.close_if_idle() and _KEPT.get(path) is kept:
+            del _KEPT[path]
 
 
 def hold_for_life(path: Path, patience_s: float = LIFE_LOCK_PATIENCE_S) -> int | None:
