@@ -45,6 +45,7 @@ slot half written and then the old one overwritten reads again).
 from __future__ import annotations
 
 import os
+import threading
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -136,34 +137,72 @@ def read_slotted_json(path: Path, default: Any) -> tuple[Any, Slotted | None]:
         raise damaged(path, exc) from exc
 
 
+# The files `holds` found holding a writer's last state, kept open by this process for that
+# writer's next write (`write_slots(..., held=True)`), so a writer that checks and then writes
+# one file on every message (an Olm session's, on every send) opens and closes it for neither:
+# per path, the descriptor, the file's device and inode, and the pid that opened it. Looked up
+# and used under `_OPEN_LOCK`, so that no thread closes a descriptor (making room for another
+# file) while another thread reads or writes through it, nor its number is reused meanwhile.
+_OPEN: dict[Path, tuple[int, int, int, int]] = {}
+_OPEN_LOCK = threading.Lock()
+OPEN_MOST = 16
+
+
 def holds(path: Path, at: Slotted) -> bool:
     """Whether `path` still holds `at` as its newest state, told from the slot headers alone
     (a few bytes, no payload read): for a writer holding its lock, to reuse the state it wrote
     last. Any later write, whole or torn, and any file put in its place changes what this reads.
+    The file is kept open for the writer's next `write_slots(..., held=True)`.
+
+    Raises:
+        LocalFileRefused: `path` is a symbolic link.
+        OSError: the file cannot be opened for writing.
     """
-    try:
-        fd = open_private(path, os.O_RDONLY)
-    except FileNotFoundError:
+    if at.slot < 0:
         return False
     try:
-        if at.slot < 0 or os.fstat(fd).st_size != _HEAD + 2 * at.size:
+        named = os.stat(path, follow_symlinks=False)
+    except FileNotFoundError:
+        return False
+    with _OPEN_LOCK:
+        kept = _OPEN.get(path)
+        if kept is not None and kept[1:] == (named.st_dev, named.st_ino, os.getpid()):
+            fd, size = kept[0], named.st_size
+        else:
+            fd, size = _keep_open(path)
+        if size != _HEAD + 2 * at.size:
             return False
         first = os.pread(fd, _HEAD + 8, 0)  # the layout, then the first slot's counter
         second = os.pread(fd, 8, _HEAD + at.size)
-    finally:
-        os.close(fd)
     counters = (int.from_bytes(first[_HEAD:], "big"), int.from_bytes(second, "big"))
     return (first[:_HEAD] == MAGIC + at.size.to_bytes(4, "big") and counters[at.slot] == at.counter
             and counters[1 - at.slot] < at.counter)
 
 
-def write_slots(path: Path, payload: bytes, after: Slotted | None, sync: bool = True) -> Slotted:
+def _keep_open(path: Path) -> tuple[int, int]:
+    """Open `path` to keep (under `_OPEN_LOCK`), in place of the file kept for it before, if any
+    (one replaced since, or opened by a parent process), and of the one kept longest if there
+    are `OPEN_MOST`; its descriptor and size."""
+    old = _OPEN.pop(path, None)
+    if old is not None:
+        os.close(old[0])
+    fd = open_private(path, os.O_RDWR)
+    opened = os.fstat(fd)
+    if len(_OPEN) >= OPEN_MOST:
+        os.close(_OPEN.pop(next(iter(_OPEN)))[0])
+    _OPEN[path] = (fd, opened.st_dev, opened.st_ino, os.getpid())
+    return fd, opened.st_size
+
+
+def write_slots(path: Path, payload: bytes, after: Slotted | None, sync: bool = True,
+                held: bool = False) -> Slotted:
     """Write `payload` as the state that follows `after` (what `read_slots` gave, or the last
     write returned, under the writer's lock; None: no file yet) and return where it now lies.
     Without `sync` a write in place is left to the kernel: it survives the writer being killed,
     not a power loss (a file laid out anew is synced all the same), and the state before it
     stays in the other slot. With `sync`, once the new state is on the disk it is copied over
-    the other slot (see the module's docstring).
+    the other slot (see the module's docstring). `held`: `holds(path, after)` said yes, under
+    the writer's lock it still holds, so the file it kept open is still the one at `path`.
 
     Raises:
         OSError: it cannot be written (a full disk, say); the state before it is still there
@@ -179,19 +218,38 @@ def write_slots(path: Path, payload: bytes, after: Slotted | None, sync: bool = 
         return Slotted(payload, counter, 0, size, (len(first), 0))
     slot = 1 - after.slot
     spans = list(after.spans)
-    fd = open_private(path, os.O_WRONLY)
-    try:
-        data = _slot(payload, counter, spans[slot])
-        if os.pwrite(fd, data, _HEAD + slot * after.size) != len(data):
-            raise OSError(f"{path} took only part of a write")
-        spans[slot] = _SLOT_HEAD + len(payload)  # zeros from here on: any longer tail was just zeroed
-        if sync:
-            os.fdatasync(fd)
-            _overwrite(fd, 1 - slot, after.size, _slot(payload, counter - 1, spans[1 - slot]))
-            spans[1 - slot] = _SLOT_HEAD + len(payload)
-    finally:
-        os.close(fd)
+    data = _slot(payload, counter, spans[slot])
+    offset = _HEAD + slot * after.size
+    # Through the descriptor `holds` kept only when no sync is waited for: a sync under
+    # `_OPEN_LOCK` would hold up every other thread's check and write meanwhile.
+    if not (held and not sync and _write_kept(path, data, offset)):
+        fd = open_private(path, os.O_WRONLY)
+        try:
+            _write(fd, data, offset, path)
+            if sync:
+                os.fdatasync(fd)
+                _overwrite(fd, 1 - slot, after.size, _slot(payload, counter - 1, spans[1 - slot]))
+                spans[1 - slot] = _SLOT_HEAD + len(payload)
+        finally:
+            os.close(fd)
+    spans[slot] = _SLOT_HEAD + len(payload)  # zeros from here on: any longer tail was just zeroed
     return Slotted(payload, counter, slot, after.size, (spans[0], spans[1]))
+
+
+def _write(fd: int, data: bytes, offset: int, path: Path) -> None:
+    if os.pwrite(fd, data, offset) != len(data):
+        raise OSError(f"{path} took only part of a write")
+
+
+def _write_kept(path: Path, data: bytes, offset: int) -> bool:
+    """Write through the descriptor `holds` kept for `path`, which the caller's lock keeps the
+    file named there since; False if none is kept (made room for another file meanwhile)."""
+    with _OPEN_LOCK:
+        kept = _OPEN.get(path)
+        if kept is None or kept[3] != os.getpid():
+            return False
+        _write(kept[0], data, offset, path)
+    return True
 
 
 def _overwrite(fd: int, slot: int, size: int, data: bytes) -> None:

@@ -344,7 +344,8 @@ class RatchetSessions:
         Without `sync` (a send's save) the disk is waited for only every `SYNC_EVERY` saves, and
         for the first send after a message was opened (see Sending, in the module's docstring).
         `sent`: `state` is what this store saved last, changed since only by a send in its
-        first session (`_Peer.pickles`)."""
+        first session (`_Peer.pickles`), and the file still holds it (`durable.slots.holds`,
+        under the lock still held), which keeps the file open to write through."""
         boot = boot_id()
         turned = state.heard and not sync  # a send that followed a receive
         unsynced = (0 if sync or turned or boot is None or state.unsynced + 1 >= SYNC_EVERY
@@ -367,7 +368,8 @@ class RatchetSessions:
         data = f'{head}{marks},"sessions":[{sessions}],"seen":{seen}'
         if archive:  # a send's save does not encode it again (`late.late_text`)
             data = f'{data},"late":{late.late_text(archive)}'
-        at = write_slots(self._path(peer, ".json"), f"{data}}}".encode(), state.at, sync=not unsynced)
+        at = write_slots(self._path(peer, ".json"), f"{data}}}".encode(), state.at, sync=not unsynced,
+                         held=sent)
         return state._replace(sessions=kept, at=at, unsynced=unsynced, late=archive, heard=heard,
                               pickles=pickles, seen_text=seen, head_text=head)
 

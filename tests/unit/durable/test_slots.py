@@ -2,15 +2,20 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
 import subprocess
 import sys
+import threading
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from durable import slots
 from durable.errors import LocalFileRefused
 from durable.slots import MAGIC, MIN_SLOT, Slotted, holds, read_slots, read_slotted_json, write_slots
 from tests.conftest import wait_for
@@ -195,3 +200,80 @@ def test_read_slotted_json_gives_the_state_and_where_it_lies_or_says_what_to_do(
     link.symlink_to(path)
     with pytest.raises(LocalFileRefused, match="symbolic link"):
         read_slotted_json(link, None)
+
+
+@pytest.fixture
+def no_open_files(monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[Path, Any]]:
+    """No file kept open by `holds` before the test; those it keeps closed after it."""
+    kept: dict[Path, Any] = {}
+    monkeypatch.setattr(slots, "_OPEN", kept)
+    yield kept
+    for fd, *_ in kept.values():
+        os.close(fd)
+
+
+def test_a_write_after_holds_goes_to_the_file_now_at_the_path_not_one_moved_aside(
+        tmp_path: Path, no_open_files: dict[Path, Any]) -> None:
+    path = tmp_path / "state"
+    at = write_slots(path, b"first", None)
+    assert holds(path, at)  # the file is kept open from here
+    at = write_slots(path, b"second", at, sync=False, held=True)
+    assert read_slots(path).payload == b"second"  # type: ignore[union-attr]
+    # The folder restored from a copy, say: the same bytes, in another file at the same path.
+    aside = tmp_path / "aside"
+    path.rename(aside)
+    path.write_bytes(aside.read_bytes())
+    assert holds(path, at)
+    write_slots(path, b"third", at, sync=False, held=True)
+    assert read_slots(path).payload == b"third"  # type: ignore[union-attr]
+    assert read_slots(aside).payload == b"second"  # type: ignore[union-attr]
+
+
+def test_files_kept_open_for_writers_stay_few(tmp_path: Path, no_open_files: dict[Path, Any]) -> None:
+    paths = [tmp_path / f"peer{i}" for i in range(3 * slots.OPEN_MOST)]
+    for path in paths:
+        assert holds(path, write_slots(path, b"state", None))
+    assert len(no_open_files) == slots.OPEN_MOST
+    assert sum(str(p) in _open_files() for p in paths) == slots.OPEN_MOST
+
+
+def test_threads_writing_many_files_through_kept_descriptors_never_write_into_each_others(
+        tmp_path: Path, no_open_files: dict[Path, Any]) -> None:
+    # More files than are kept open: threads close each other's descriptors to make room, and a
+    # descriptor's number is reused at once; written through the wrong one, a state would land in
+    # another file.
+    failed: list[BaseException] = []
+
+    def writer(t: int) -> None:
+        try:
+            write(t)
+        except BaseException as exc:  # told to the test, not lost in the thread
+            failed.append(exc)
+
+    def write(t: int) -> None:
+        states = {}
+        for i in range(8):
+            path = tmp_path / f"t{t}-{i}"
+            states[path] = write_slots(path, f"{path.name} 0".encode(), None)
+        for n in range(1, 150):
+            for path, at in states.items():
+                assert holds(path, at)
+                states[path] = write_slots(path, f"{path.name} {n}".encode(), at, sync=False, held=True)
+
+    threads = [threading.Thread(target=writer, args=(t,)) for t in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert not failed
+    for t in range(4):
+        for i in range(8):
+            assert read_slots(tmp_path / f"t{t}-{i}").payload == f"t{t}-{i} 149".encode()  # type: ignore[union-attr]
+
+
+def _open_files() -> set[str]:
+    found = set()
+    for fd in os.listdir("/proc/self/fd"):
+        with contextlib.suppress(OSError):
+            found.add(os.readlink(f"/proc/self/fd/{fd}"))
+    return found
