@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -33,6 +34,15 @@ REPO = Path(__file__).resolve().parent.parent  # the checkout: pyproject.toml, t
 TALK = shutil.which("talk", path=os.path.dirname(sys.executable)) or "talk"
 
 T = TypeVar("T")
+
+
+def open_paths() -> set[str]:
+    """What this process holds open, by path (Linux)."""
+    found = set()
+    for fd in os.listdir("/proc/self/fd"):
+        with contextlib.suppress(OSError):  # the listing's own descriptor, closed by now
+            found.add(os.readlink(f"/proc/self/fd/{fd}"))
+    return found
 
 
 def free_port() -> int:

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
-import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -12,6 +10,7 @@ import pytest
 
 from durable import locks
 from durable.locks import KEPT_MOST, kept_locked, locked
+from tests.conftest import open_paths
 
 
 def test_a_lock_not_waited_for_is_refused_while_held_and_taken_once_free(tmp_path: Path) -> None:
@@ -56,14 +55,6 @@ def no_kept_locks(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
         hold.close_if_idle()
 
 
-def _open_files() -> set[str]:
-    """What this process holds open, by path."""
-    found = set()
-    for fd in os.listdir("/proc/self/fd"):
-        with contextlib.suppress(OSError):
-            found.add(os.readlink(f"/proc/self/fd/{fd}"))
-    return found
-
 
 def test_kept_locks_stay_few_however_many_files_are_locked(tmp_path: Path) -> None:
     # A follower keeps one per peer it answers in a session: unbounded, a few thousand contacts
@@ -72,7 +63,7 @@ def test_kept_locks_stay_few_however_many_files_are_locked(tmp_path: Path) -> No
     for path in paths:
         with kept_locked(path):
             pass
-    assert len({str(p) for p in paths} & _open_files()) == KEPT_MOST
+    assert len({str(p) for p in paths} & open_paths()) == KEPT_MOST
     for path in (paths[0], paths[-1]):  # closed to make room or still kept open: either still locks
         with kept_locked(path), pytest.raises(BlockingIOError), locked(path, wait=False):
             pass
@@ -86,7 +77,7 @@ def test_a_held_kept_lock_is_never_closed_to_make_room(tmp_path: Path) -> None:
         for i in range(2 * KEPT_MOST):
             with kept_locked(tmp_path / f"other{i}.lock"):
                 pass
-        assert str(path) in _open_files()
+        assert str(path) in open_paths()
         with pytest.raises(BlockingIOError), locked(path, wait=False):
             pass  # still held: closing its file would have let the flock go
     with locked(path, wait=False):
@@ -99,9 +90,9 @@ def test_a_kept_lock_handed_out_and_closed_meanwhile_opens_again_when_taken(tmp_
     for i in range(KEPT_MOST):
         with kept_locked(tmp_path / f"other{i}.lock"):
             pass
-    assert str(path) not in _open_files()  # closed, as the oldest
+    assert str(path) not in open_paths()  # closed, as the oldest
     with hold, pytest.raises(BlockingIOError), locked(path, wait=False):
         pass
     with locked(path, wait=False):
         pass
-    assert str(path) not in _open_files()  # no longer kept: closed again once released
+    assert str(path) not in open_paths()  # no longer kept: closed again once released

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import signal
@@ -18,7 +17,7 @@ import pytest
 from durable import slots
 from durable.errors import LocalFileRefused
 from durable.slots import MAGIC, MIN_SLOT, Slotted, holds, read_slots, read_slotted_json, write_slots
-from tests.conftest import wait_for
+from tests.conftest import open_paths, wait_for
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -234,7 +233,7 @@ def test_files_kept_open_for_writers_stay_few(tmp_path: Path, no_open_files: dic
     for path in paths:
         assert holds(path, write_slots(path, b"state", None))
     assert len(no_open_files) == slots.OPEN_MOST
-    assert sum(str(p) in _open_files() for p in paths) == slots.OPEN_MOST
+    assert sum(str(p) in open_paths() for p in paths) == slots.OPEN_MOST
 
 
 def test_threads_writing_many_files_through_kept_descriptors_never_write_into_each_others(
@@ -269,11 +268,3 @@ def test_threads_writing_many_files_through_kept_descriptors_never_write_into_ea
     for t in range(4):
         for i in range(8):
             assert read_slots(tmp_path / f"t{t}-{i}").payload == f"t{t}-{i} 149".encode()  # type: ignore[union-attr]
-
-
-def _open_files() -> set[str]:
-    found = set()
-    for fd in os.listdir("/proc/self/fd"):
-        with contextlib.suppress(OSError):
-            found.add(os.readlink(f"/proc/self/fd/{fd}"))
-    return found
