@@ -156,7 +156,6 @@ def holds(path: Path, at: Slotted) -> bool:
 
     Raises:
         LocalFileRefused: `path` is a symbolic link.
-        OSError: the file cannot be opened for writing.
     """
     if at.slot < 0:
         return False
@@ -169,7 +168,10 @@ def holds(path: Path, at: Slotted) -> bool:
         if kept is not None and kept[1:] == (named.st_dev, named.st_ino, os.getpid()):
             fd, size = kept[0], named.st_size
         else:
-            fd, size = _keep_open(path)
+            try:
+                fd, size = _keep_open(path)
+            except PermissionError:  # a file made read-only: read whole, as if not known (the write says)
+                return False
         if size != _HEAD + 2 * at.size:
             return False
         first = os.pread(fd, _HEAD + 8, 0)  # the layout, then the first slot's counter

@@ -268,3 +268,17 @@ def test_threads_writing_many_files_through_kept_descriptors_never_write_into_ea
     for t in range(4):
         for i in range(8):
             assert read_slots(tmp_path / f"t{t}-{i}").payload == f"t{t}-{i} 149".encode()  # type: ignore[union-attr]
+
+
+def test_holds_says_no_rather_than_fail_when_the_file_cannot_be_opened_to_write(
+        tmp_path: Path, no_open_files: dict[Path, Any], monkeypatch: pytest.MonkeyPatch) -> None:
+    # A file made read-only (root, as tests often run, may write it all the same): the writer
+    # reads it whole instead, and its write is what reports the refusal, as before it was kept.
+    path = tmp_path / "state"
+    at = write_slots(path, b"state", None)
+
+    def refused(*_: Any) -> int:
+        raise PermissionError(13, "Permission denied", str(path))
+
+    monkeypatch.setattr(slots, "open_private", refused)
+    assert not holds(path, at) and not no_open_files
